@@ -1,0 +1,37 @@
+# Everything the project needs is installed by these targets: a venv with the pinned
+# IREE wheels, this package in editable mode, and the cffi-built native libraries.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+NATIVE_STAMP := build/.native
+NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py)
+
+.PHONY: all install native demo test bench clean
+
+all: install
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check --pre -e '.[test]'
+	touch $@
+
+$(NATIVE_STAMP): $(INSTALLED) $(NATIVE_SRC)
+	@mkdir -p build
+	for b in native/build_*.py; do $(PY) $$b || exit 1; done
+	touch $@
+
+install: $(INSTALLED) $(NATIVE_STAMP)
+
+demo: install
+	$(PY) samples/demo.py
+
+test: install
+	$(PY) -m pytest tests
+
+bench: install
+	$(PY) -m tests.bench.run_bench
+
+clean:
+	rm -rf build native/*.so native/__pycache__
