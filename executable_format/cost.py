@@ -1,0 +1,132 @@
+"""The NPU cycle model: per-instruction costs and the per-engine timeline.
+
+This is the reference the native core (native/npu_core.c) implements identically
+(tests compare the two), and the compiler's cycle estimates come from here.
+
+Timeline: each engine executes its instructions in program order, one at a time.
+An instruction starts when its engine is free; SIGNAL on engine E records the time E
+reaches it; WAIT on engine E for value v stalls E until the v-th SIGNAL of that
+semaphore (each semaphore has a single signalling engine, so signal times are ordered);
+BARRIER aligns every engine to the latest; END ends the program at the latest engine time.
+"""
+from dataclasses import dataclass, field
+
+from .isa import (DTYPE_BYTES, ENGINE_NAMES, OPCODES, TRANSCENDENTAL, DType, Engine,
+                  unpack_pair)
+from .machine import MachineConfig
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _dma_cycles(m: MachineConfig, elem: int, a) -> int:
+    n0, n1, n2, n3 = a[3:7]
+    contiguous = a[10] == 1
+    run_bytes = n3 * elem if contiguous else elem
+    runs = n0 * n1 * n2 * (1 if contiguous else n3)
+    burst = m.dma_burst_bytes
+    moved = runs * _ceil_div(run_bytes, burst) * burst
+    return m.dma_latency_cycles + _ceil_div(moved, m.dram_bytes_per_cycle)
+
+
+def _vector_cycles(m: MachineConfig, elements: int, elem: int, factor: int = 1) -> int:
+    return m.vector_latency_cycles + _ceil_div(elements * elem, m.vector_bytes_per_cycle) * factor
+
+
+def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a) -> int:
+    """Cycles the instruction occupies its engine (0 for control instructions)."""
+    name = OPCODES[opcode].name
+    elem = DTYPE_BYTES[DType(dtype)]
+    if name in ("dma.load", "dma.store"):
+        return _dma_cycles(m, elem, a)
+    if name == "fill":
+        return 1 + _ceil_div(a[1] * a[2] * a[3] * a[4] * elem, m.sram_bytes_per_cycle)
+    if name == "matmul":
+        mm, n, k = a[3], a[4], a[5]
+        return m.mac_latency_cycles + mm * _ceil_div(n, m.mac_cols) * _ceil_div(
+            k, m.mac_k_lanes(DType(dtype).name.lower()))
+    if name == "conv2d":
+        c, f, ho, wo, groups = a[3], a[6], a[7], a[8], a[12]
+        kh, kw = unpack_pair(a[9])
+        k_group = (c // groups) * kh * kw
+        return m.mac_latency_cycles + groups * ho * wo * _ceil_div(f // groups, m.mac_cols) * \
+            _ceil_div(k_group, m.mac_k_lanes(DType(dtype).name.lower()))
+    if name == "vpool":
+        kh, kw = unpack_pair(a[7])
+        return _vector_cycles(m, a[2] * a[5] * a[6] * kh * kw, elem)
+    if name == "vreduce":
+        return _vector_cycles(m, a[2] * a[3], elem)
+    if name == "vcvt":
+        elem = max(elem, DTYPE_BYTES[DType(a[12])])
+        return _vector_cycles(m, a[2] * a[3] * a[4], elem)
+    if OPCODES[opcode].engine == Engine.VECTOR:
+        count = a[3] * a[4] * a[5] if OPCODES[opcode].fields[1] == "lhs" else a[2] * a[3] * a[4]
+        factor = m.transcendental_factor if name in TRANSCENDENTAL else 1
+        return _vector_cycles(m, count, elem, factor)
+    return 0
+
+
+def instruction_macs(opcode: int, a) -> int:
+    name = OPCODES[opcode].name
+    if name == "matmul":
+        return a[3] * a[4] * a[5]
+    if name == "conv2d":
+        kh, kw = unpack_pair(a[9])
+        return a[7] * a[8] * a[6] * (a[3] // a[12]) * kh * kw
+    return 0
+
+
+@dataclass
+class TimelineStats:
+    total_cycles: int = 0
+    busy_cycles: dict = field(default_factory=lambda: {ENGINE_NAMES[e]: 0 for e in Engine if e != Engine.CONTROL})
+    stall_cycles: dict = field(default_factory=lambda: {ENGINE_NAMES[e]: 0 for e in Engine if e != Engine.CONTROL})
+    dram_read_bytes: int = 0
+    dram_write_bytes: int = 0
+    macs: int = 0
+    # (engine name, start, end, opcode name, instruction index) per executed instruction
+    events: list = field(default_factory=list)
+
+
+def simulate_timeline(m: MachineConfig, instructions, record_events: bool = False) -> TimelineStats:
+    """Runs the cycle model over an iterable of (opcode, dtype, flags, a) records."""
+    stats = TimelineStats()
+    engines = [Engine.DMA_IN, Engine.DMA_OUT, Engine.MAC, Engine.VECTOR]
+    free_at = {e: 0 for e in engines}
+    signals: dict[int, list[int]] = {}
+    for index, (opcode, dtype, _flags, a) in enumerate(instructions):
+        info = OPCODES[opcode]
+        if info.name == "end":
+            break
+        if info.name == "signal":
+            signals.setdefault(a[1], []).append(free_at[Engine(a[0])])
+        elif info.name == "wait":
+            engine, value = Engine(a[0]), a[2]
+            if value > 0:
+                ready = signals[a[1]][value - 1]
+                if ready > free_at[engine]:
+                    stats.stall_cycles[ENGINE_NAMES[engine]] += ready - free_at[engine]
+                    free_at[engine] = ready
+        elif info.name == "barrier":
+            latest = max(free_at.values())
+            for e in engines:
+                stats.stall_cycles[ENGINE_NAMES[e]] += latest - free_at[e]
+                free_at[e] = latest
+        else:
+            cycles = instruction_cycles(m, opcode, dtype, a)
+            start = free_at[info.engine]
+            free_at[info.engine] = start + cycles
+            stats.busy_cycles[ENGINE_NAMES[info.engine]] += cycles
+            stats.macs += instruction_macs(opcode, a)
+            if info.name in ("dma.load", "dma.store"):
+                moved = a[3] * a[4] * a[5] * a[6] * DTYPE_BYTES[DType(dtype)]
+                if info.name == "dma.load":
+                    stats.dram_read_bytes += moved
+                else:
+                    stats.dram_write_bytes += moved
+            if record_events:
+                stats.events.append((ENGINE_NAMES[info.engine], start, start + cycles,
+                                     info.name, index))
+    stats.total_cycles = max(free_at.values())
+    return stats

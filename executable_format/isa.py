@@ -1,0 +1,161 @@
+"""The NPU instruction set: opcodes, operand fields, engines, dtypes and flags.
+
+Every instruction is a fixed 64-byte little-endian record:
+
+    byte 0      opcode   (u8)
+    byte 1      dtype    (u8, DType)
+    bytes 2-3   flags    (u16, per-opcode bits below)
+    bytes 4-63  a[0..14] (15 x u32 operand fields, named per opcode in OPCODES)
+
+A program is a sequence of such records ending with END. Instructions are issued in
+program order to the engine their opcode belongs to; engines run concurrently and meet
+only at SIGNAL/WAIT/BARRIER. DRAM operands name a binding (index into the export's
+bindings, or CONST_POOL for the executable's constant pool) and a byte offset; SRAM
+operands are byte addresses into the scratchpad. Strides and counts are in elements.
+Packed pairs ("kh_kw") hold the first value in the low 16 bits, the second in the high
+16 bits. f32 parameters (clamp bounds, alpha, scale) are stored as their IEEE bits.
+docs/npu-architecture.md describes each instruction's semantics and cycle cost.
+"""
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+INSTRUCTION_BYTES = 64
+OPERAND_COUNT = 15
+CONST_POOL = 0xFFFFFFFF          # binding index meaning "the executable's constant pool"
+
+INSTRUCTION_DTYPE = np.dtype([("opcode", "<u1"), ("dtype", "<u1"), ("flags", "<u2"),
+                              ("a", "<u4", (OPERAND_COUNT,))])
+assert INSTRUCTION_DTYPE.itemsize == INSTRUCTION_BYTES
+
+
+class DType(enum.IntEnum):
+    F32 = 0
+    F16 = 1
+    BF16 = 2
+    I8 = 3
+    I32 = 4
+
+
+DTYPE_NAMES = {DType.F32: "f32", DType.F16: "f16", DType.BF16: "bf16", DType.I8: "i8",
+               DType.I32: "i32"}
+DTYPE_BYTES = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.I8: 1, DType.I32: 4}
+# The MAC array accumulates floats in f32 and i8 in i32.
+ACCUMULATOR = {DType.F32: DType.F32, DType.F16: DType.F32, DType.BF16: DType.F32,
+               DType.I8: DType.I32}
+
+
+class Engine(enum.IntEnum):
+    DMA_IN = 0       # DRAM -> SRAM loads and SRAM fills
+    DMA_OUT = 1      # SRAM -> DRAM stores
+    MAC = 2          # matmul / convolution tiles
+    VECTOR = 3       # elementwise, pooling, reductions, conversions
+    CONTROL = 4      # SIGNAL / WAIT name their engine in a field; BARRIER, END
+
+
+ENGINE_NAMES = {Engine.DMA_IN: "dma_in", Engine.DMA_OUT: "dma_out", Engine.MAC: "mac",
+                Engine.VECTOR: "vector", Engine.CONTROL: "control"}
+
+
+class Flag(enum.IntFlag):
+    NONE = 0
+    # MATMUL / CONV2D
+    ACCUMULATE = 1       # out += product (else out = product [+ bias])
+    BIAS = 2             # initialise out with bias[n] (acc dtype) from bias_addr
+    TRANSPOSE_A = 4      # MATMUL: A stored [K][M]
+    TRANSPOSE_B = 8      # MATMUL: B stored [N][K]
+    # VPOOL
+    POOL_AVG = 1         # else max
+    COUNT_INCLUDE_PAD = 2
+    # VREDUCE
+    REDUCE_MAX = 1       # else sum
+    REDUCE_MEAN = 2
+
+
+@dataclass(frozen=True)
+class OpcodeInfo:
+    code: int
+    name: str
+    engine: Engine
+    fields: tuple[str, ...]          # names of a[0..len-1]; the rest must be zero
+    dtypes: tuple[DType, ...]        # dtypes the opcode accepts
+
+
+_FLOAT = (DType.F32, DType.F16, DType.BF16)
+_ALL = tuple(DType)
+_DMA_FIELDS = ("binding", "dram_offset", "sram_addr",
+               "n0", "n1", "n2", "n3",
+               "dram_s0", "dram_s1", "dram_s2", "dram_s3",
+               "sram_s0", "sram_s1", "sram_s2", "sram_s3")
+_BINARY_FIELDS = ("dst", "lhs", "rhs", "n0", "n1", "n2",
+                  "dst_s0", "dst_s1", "dst_s2", "lhs_s0", "lhs_s1", "lhs_s2",
+                  "rhs_s0", "rhs_s1", "rhs_s2")
+_UNARY_FIELDS = ("dst", "src", "n0", "n1", "n2",
+                 "dst_s0", "dst_s1", "dst_s2", "src_s0", "src_s1", "src_s2", "p0", "p1")
+
+
+def _binary(code, name):
+    return OpcodeInfo(code, name, Engine.VECTOR, _BINARY_FIELDS, _FLOAT + (DType.I32,))
+
+
+def _unary(code, name, dtypes=_FLOAT):
+    return OpcodeInfo(code, name, Engine.VECTOR, _UNARY_FIELDS, dtypes)
+
+
+OPCODE_LIST = (
+    OpcodeInfo(1, "end", Engine.CONTROL, (), _ALL),
+    OpcodeInfo(2, "signal", Engine.CONTROL, ("engine", "sem"), _ALL),
+    OpcodeInfo(3, "wait", Engine.CONTROL, ("engine", "sem", "value"), _ALL),
+    OpcodeInfo(4, "barrier", Engine.CONTROL, (), _ALL),
+    OpcodeInfo(16, "dma.load", Engine.DMA_IN, _DMA_FIELDS, _ALL),
+    OpcodeInfo(17, "dma.store", Engine.DMA_OUT, _DMA_FIELDS, _ALL),
+    OpcodeInfo(18, "fill", Engine.DMA_IN,
+               ("sram_addr", "n0", "n1", "n2", "n3", "s0", "s1", "s2", "s3", "value"), _ALL),
+    OpcodeInfo(32, "matmul", Engine.MAC,
+               ("a", "b", "out", "m", "n", "k", "lda", "ldb", "ldo", "bias"),
+               _FLOAT + (DType.I8,)),
+    OpcodeInfo(33, "conv2d", Engine.MAC,
+               ("in", "w", "out", "c", "hi", "wi", "f", "ho", "wo",
+                "kh_kw", "sh_sw", "dh_dw", "groups", "bias"),
+               _FLOAT + (DType.I8,)),
+    _binary(48, "vadd"),
+    _binary(49, "vsub"),
+    _binary(50, "vmul"),
+    _binary(51, "vmax"),
+    _binary(52, "vmin"),
+    _binary(53, "vdiv"),
+    _unary(64, "vcopy", _ALL),
+    _unary(65, "vrelu", _FLOAT + (DType.I32,)),
+    _unary(66, "vclamp"),             # p0 = min, p1 = max (f32 bits)
+    _unary(67, "vleakyrelu"),         # p0 = alpha
+    _unary(68, "vsigmoid"),
+    _unary(69, "vtanh"),
+    _unary(70, "vexp"),
+    _unary(71, "vscale"),             # dst = src * p0 + p1
+    OpcodeInfo(72, "vcvt", Engine.VECTOR, _UNARY_FIELDS[:11] + ("scale", "src_dtype"), _ALL),
+    OpcodeInfo(80, "vpool", Engine.VECTOR,
+               ("dst", "src", "c", "hi", "wi", "ho", "wo",
+                "kh_kw", "sh_sw", "dh_dw", "pt_pl", "vh_vw"), _FLOAT),
+    OpcodeInfo(81, "vreduce", Engine.VECTOR, ("dst", "src", "outer", "inner"), _FLOAT),
+)
+
+OPCODES = {info.code: info for info in OPCODE_LIST}
+OPCODES_BY_NAME = {info.name: info for info in OPCODE_LIST}
+TRANSCENDENTAL = frozenset({"vsigmoid", "vtanh", "vexp"})
+
+
+def pack_pair(low: int, high: int) -> int:
+    return (low & 0xFFFF) | ((high & 0xFFFF) << 16)
+
+
+def unpack_pair(value: int) -> tuple[int, int]:
+    return value & 0xFFFF, value >> 16
+
+
+def f32_bits(value: float) -> int:
+    return int(np.array(value, dtype=np.float32).view(np.uint32))
+
+
+def bits_f32(bits: int) -> float:
+    return float(np.array(bits, dtype=np.uint32).view(np.float32))
