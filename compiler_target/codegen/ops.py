@@ -1,0 +1,101 @@
+"""The dispatch operations the NPU can run, as analysis hands them to lowering.
+
+Analysis (analyse + legalize, from the dispatch's linalg IR) produces one `NpuOp` per
+NPU-capable dispatch; lowering (lower, tile, schedule, emit) turns it into an npu-fb
+program. Everything here is plain Python: no MLIR objects cross this boundary.
+
+Tensors are described by where their elements live: a HAL binding (or an inlined
+constant), a byte offset, and an element stride per logical dimension. Layout
+differences (NCHW vs NHWC, FCHW vs HWCF, transposed matmul operands, broadcasts with
+stride 0) are therefore only different strides; lowering turns them into DMA boxes.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    dtype: str                       # "f32", "f16", "bf16", "i8", "i32"
+    shape: tuple[int, ...]           # logical dims, in the order the op documents
+    strides: tuple[int, ...]         # element stride of each logical dim (0 = broadcast)
+    binding: int = -1                # HAL binding ordinal, or -1 for `constant`
+    offset: int = 0                  # byte offset within the binding
+    constant: np.ndarray | None = field(default=None, compare=False)  # inlined data (dense, C order of `shape`)
+
+
+# Elementwise expressions: a list of nodes in SSA order; the last node is the result.
+#   ("input", k)              the k-th entry of `inputs`, read at the current output index
+#   ("acc",)                  the main op's accumulator (conv/matmul/pool results)
+#   ("const", value)          a scalar
+#   (op, (a, b))              binary: add sub mul div max min   (a, b: node indices)
+#   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, neg, abs,
+#                             clamp(lo, hi), leakyrelu(alpha), scale(mul, add)
+ExprNode = tuple
+
+
+@dataclass
+class Elementwise:
+    """out[i] = expr(inputs[i]) over a dense iteration space of `out.shape` (rank <= 4).
+    Inputs are indexed in that space (broadcast dims have stride 0)."""
+    out: TensorRef
+    inputs: list[TensorRef]
+    expr: list[ExprNode]
+
+
+@dataclass
+class Conv2D:
+    """out[n][f][y][x] = epilogue(Σ in[n][g·C/G + c][y·sh + ky·dh - pt][x·sw + kx·dw - pl]
+    · w[f][c][ky][kx]) with zero padding outside the input.
+    in: (N, C, H, W); w: (F, C/groups, KH, KW); out: (N, F, Ho, Wo) — logical orders,
+    whatever the memory layout (strides)."""
+    input: TensorRef
+    weight: TensorRef
+    out: TensorRef
+    stride: tuple[int, int] = (1, 1)
+    dilation: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)     # top, left, bottom, right
+    groups: int = 1
+    epilogue: list[ExprNode] = field(default_factory=lambda: [("acc",)])
+    epilogue_inputs: list[TensorRef] = field(default_factory=list)  # indexed like out (N, F, Ho, Wo)
+
+
+@dataclass
+class Matmul:
+    """out[b][m][n] = epilogue(Σ_k a[b][m][k] · b[b][k][n]).
+    a: (B, M, K); b: (B, K, N); out: (B, M, N); B = 1 for a plain matmul.
+    Transposed operands are just other strides."""
+    a: TensorRef
+    b: TensorRef
+    out: TensorRef
+    epilogue: list[ExprNode] = field(default_factory=lambda: [("acc",)])
+    epilogue_inputs: list[TensorRef] = field(default_factory=list)  # indexed like out (B, M, N)
+
+
+@dataclass
+class Pool2D:
+    """Max or average pooling. input: (N, C, H, W); out: (N, C, Ho, Wo)."""
+    input: TensorRef
+    out: TensorRef
+    kind: str                          # "max" or "avg"
+    kernel: tuple[int, int]
+    stride: tuple[int, int] = (1, 1)
+    dilation: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)     # top, left, bottom, right
+    count_include_pad: bool = False
+    epilogue: list[ExprNode] = field(default_factory=lambda: [("acc",)])
+    epilogue_inputs: list[TensorRef] = field(default_factory=list)
+
+
+@dataclass
+class Reduce:
+    """out[o] = reduce_i input[o][i]. input: (O, I) (strided views of e.g. N·C × H·W);
+    out: (O,). kind: "sum", "max", "mean" (global average pooling = mean)."""
+    input: TensorRef
+    out: TensorRef
+    kind: str
+    epilogue: list[ExprNode] = field(default_factory=lambda: [("acc",)])
+    epilogue_inputs: list[TensorRef] = field(default_factory=list)
+
+
+NpuOp = Elementwise | Conv2D | Matmul | Pool2D | Reduce
