@@ -1,0 +1,55 @@
+"""`iree-compile` with the npu target (`bin/iree-compile`, console script iree-npu-compile).
+
+Without `--iree-hal-target-backends=npu` / `--iree-hal-target-device=npu` the stock
+`iree-compile` of this venv runs with the arguments unchanged. With it, the split pipeline
+runs in this process (compiler_target.pipeline); every other stock flag still applies.
+"""
+import os
+import sys
+
+from compiler_target import options as cli_options
+from compiler_target.errors import CompileError
+
+_TOOL = "iree-compile"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not cli_options.targets_npu(argv):
+        _exec_stock_compiler(argv)
+    try:
+        return _compile_npu(argv)
+    except CompileError as e:
+        sys.stderr.write(f"{_TOOL}: error: {e}\n")
+        return 1
+
+
+def _exec_stock_compiler(argv: list[str]) -> None:
+    stock = os.path.join(os.path.dirname(sys.executable), _TOOL)
+    os.execv(stock, [stock, *argv])
+
+
+def _compile_npu(argv: list[str]) -> int:
+    from compiler_target import pipeline  # loads the compiler: only for npu compiles
+    options = cli_options.parse(argv)
+    if options.input_path is None:
+        raise CompileError("no input file (usage: iree-compile [flags] <input.mlir|input.onnx> -o <out.vmfb>)")
+    if options.input_path == "-":
+        source = pipeline.Source(text=sys.stdin.read())
+    else:
+        source = pipeline.Source(path=options.input_path)
+    output = pipeline.compile_source(source, options)
+    if options.output_path == "-":
+        sys.stdout.buffer.write(output)
+        sys.stdout.flush()
+    else:
+        try:
+            with open(options.output_path, "wb") as f:
+                f.write(output)
+        except OSError as e:
+            raise CompileError(f"cannot write output file '{options.output_path}': {e.strerror}") from None
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

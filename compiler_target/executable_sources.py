@@ -1,0 +1,101 @@
+"""Edits at the executable-sources phase: turn an executable the code generator accepted
+into a cheap stub that the stock llvm-cpu backend translates under the `npu-fb` format.
+
+- The inner function body is emptied (translation is then trivial).
+- The export's workgroup count region returns the plan's constant grid.
+- The variant's target keeps the llvm-cpu backend but names the `npu-fb` format, so the
+  stock hal phase emits `hal.executable.format` queries for `npu-fb` by itself.
+- The variant symbol is renamed to `npu_fb` (and every reference to it), so the binary
+  and its vmfb archive member are named after the format they hold.
+"""
+from iree.compiler import ir
+
+NPU_FORMAT = "npu-fb"
+NPU_VARIANT = "npu_fb"
+
+
+def executables(module) -> list:
+    """The module's hal.executable ops in order."""
+    return [op for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "hal.executable"]
+
+
+def symbol_name(op) -> str:
+    return ir.StringAttr(op.attributes["sym_name"]).value
+
+
+def variant_of(executable):
+    return executable.regions[0].blocks[0].operations[0]
+
+
+def stub_for_npu(module, executable, workgroup_count: tuple[int, int, int]) -> None:
+    variant = variant_of(executable)
+    with module.context, ir.Location.unknown():
+        for op in variant.regions[0].blocks[0].operations:
+            if op.operation.name == "hal.executable.export":
+                _set_workgroup_count(op, workgroup_count)
+            elif op.operation.name == "builtin.module":
+                for function in op.regions[0].blocks[0].operations:
+                    _empty_body(function)
+        _retarget_to_npu_format(variant)
+        _rename_variant(module, executable, variant, NPU_VARIANT)
+
+
+def _set_workgroup_count(export, workgroup_count) -> None:
+    block = export.regions[0].blocks[0]
+    _erase_all(block)
+    index = ir.IndexType.get()
+    with ir.InsertionPoint(block):
+        counts = [ir.Operation.create("arith.constant", results=[index],
+                                      attributes={"value": ir.IntegerAttr.get(index, n)}).result
+                  for n in workgroup_count]
+        ir.Operation.create("hal.return", operands=counts)
+
+
+def _empty_body(function) -> None:
+    block = function.regions[0].blocks[0]
+    _erase_all(block)
+    with ir.InsertionPoint(block):
+        ir.Operation.create("func.return")
+
+
+def _erase_all(block) -> None:
+    for op in reversed(list(block.operations)):  # users before their operands
+        op.erase()
+
+
+def _retarget_to_npu_format(variant) -> None:
+    target = str(variant.attributes["target"])
+    backend_and_format = target.split(",", 2)  # #hal.executable.target<"llvm-cpu", "<format>", {...}>
+    backend_and_format[1] = f' "{NPU_FORMAT}"'
+    variant.attributes["target"] = ir.Attribute.parse(",".join(backend_and_format))
+
+
+def _rename_variant(module, executable, variant, new_name: str) -> None:
+    executable_name, old_name = symbol_name(executable), symbol_name(variant)
+    variant.attributes["sym_name"] = ir.StringAttr.get(new_name)
+
+    def renamed(attribute):
+        """The attribute with references to the variant renamed, or None if it has none."""
+        if isinstance(attribute, ir.ArrayAttr):
+            elements = list(attribute)
+            changed = [renamed(e) for e in elements]
+            if not any(changed):
+                return None
+            return ir.ArrayAttr.get([c or e for c, e in zip(changed, elements)])
+        if isinstance(attribute, ir.SymbolRefAttr):
+            path = attribute.value
+            if path[:2] == [executable_name, old_name]:
+                return ir.SymbolRefAttr.get([executable_name, new_name, *path[2:]])
+        return None
+
+    def visit(op):
+        for name in list(op.attributes):
+            replacement = renamed(op.attributes[name])
+            if replacement is not None:
+                op.attributes[name] = replacement
+        return ir.WalkResult.ADVANCE
+
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name != "hal.executable":
+            op.operation.walk(visit)

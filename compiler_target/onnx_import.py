@@ -1,0 +1,34 @@
+"""ONNX → torch-dialect MLIR module, in process, with the importer shipped in
+iree-base-compiler (the same steps as `iree-import-onnx`: load, check, infer shapes,
+import the main graph)."""
+import onnx
+
+from iree.compiler.extras import onnx_importer
+
+from compiler_target.errors import CompileError
+
+
+def import_onnx_file(path: str, context):
+    """Returns the module operation, built in `context` (the compiler session's)."""
+    model = _load(path)
+    model_info = onnx_importer.ModelInfo(model)
+    module = model_info.create_module(context=context).operation
+    try:
+        onnx_importer.NodeImporter.define_function(model_info.main_graph, module).import_all()
+    except Exception as e:  # the importer reports unsupported ONNX content by raising
+        raise CompileError(f"{path}: ONNX import failed: {e}") from None
+    if not module.verify():
+        raise CompileError(f"{path}: imported ONNX module does not verify")
+    return module
+
+
+def _load(path: str) -> onnx.ModelProto:
+    try:
+        model = onnx.load(path)
+        onnx.checker.check_model(model)
+        return onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except FileNotFoundError:
+        raise CompileError(f"cannot open input file '{path}': No such file or directory") from None
+    except Exception as e:  # protobuf DecodeError, onnx ValidationError, ...
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CompileError(f"{path}: not a valid ONNX model: {first_line}") from None

@@ -1,0 +1,136 @@
+"""The `npu` target's split pipeline, in one process:
+
+  import (MLIR or ONNX)
+  → stock compiler to executable-sources
+  → plan each dispatch (compiler_target.codegen) and stub the NPU ones
+  → stock compiler to hal
+  → put npu-fb binaries in, select `npu*` devices
+  → stock compiler to the end → vmfb
+
+Dispatches the code generator does not take keep the stock llvm-cpu binary (host fallback).
+"""
+import os
+import time
+from dataclasses import dataclass
+
+from compiler_target import dispatch_report, dumps
+from compiler_target.dispatch_plan import DispatchPlan
+from compiler_target.errors import CompileError
+from compiler_target.executable_sources import executables, stub_for_npu, symbol_name
+from compiler_target.hal_binaries import install_npu_binaries, select_npu_device
+from compiler_target.onnx_import import import_onnx_file
+from compiler_target.options import SURROGATE_TARGET_FLAGS, CompileOptions
+from compiler_target.stock_compiler import (
+    StockCompiler, ir_text, phase_index, set_process_global_flags, split_session_flags, vmfb_bytes)
+from compiler_target.task_graph import dispatch_sites
+
+SPLIT_PHASE = "executable-sources"  # where the code generator sees each dispatch
+SWAP_PHASE = "hal"                  # where binaries and device queries are rewritten
+
+
+def plan_dispatch(index: int, executable, machine) -> DispatchPlan:
+    """The code generator's decision for one `hal.executable` (tests substitute this)."""
+    from compiler_target import codegen
+    return codegen.plan_dispatch(index, executable, machine)
+
+
+def build_machine(overrides: dict[str, str]):
+    """The NPU machine configuration with `--iree-npu-machine-*` overrides applied."""
+    from executable_format.machine import MachineConfig
+    try:
+        return MachineConfig.from_overrides(overrides)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CompileError(f"invalid --iree-npu-machine-* flag: {e}") from None
+
+
+@dataclass
+class Source:
+    """What to compile: a file (MLIR text/bytecode or .onnx) or MLIR text."""
+    path: str | None = None
+    text: str | None = None
+
+    @property
+    def stem(self) -> str:
+        return os.path.splitext(os.path.basename(self.path))[0] if self.path else "module"
+
+
+def compile_source(source: Source, options: CompileOptions) -> bytes:
+    """Compiles to options.compile_to; returns the vmfb, or the IR text for an earlier phase."""
+    started = time.monotonic()
+    start, end = phase_index(options.compile_from), phase_index(options.compile_to)
+    if start > phase_index(SPLIT_PHASE):
+        raise CompileError(f"--compile-from={options.compile_from} is past {SPLIT_PHASE}, "
+                           "where npu code generation runs")
+    compiler = _open_compiler(options.stock_flags)
+    module = _load(compiler, source)
+
+    if end <= phase_index(SPLIT_PHASE):
+        return ir_text(compiler.run(module, options.compile_from, options.compile_to))
+    if start < phase_index(SPLIT_PHASE):
+        compiler.run(module, options.compile_from, SPLIT_PHASE)
+
+    machine = build_machine(options.npu.machine)
+    plans = _plan_all(module, machine, options.npu.fallback)
+    _write_dumps(module, plans, source, options)
+    _stub_npu_executables(module, plans)
+
+    to_swap = options.compile_to if end < phase_index(SWAP_PHASE) else SWAP_PHASE
+    invocation = compiler.run(module, SPLIT_PHASE, to_swap)
+    if end >= phase_index(SWAP_PHASE):
+        install_npu_binaries(module, {name: plan.npu_fb for name, plan in plans.items()
+                                      if plan.target == "npu"})
+        select_npu_device(module)
+    if end > phase_index(SWAP_PHASE):
+        invocation = compiler.run(module, SWAP_PHASE, options.compile_to)
+    output = vmfb_bytes(invocation) if options.compile_to == "end" else ir_text(invocation)
+
+    if options.npu.dispatch_report:
+        dispatch_report.write_report(options.npu.dispatch_report, dispatch_report.report_lines(
+            list(plans.values()), time.monotonic() - started))
+    return output
+
+
+def _open_compiler(stock_flags: list[str]) -> StockCompiler:
+    session_flags, global_flags = split_session_flags(SURROGATE_TARGET_FLAGS + stock_flags)
+    set_process_global_flags(global_flags)
+    return StockCompiler(session_flags)
+
+
+def _load(compiler: StockCompiler, source: Source):
+    if source.text is not None:
+        return compiler.parse_text(source.text)
+    if source.path.endswith(".onnx"):
+        return import_onnx_file(source.path, compiler.context)
+    return compiler.parse_file(source.path)
+
+
+def _plan_all(module, machine, fallback: str) -> dict[str, DispatchPlan]:
+    """One plan per hal.executable, keyed by executable symbol, in export order."""
+    plans = {}
+    for index, executable in enumerate(executables(module)):
+        plan = plan_dispatch(index, executable, machine)
+        if plan.target == "npu" and not plan.npu_fb:
+            raise CompileError(f"dispatch #{index} {plan.name}: npu plan without npu-fb bytes")
+        if plan.target != "npu" and fallback == "error":
+            raise CompileError(f"dispatch #{index} {plan.name} cannot run on npu: {plan.reason} "
+                               "(--iree-npu-fallback=error)")
+        plans[symbol_name(executable)] = plan
+    return plans
+
+
+def _stub_npu_executables(module, plans: dict[str, DispatchPlan]) -> None:
+    for executable in executables(module):
+        plan = plans[symbol_name(executable)]
+        if plan.target == "npu":
+            stub_for_npu(module, executable, plan.workgroup_count)
+
+
+def _write_dumps(module, plans: dict[str, DispatchPlan], source: Source,
+                 options: CompileOptions) -> None:
+    npu = options.npu
+    if npu.dump_asm:
+        dumps.dump_asm(npu.dump_asm, list(plans.values()))
+    if npu.dump_ir:
+        dumps.dump_ir(npu.dump_ir, list(plans.values()))
+    if npu.dump_json:
+        dumps.dump_json(npu.dump_json, source.stem, plans, dispatch_sites(module))
