@@ -1,0 +1,131 @@
+"""hal.buffer: a byte range of an allocation in npu-sim DRAM.
+
+An `Allocation` owns 64-byte aligned numpy storage (or aliases imported host
+memory); a `Buffer` is a window `[byte_offset, byte_offset + byte_length)` into it.
+Subspans share the allocation. All ranges are checked; violations raise
+OUT_OF_RANGE the way IREE's buffer range validation does.
+"""
+import weakref
+
+import numpy as np
+
+from hal_driver.device.memory import ALIGNMENT, WHOLE_BUFFER, MemoryAccess
+from hal_driver.status import StatusCode, StatusError
+from hal_driver.vm.ref import VmRef
+
+
+def aligned_bytes(length: int) -> np.ndarray:
+    """Zeroed uint8 storage whose first byte is 64-byte aligned."""
+    raw = np.zeros(length + ALIGNMENT, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start:start + length]
+
+
+class Allocation:
+    """Storage shared by a buffer and all of its subspans."""
+
+    def __init__(self, storage: np.ndarray, memory_type: int, allowed_usage: int,
+                 allowed_access: int, on_release=None):
+        self.storage = storage
+        self.memory_type = memory_type
+        self.allowed_usage = allowed_usage
+        self.allowed_access = allowed_access
+        self.released = False
+        self.preserve_count = 1
+        self._finalizer = weakref.finalize(self, on_release) if on_release else None
+
+    def release(self) -> None:
+        """Returns the memory to the allocator (queue dealloca or garbage collection)."""
+        self.released = True
+        if self._finalizer:
+            self._finalizer()
+
+
+    def preserve(self) -> None:
+        self.preserve_count += 1
+
+    def discard(self) -> bool:
+        """Drops one preservation; True if that was the last (the caller may free it)."""
+        self.preserve_count -= 1
+        return self.preserve_count == 0
+
+    def is_terminal(self) -> bool:
+        return self.preserve_count == 1
+
+
+class Buffer(VmRef):
+    vm_type = "hal.buffer"
+
+    def __init__(self, allocation: Allocation, byte_offset: int, byte_length: int):
+        self.allocation = allocation
+        self.byte_offset = byte_offset
+        self.byte_length = byte_length
+
+    @property
+    def memory_type(self) -> int:
+        return self.allocation.memory_type
+
+    @property
+    def allowed_usage(self) -> int:
+        return self.allocation.allowed_usage
+
+    @property
+    def allowed_access(self) -> int:
+        return self.allocation.allowed_access
+
+    def resolve_range(self, offset: int, length: int) -> tuple[int, int]:
+        """Checks `[offset, offset+length)` (length -1: to the end) and returns it."""
+        if length == WHOLE_BUFFER:
+            length = self.byte_length - offset
+        if offset < 0 or length < 0 or offset + length > self.byte_length:
+            raise StatusError(
+                StatusCode.OUT_OF_RANGE,
+                f"attempted to access an address off the end of the valid buffer range "
+                f"(offset={offset}, length={length}, buffer byte_length={self.byte_length})")
+        return offset, length
+
+    def subspan(self, offset: int, length: int) -> "Buffer":
+        offset, length = self.resolve_range(offset, length)
+        return Buffer(self.allocation, self.byte_offset + offset, length)
+
+    def view(self, offset: int = 0, length: int = WHOLE_BUFFER) -> np.ndarray:
+        """A uint8 numpy view of the range (no copy)."""
+        offset, length = self.resolve_range(offset, length)
+        if self.allocation.released:
+            raise StatusError(StatusCode.FAILED_PRECONDITION,
+                              "buffer used after its queue deallocation")
+        start = self.byte_offset + offset
+        return self.allocation.storage[start:start + length]
+
+    def map(self, offset: int = 0, length: int = WHOLE_BUFFER,
+            access: int = MemoryAccess.READ) -> np.ndarray:
+        """Host mapping of the range; checks the allocation allows `access`."""
+        if access & ~self.allowed_access & (MemoryAccess.READ | MemoryAccess.WRITE):
+            raise StatusError(StatusCode.PERMISSION_DENIED,
+                              "buffer does not allow the requested memory access "
+                              f"(allowed {self.allowed_access:#x}, requested {access:#x})")
+        return self.view(offset, length)
+
+    def read(self, offset: int = 0, length: int = WHOLE_BUFFER) -> bytes:
+        return self.map(offset, length).tobytes()
+
+    def write(self, offset: int, data) -> None:
+        source = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+        self.map(offset, len(source), MemoryAccess.WRITE)[:] = source
+
+    def fill(self, offset: int, length: int, pattern: bytes) -> None:
+        if len(pattern) not in (1, 2, 4, 8):
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"fill pattern length must be 1, 2, 4 or 8 bytes, got {len(pattern)}")
+        target = self.map(offset, length, MemoryAccess.WRITE)
+        if len(target) % len(pattern):
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"fill length {len(target)} is not a multiple of the "
+                              f"{len(pattern)}-byte pattern")
+        target.reshape(-1, len(pattern))[:] = np.frombuffer(pattern, dtype=np.uint8)
+
+
+def copy_buffer(source: Buffer, source_offset: int, target: Buffer, target_offset: int,
+                length: int) -> None:
+    data = source.map(source_offset, length).copy()
+    target.map(target_offset, len(data), MemoryAccess.WRITE)[:] = data

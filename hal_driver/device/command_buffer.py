@@ -1,0 +1,186 @@
+"""hal.command_buffer: recorded transfer and dispatch commands replayed by the queue.
+
+A command buffer is created recording, finalized once, then submitted. One-shot
+command buffers may be submitted once; reusable ones any number of times. Buffer
+references are either direct (a buffer) or indirect (a binding-table slot resolved
+at submission, queue.execute.indirect). The queue executes commands in order, so
+execution barriers only need to be recorded.
+"""
+import enum
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from hal_driver.device.buffer import Buffer, copy_buffer
+from hal_driver.device.memory import BufferUsage, check_usage
+from hal_driver.status import StatusCode, StatusError
+from hal_driver.vm.ref import VmRef
+
+
+class CommandBufferMode(enum.IntFlag):
+    DEFAULT = 0
+    ONE_SHOT = 1 << 0
+    ALLOW_INLINE_EXECUTION = 1 << 4
+    UNVALIDATED = 1 << 5
+
+
+Binding = tuple[Optional[Buffer], int, int]   # (buffer, offset, length) of a binding table
+
+
+@dataclass(frozen=True)
+class BufferRef:
+    """A direct buffer range, or a binding-table slot plus a range within it."""
+    buffer: Optional[Buffer]
+    slot: int
+    offset: int
+    length: int
+
+    def resolve(self, binding_table: Sequence[Binding]) -> Buffer:
+        if self.buffer is not None:
+            return self.buffer.subspan(self.offset, self.length)
+        if self.slot >= len(binding_table):
+            raise StatusError(StatusCode.OUT_OF_RANGE,
+                              f"binding table slot {self.slot} out of range "
+                              f"(table has {len(binding_table)} entries)")
+        buffer, offset, length = binding_table[self.slot]
+        if buffer is None:
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"binding table slot {self.slot} has no buffer")
+        return buffer.subspan(offset, length).subspan(self.offset, self.length)
+
+
+@dataclass(frozen=True)
+class DispatchCommand:
+    executable: object
+    ordinal: int
+    workgroup_count: Optional[tuple[int, int, int]]
+    workgroup_count_ref: Optional[BufferRef]
+    constants: tuple[int, ...]
+    bindings: tuple[BufferRef, ...]
+
+    def execute(self, device, table: Sequence[Binding]) -> None:
+        count = self.workgroup_count
+        if self.workgroup_count_ref is not None:
+            raw = self.workgroup_count_ref.resolve(table).view(0, 12)
+            count = tuple(int(v) for v in raw.view(np.uint32))
+        buffers = [ref.resolve(table) for ref in self.bindings]
+        for buffer in buffers:
+            check_usage(buffer.allowed_usage, BufferUsage.DISPATCH_STORAGE_READ, "dispatch binding")
+        device.dispatch(self.executable, self.ordinal, count, self.constants, buffers)
+
+
+class CommandBuffer(VmRef):
+    vm_type = "hal.command_buffer"
+
+    def __init__(self, mode: int, categories: int, binding_capacity: int):
+        self.mode = CommandBufferMode(mode & 0x33)
+        self.categories = categories
+        self.binding_capacity = binding_capacity
+        self.commands: list[Callable] = []
+        self.finalized = False
+        self.submitted = False
+        self._debug_depth = 0
+
+    @property
+    def one_shot(self) -> bool:
+        return bool(self.mode & CommandBufferMode.ONE_SHOT)
+
+    def _record(self, command: Callable) -> None:
+        if self.finalized:
+            raise StatusError(StatusCode.FAILED_PRECONDITION,
+                              "command buffer is finalized and cannot record commands")
+        self.commands.append(command)
+
+    def _check_ref(self, ref: BufferRef) -> BufferRef:
+        if ref.buffer is None and ref.slot >= self.binding_capacity:
+            raise StatusError(StatusCode.OUT_OF_RANGE,
+                              f"binding slot {ref.slot} exceeds the command buffer's binding "
+                              f"capacity {self.binding_capacity}")
+        if ref.buffer is not None:
+            ref.buffer.resolve_range(ref.offset, ref.length)
+        return ref
+
+    def execution_barrier(self, source_stage: int, target_stage: int, flags: int) -> None:
+        self._record(lambda device, table: None)
+
+    def begin_debug_group(self, label: str) -> None:
+        self._debug_depth += 1
+        self._record(lambda device, table: None)
+
+    def end_debug_group(self) -> None:
+        if self._debug_depth == 0:
+            raise StatusError(StatusCode.FAILED_PRECONDITION, "no debug group is open")
+        self._debug_depth -= 1
+        self._record(lambda device, table: None)
+
+    def fill_buffer(self, target: BufferRef, pattern: bytes) -> None:
+        target = self._check_ref(target)
+
+        def fill(device, table):
+            buffer = target.resolve(table)
+            check_usage(buffer.allowed_usage, BufferUsage.TRANSFER_TARGET, "fill")
+            buffer.fill(0, buffer.byte_length, pattern)
+        self._record(fill)
+
+    def update_buffer(self, data: bytes, target: BufferRef) -> None:
+        target = self._check_ref(target)
+        data = bytes(data)
+
+        def update(device, table):
+            buffer = target.resolve(table)
+            check_usage(buffer.allowed_usage, BufferUsage.TRANSFER_TARGET, "update")
+            buffer.write(0, data[:buffer.byte_length])
+        self._record(update)
+
+    def copy_buffer(self, source: BufferRef, target: BufferRef) -> None:
+        source, target = self._check_ref(source), self._check_ref(target)
+
+        def copy(device, table):
+            src, dst = source.resolve(table), target.resolve(table)
+            check_usage(src.allowed_usage, BufferUsage.TRANSFER_SOURCE, "copy source")
+            check_usage(dst.allowed_usage, BufferUsage.TRANSFER_TARGET, "copy target")
+            copy_buffer(src, 0, dst, 0, src.byte_length)
+        self._record(copy)
+
+    def check_range(self, ref: BufferRef) -> None:
+        """flush/invalidate/advise: memory is coherent, so only the range is checked."""
+        ref = self._check_ref(ref)
+        self._record(lambda device, table: ref.resolve(table))
+
+    def dispatch(self, executable, ordinal: int, workgroup_count: tuple[int, int, int],
+                 constants: Sequence[int], bindings: Sequence[BufferRef],
+                 workgroup_count_ref: Optional[BufferRef] = None) -> None:
+        executable.check_dispatch(ordinal, len(constants), len(bindings))
+        refs = tuple(self._check_ref(b) for b in bindings)
+        if workgroup_count_ref is not None:
+            workgroup_count_ref = self._check_ref(workgroup_count_ref)
+        self._record(DispatchCommand(executable, ordinal, workgroup_count, workgroup_count_ref,
+                                     tuple(constants), refs).execute)
+
+    def finalize(self) -> None:
+        if self.finalized:
+            raise StatusError(StatusCode.FAILED_PRECONDITION,
+                              "command buffer is already finalized")
+        if self._debug_depth:
+            raise StatusError(StatusCode.FAILED_PRECONDITION,
+                              f"{self._debug_depth} debug group(s) left open at finalize")
+        self.finalized = True
+
+    def check_submittable(self, binding_table: Sequence[Binding]) -> None:
+        """Called at submission: finalized, one-shot reuse, binding table size."""
+        if not self.finalized:
+            raise StatusError(StatusCode.FAILED_PRECONDITION,
+                              "command buffer must be finalized before submission")
+        if self.one_shot and self.submitted:
+            raise StatusError(StatusCode.FAILED_PRECONDITION,
+                              "one-shot command buffer has already been submitted")
+        if len(binding_table) < self.binding_capacity:
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"binding table has {len(binding_table)} entries but the command "
+                              f"buffer requires {self.binding_capacity}")
+        self.submitted = True
+
+    def execute(self, device, binding_table: Sequence[Binding]) -> None:
+        for command in self.commands:
+            command(device, binding_table)

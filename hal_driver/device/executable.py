@@ -1,0 +1,122 @@
+"""hal.executable: npu-fb programs run by the NPU core, host-fallback libraries run on the CPU.
+
+Both kinds answer `lookup_function(name) -> ordinal`, check a dispatch when it is
+recorded (`check_dispatch`) and run it (`run`) with bindings given as hal buffers.
+"""
+from typing import Sequence
+
+import numpy as np
+
+from hal_driver.device.buffer import Buffer, aligned_bytes
+from hal_driver.device.memory import ALIGNMENT, MemoryAccess
+from hal_driver.status import StatusCode, StatusError
+from hal_driver.vm.ref import VmRef
+
+NPU_FORMAT = "npu-fb"
+
+
+class Executable(VmRef):
+    vm_type = "hal.executable"
+    format = ""
+    export_names: list[str] = []
+
+    def lookup_function(self, name: str) -> int:
+        try:
+            return self.export_names.index(name)
+        except ValueError:
+            raise StatusError(StatusCode.NOT_FOUND,
+                              f"executable ({self.format}) has no export named '{name}'") from None
+
+    def check_dispatch(self, ordinal: int, constant_count: int, binding_count: int) -> None:
+        if not 0 <= ordinal < len(self.export_names):
+            raise StatusError(StatusCode.OUT_OF_RANGE,
+                              f"executable ({self.format}) export ordinal {ordinal} out of range "
+                              f"(has {len(self.export_names)} exports)")
+
+
+class NpuExecutable(Executable):
+    format = NPU_FORMAT
+
+    def __init__(self, data: bytes, machine):
+        from executable_format.errors import FormatError
+        from executable_format.reader import read_executable
+        try:
+            self.program = read_executable(bytes(data))
+        except FormatError as error:
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"executable npu-fb verification failed: {error}") from None
+        check_machine(self.program.machine, machine)
+        self.exports = sorted(self.program.exports, key=lambda e: e.ordinal)
+        self.export_names = [e.name for e in self.exports]
+
+    def check_dispatch(self, ordinal: int, constant_count: int, binding_count: int) -> None:
+        super().check_dispatch(ordinal, constant_count, binding_count)
+        export = self.exports[ordinal]
+        if constant_count != export.constant_count or binding_count < export.binding_count:
+            raise StatusError(
+                StatusCode.INVALID_ARGUMENT,
+                f"npu-fb export '{export.name}' takes {export.constant_count} constants and "
+                f"{export.binding_count} bindings; dispatch provides {constant_count} constants "
+                f"and {binding_count} bindings")
+
+    def run(self, core, ordinal: int, workgroup_count, constants: Sequence[int],
+            bindings: Sequence[Buffer], trace: bool):
+        arrays = [b.map(access=MemoryAccess.READ | MemoryAccess.WRITE) if _writable(b) else b.view()
+                  for b in bindings]
+        return core.execute(self.exports[ordinal], list(constants), arrays, trace=trace)
+
+
+class HostExecutable(Executable):
+    """A host-CPU library (llvm-cpu output) run through host_executable."""
+
+    def __init__(self, format: str, data: bytes, constants: Sequence[int] = ()):
+        from hal_driver.device import host_executable
+        self.format = format
+        self.library = host_executable.HostExecutable(format, bytes(data), constants)
+        self.export_names = list(self.library.export_names)
+
+    def check_dispatch(self, ordinal: int, constant_count: int, binding_count: int) -> None:
+        super().check_dispatch(ordinal, constant_count, binding_count)
+        info = self.library.export_info(ordinal)
+        if constant_count != info.constant_count or binding_count != info.binding_count:
+            raise StatusError(
+                StatusCode.INVALID_ARGUMENT,
+                f"host export '{info.name}' takes {info.constant_count} constants and "
+                f"{info.binding_count} bindings; dispatch provides {constant_count} constants "
+                f"and {binding_count} bindings")
+
+    def run(self, ordinal: int, workgroup_count, constants: Sequence[int],
+            bindings: Sequence[Buffer]) -> None:
+        staged = [_host_binding(buffer) for buffer in bindings]
+        self.library.dispatch(ordinal, tuple(workgroup_count), list(constants),
+                              [array for array, _ in staged])
+        for array, write_back in staged:
+            if write_back is not None:
+                write_back.write(0, array)
+
+
+def _writable(buffer: Buffer) -> bool:
+    return bool(buffer.allowed_access & MemoryAccess.WRITE)
+
+
+def _host_binding(buffer: Buffer) -> tuple[np.ndarray, Buffer | None]:
+    """A writable 64-byte aligned array for the binding; a staging copy (to write back
+    to the buffer if it is writable) when the buffer's own memory does not qualify."""
+    view = buffer.view()
+    if view.flags.writeable and view.ctypes.data % ALIGNMENT == 0:
+        return view, None
+    staging = aligned_bytes(len(view))
+    staging[:] = view
+    return staging, buffer if _writable(buffer) else None
+
+
+def check_machine(compiled_for, device_machine) -> None:
+    """Rejects a program compiled for another NPU machine configuration."""
+    if compiled_for == device_machine:
+        return
+    theirs, ours = compiled_for.as_dict(), device_machine.as_dict()
+    diffs = ", ".join(f"{name}={theirs[name]} (device: {ours.get(name)})"
+                      for name in theirs if theirs[name] != ours.get(name))
+    raise StatusError(StatusCode.FAILED_PRECONDITION,
+                      f"executable npu-fb was compiled for a different NPU machine "
+                      f"configuration: {diffs}")

@@ -1,0 +1,97 @@
+"""hal.semaphore: timeline semaphores.
+
+A semaphore holds a monotonically increasing 64-bit value or a failure status.
+Waiting on a failed semaphore raises its failure; waits past their deadline raise
+DEADLINE_EXCEEDED. All semaphores notify one shared condition so that waits on
+several semaphores (all or any) need no extra machinery.
+"""
+import threading
+import time
+from typing import Callable, Iterable, Optional
+
+from hal_driver.status import StatusCode, StatusError
+from hal_driver.vm.ref import VmRef
+
+_changed = threading.Condition()
+
+Timepoint = tuple["Semaphore", int]
+
+
+class Semaphore(VmRef):
+    vm_type = "hal.semaphore"
+
+    def __init__(self, initial_value: int = 0):
+        self._value = initial_value
+        self._failure: Optional[StatusError] = None
+
+    def query(self) -> int:
+        """The current value; raises the failure status of a failed semaphore."""
+        with _changed:
+            if self._failure:
+                raise self._failure
+            return self._value
+
+    @property
+    def failure(self) -> Optional[StatusError]:
+        return self._failure
+
+    def signal(self, value: int) -> None:
+        with _changed:
+            if self._failure:
+                raise self._failure
+            if value <= self._value:
+                raise StatusError(
+                    StatusCode.OUT_OF_RANGE,
+                    f"semaphore values must be monotonically increasing; current value "
+                    f"{self._value}, new value {value}")
+            self._value = value
+            _changed.notify_all()
+
+    def fail(self, status: StatusError) -> None:
+        """Puts the semaphore in the failed state; the first failure wins."""
+        with _changed:
+            if not self._failure:
+                self._failure = status
+            _changed.notify_all()
+
+    def reached(self, value: int) -> bool:
+        """True once `value` is reached; raises if failed (call with `_changed` held)."""
+        if self._failure:
+            raise self._failure
+        return self._value >= value
+
+    def wait(self, value: int, timeout: Optional[float] = None) -> None:
+        wait_all([(self, value)], timeout)
+
+
+def wait_all(timepoints: Iterable[Timepoint], timeout: Optional[float] = None,
+             cancelled: Callable[[], bool] = lambda: False) -> None:
+    """Blocks until every timepoint is reached (timeout in seconds, None: forever)."""
+    timepoints = list(timepoints)
+    _wait(lambda: all(s.reached(v) for s, v in timepoints), timeout, cancelled)
+
+
+def wait_any(timepoints: Iterable[Timepoint], timeout: Optional[float] = None) -> None:
+    """Blocks until one timepoint is reached; a failed semaphore raises."""
+    timepoints = list(timepoints)
+    _wait(lambda: any(s.reached(v) for s, v in timepoints), timeout, lambda: False)
+
+
+def notify_waiters() -> None:
+    """Wakes all waiters so they re-check their `cancelled` predicate."""
+    with _changed:
+        _changed.notify_all()
+
+
+def _wait(ready: Callable[[], bool], timeout: Optional[float],
+          cancelled: Callable[[], bool]) -> None:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with _changed:
+        while not ready():
+            if cancelled():
+                raise StatusError(StatusCode.CANCELLED, "wait cancelled: device is shutting down")
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise StatusError(StatusCode.DEADLINE_EXCEEDED,
+                                  "timed out waiting on semaphores")
+            _changed.wait(remaining)
