@@ -1,0 +1,109 @@
+"""bin/iree-compile and the npu CLI in fresh processes: passthrough, flags, dumps, errors."""
+import json
+import os
+import subprocess
+import zipfile
+
+import pytest
+
+from tests.compiler import models, planners
+from tests.compiler.conftest import IREE_COMPILE, STOCK_IREE_COMPILE, run_cli
+
+
+@pytest.fixture
+def chain_mlir(tmp_path):
+    path = tmp_path / "chain.mlir"
+    path.write_text(models.CHAIN_MLIR)
+    return path
+
+
+def test_llvm_cpu_through_bin_is_the_stock_tool(chain_mlir, tmp_path):
+    ours, stock = tmp_path / "ours.vmfb", tmp_path / "stock.vmfb"
+    flags = ["--iree-hal-target-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=generic"]
+    assert run_cli(*flags, chain_mlir, "-o", ours).returncode == 0
+    subprocess.run([str(STOCK_IREE_COMPILE), *flags, str(chain_mlir), "-o", str(stock)], check=True)
+    assert ours.read_bytes() == stock.read_bytes()
+
+
+def test_bin_works_from_path_through_a_symlink(tmp_path):
+    (tmp_path / "bin").mkdir()
+    os.symlink(IREE_COMPILE, tmp_path / "bin" / "iree-compile")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    result = subprocess.run(["iree-compile", "--iree-hal-target-backends=npu", "missing.mlir"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.stderr == "iree-compile: error: cannot open input file 'missing.mlir': No such file or directory\n"
+
+
+def test_dumps_and_report(chain_mlir, tmp_path):
+    result = run_cli("--iree-hal-target-backends=npu", chain_mlir, "-o", tmp_path / "chain.vmfb",
+                     "--iree-npu-dispatch-report", f"--iree-npu-dump-asm={tmp_path / 'asm'}",
+                     f"--iree-npu-dump-ir={tmp_path / 'ir'}", f"--iree-npu-dump-json={tmp_path / 'json'}",
+                     planner="alternating")
+    assert result.returncode == 0, result.stderr
+    report = result.stderr.splitlines()
+    assert report[0].startswith("Dispatch #0 main_dispatch_0_matmul_64x64x32_f32: test op -> npu")
+    assert report[-1].startswith("Compiled 3 dispatches (2 npu, 1 host) in ")
+    assert sorted(os.listdir(tmp_path / "asm")) == [
+        "main_dispatch_0_matmul_64x64x32_f32.s", "main_dispatch_2_reduction_64x64_f32.s"]
+    assert sorted(os.listdir(tmp_path / "ir")) == [
+        "main_dispatch_0_matmul_64x64x32_f32.00.npu-lowered.mlir",
+        "main_dispatch_0_matmul_64x64x32_f32.01.npu-scheduled.mlir",
+        "main_dispatch_2_reduction_64x64_f32.00.npu-lowered.mlir",
+        "main_dispatch_2_reduction_64x64_f32.01.npu-scheduled.mlir"]
+    tasks = json.loads((tmp_path / "json" / "chain.npu.json").read_text())["tasks"]
+    assert [(t["name"], t["target"], t["depends_on"]) for t in tasks] == [
+        ("main_dispatch_0_matmul_64x64x32_f32", "npu", []),
+        ("main_dispatch_1_matmul_64x64x64_f32", "host", [0]),
+        ("main_dispatch_2_reduction_64x64_f32", "npu", [1])]
+    assert tasks[1]["reason"] == "not supported on npu: test planner"
+    assert [b["buffer"] for b in tasks[0]["inputs"]] == ["external0", "external1"]
+    assert tasks[0]["outputs"] == [{"binding": 2, "buffer": "transient0", "offset": 0, "length": 32768}]
+    assert tasks[0]["detail"] == {"engine": "mac"}
+
+
+def test_stock_flags_keep_working_with_npu(chain_mlir, tmp_path):
+    result = run_cli("--iree-hal-target-device=npu", chain_mlir, "--compile-to=hal",
+                     "--mlir-print-ir-after-all", "-o", tmp_path / "chain_hal.mlir", planner="npu")
+    assert result.returncode == 0, result.stderr
+    assert "// -----// IR Dump After" in result.stderr
+    assert 'key("hal.device.id" :: "npu*")' in (tmp_path / "chain_hal.mlir").read_text()
+
+
+def test_vmfb_to_stdout(tmp_path):
+    path = tmp_path / "add.mlir"
+    path.write_text(models.ADD_MLIR)
+    result = run_cli("--iree-hal-target-backends=npu", path, planner="npu", text=False)
+    assert result.returncode == 0
+    (tmp_path / "add.vmfb").write_bytes(result.stdout)
+    with zipfile.ZipFile(tmp_path / "add.vmfb") as archive:
+        assert archive.read("add_dispatch_0_npu_fb.fb") == planners.npu_fb_bytes(0)
+
+
+def write(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    return path
+
+
+@pytest.mark.parametrize("args, message", [
+    (["missing.mlir"], "cannot open input file 'missing.mlir': No such file or directory"),
+    (["{bad_mlir}"], "bad.mlir:2:8: Dialect `foo' not found for custom op 'foo.bar'"),
+    (["{bad_onnx}"], "bad.onnx: not a valid ONNX model: "),
+    (["{add_mlir}", "--no-such-flag"], "Unknown command line argument '--no-such-flag'"),
+    (["{add_mlir}", "--iree-npu-no-such-flag"], "unknown npu flag '--iree-npu-no-such-flag'"),
+    (["{add_mlir}", "--iree-npu-fallback=error"],
+     "dispatch #0 add_dispatch_0_elementwise_16_f32 cannot run on npu: not supported on npu: "
+     "test planner (--iree-npu-fallback=error)"),
+])
+def test_errors_are_one_line_without_traceback(tmp_path, args, message):
+    paths = {"bad_mlir": write(tmp_path, "bad.mlir", "func.func @f() {\n  %0 = foo.bar : f32\n}\n"),
+             "bad_onnx": write(tmp_path, "bad.onnx", b"\x08\x07garbage"),
+             "add_mlir": write(tmp_path, "add.mlir", models.ADD_MLIR)}
+    args = [a.format(**paths) for a in args]
+    result = run_cli("--iree-hal-target-backends=npu", *args, "-o", tmp_path / "out.vmfb",
+                     planner="host", cwd=tmp_path)
+    assert result.returncode != 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("iree-compile: error: ") and message in lines[0]
+    assert not (tmp_path / "out.vmfb").exists()
