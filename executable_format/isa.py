@@ -159,3 +159,32 @@ def f32_bits(value: float) -> int:
 
 def bits_f32(bits: int) -> float:
     return float(np.array(bits, dtype=np.uint32).view(np.float32))
+
+
+# Flag bits each opcode accepts, by their assembly name; every other bit must be zero.
+OPCODE_FLAGS = {
+    "matmul": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS,
+               "transpose_a": Flag.TRANSPOSE_A, "transpose_b": Flag.TRANSPOSE_B},
+    "conv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS},
+    "vpool": {"avg": Flag.POOL_AVG, "count_include_pad": Flag.COUNT_INCLUDE_PAD},
+    "vreduce": {"max": Flag.REDUCE_MAX, "mean": Flag.REDUCE_MEAN},
+}
+
+# Fields in an opcode's list that it does not read (the unary vector ops share one field
+# list; only vclamp, vleakyrelu and vscale read p0/p1). They must be zero.
+UNUSED_FIELDS = {
+    "vcopy": ("p0", "p1"), "vrelu": ("p0", "p1"), "vsigmoid": ("p0", "p1"),
+    "vtanh": ("p0", "p1"), "vexp": ("p0", "p1"), "vleakyrelu": ("p1",),
+}
+
+PAIR_FIELDS = frozenset({"kh_kw", "sh_sw", "dh_dw", "pt_pl", "vh_vw"})   # pack_pair(low, high)
+F32_FIELDS = frozenset({"p0", "p1", "scale"})                            # IEEE f32 bits
+# Fields holding SRAM byte addresses.
+SRAM_ADDRESS_FIELDS = frozenset({"sram_addr", "dst", "src", "lhs", "rhs", "a", "b", "out",
+                                 "in", "w", "bias"})
+
+
+def used_fields(name: str) -> tuple[str, ...]:
+    """The fields of opcode `name` it reads, in record order."""
+    unused = UNUSED_FIELDS.get(name, ())
+    return tuple(f for f in OPCODES_BY_NAME[name].fields if f not in unused)

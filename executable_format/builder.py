@@ -1,0 +1,287 @@
+"""Building npu-fb executables: ProgramBuilder (instructions) and ExecutableBuilder.
+
+    p = ProgramBuilder()
+    p.emit("dma.load", dtype="f32", binding=0, dram_offset=0, sram_addr=0, n0=1, ...)
+    p.end()
+    b = ExecutableBuilder(machine=MachineConfig())
+    b.add_export("conv", bindings=[(READ_ONLY, 4096), (0, 4096)], program=p)
+    data = b.finish()            # verified npu-fb bytes
+
+The bytes are a function of what was added (the machine, the constant pool, the exports
+in order), not of the order of the calls, so asm(disasm(x)) rebuilds x exactly.
+"""
+from dataclasses import dataclass, field
+
+import flatbuffers
+import numpy as np
+
+from .errors import FormatError
+from .generated import npu_executable_generated as fb
+from .isa import (CONST_POOL, DTYPE_NAMES, ENGINE_NAMES, F32_FIELDS, INSTRUCTION_DTYPE,
+                  OPCODE_FLAGS, OPCODES, OPCODES_BY_NAME, OPERAND_COUNT, PAIR_FIELDS,
+                  UNUSED_FIELDS, DType, Engine, f32_bits, pack_pair)
+from .machine import DEFAULT_MACHINE, MachineConfig
+from .ranges import instruction_accesses
+from .scalars import encode_value
+from .verifier import verify
+from .version import FILE_IDENTIFIER, VERSION_MAJOR, VERSION_MINOR
+
+READ_ONLY = fb.BindingFlags.ReadOnly          # binding flag: the program never stores to it
+CONSTANT_ALIGNMENT = 64                       # add_constants offsets are multiples of this
+INSTRUCTION_ALIGNMENT = 16                    # the schema's force_align of instructions
+DEBUG_KEYS = ("dispatch_name", "source_location", "npu_ir")
+# Fields emit() fills with 0 when not given: bias (used only with the bias flag) and
+# vcvt's scale (0 means 1.0). Every other field the opcode reads must be given.
+OPTIONAL_FIELDS = frozenset({"bias", "scale"})
+_DTYPES_BY_NAME = {name: dtype for dtype, name in DTYPE_NAMES.items()}
+_ENGINES_BY_NAME = {name: engine for engine, name in ENGINE_NAMES.items()}
+
+
+class ProgramBuilder:
+    """A program: 64-byte instruction records in program order, ending with end()."""
+
+    def __init__(self, sram_bytes: int | None = None):
+        # None: the program declares the highest SRAM byte its instructions touch.
+        self.sram_bytes = sram_bytes
+        self._records: list[bytes] = []
+
+    @property
+    def instruction_count(self) -> int:
+        return len(self._records)
+
+    def emit(self, opcode: str, dtype: str | int = "f32", flags: int | str = 0,
+             **fields) -> int:
+        """Appends one instruction with operands by field name (isa.OPCODES); returns its
+        index. dtype by name; flags as bits or names ("accumulate|bias"); pairs as (low,
+        high); p0/p1/scale as numbers; fill's value as a number of the dtype; binding as
+        an index or "const"; engine and src_dtype by name or value."""
+        info = OPCODES_BY_NAME.get(opcode)
+        if info is None:
+            raise FormatError(f"unknown opcode {opcode!r}")
+        dtype_code = _dtype(dtype)
+        a = [0] * OPERAND_COUNT
+        unused = UNUSED_FIELDS.get(opcode, ())
+        for name in fields:
+            if name not in info.fields or name in unused:
+                raise FormatError(f"{opcode} has no field {name!r}")
+        for slot, name in enumerate(info.fields):
+            if name in fields:
+                a[slot] = _field_value(opcode, name, fields[name], dtype_code)
+            elif name not in unused and name not in OPTIONAL_FIELDS:
+                raise FormatError(f"{opcode} needs field {name!r}")
+        return self.emit_raw(info.code, dtype_code, _flags(opcode, flags), a)
+
+    def emit_raw(self, opcode: int, dtype: int, flags: int, a) -> int:
+        """Appends one record as given (operands a[0..14], missing ones zero)."""
+        if opcode not in OPCODES or dtype not in DTYPE_NAMES:
+            raise FormatError(f"cannot encode opcode {opcode} dtype {dtype}")
+        values = list(a) + [0] * (OPERAND_COUNT - len(a))
+        if len(values) != OPERAND_COUNT or not 0 <= flags < 1 << 16 or \
+                not all(0 <= v < 1 << 32 for v in values):
+            raise FormatError(f"{OPCODES[opcode].name}: operands do not fit the record")
+        record = _record(opcode, dtype, flags, values)
+        self._records.append(record)
+        return len(self._records) - 1
+
+    def end(self) -> int:
+        return self.emit("end")
+
+    def instructions(self) -> bytes:
+        return b"".join(self._records)
+
+    def declared_sram_bytes(self) -> int:
+        if self.sram_bytes is not None:
+            return self.sram_bytes
+        return max((access.end for record in self._records
+                    for access in _sram_accesses(record)), default=0)
+
+
+def _record(opcode: int, dtype: int, flags: int, a: list[int]) -> bytes:
+    record = np.zeros(1, dtype=INSTRUCTION_DTYPE)
+    record["opcode"], record["dtype"], record["flags"] = opcode, dtype, flags
+    record["a"][0] = a
+    return record.tobytes()
+
+
+def _sram_accesses(record: bytes):
+    r = np.frombuffer(record, dtype=INSTRUCTION_DTYPE)[0]
+    opcode, dtype, flags, a = int(r["opcode"]), int(r["dtype"]), int(r["flags"]), r["a"].tolist()
+    if OPCODES[opcode].name == "vcvt" and a[12] not in DTYPE_NAMES:
+        return []                               # invalid; verify() reports it
+    return [access for access in instruction_accesses(opcode, dtype, flags, a)
+            if access.memory == "sram"]
+
+
+def _dtype(dtype) -> int:
+    if isinstance(dtype, str):
+        if dtype not in _DTYPES_BY_NAME:
+            raise FormatError(f"unknown dtype {dtype!r}")
+        return int(_DTYPES_BY_NAME[dtype])
+    return int(dtype)
+
+
+def _flags(opcode: str, flags) -> int:
+    if not isinstance(flags, str):
+        return int(flags)
+    names = OPCODE_FLAGS.get(opcode, {})
+    bits = 0
+    for name in filter(None, flags.split("|")):
+        if name.strip() not in names:
+            raise FormatError(f"{opcode} has no flag {name.strip()!r}")
+        bits |= names[name.strip()]
+    return bits
+
+
+def _field_value(opcode: str, name: str, value, dtype: int) -> int:
+    if name in PAIR_FIELDS and isinstance(value, tuple):
+        return pack_pair(*value)
+    if name in F32_FIELDS:
+        return f32_bits(value)
+    if opcode == "fill" and name == "value":
+        return encode_value(DType(dtype), value)
+    if name == "binding" and value == "const":
+        return CONST_POOL
+    if name == "engine" and isinstance(value, str):
+        if value not in _ENGINES_BY_NAME:
+            raise FormatError(f"unknown engine {value!r}")
+        return int(_ENGINES_BY_NAME[value])
+    if name == "src_dtype" and isinstance(value, str):
+        return _dtype(value)
+    return int(value)
+
+
+@dataclass
+class _Export:
+    name: str
+    bindings: list[tuple[int, int]]
+    constant_count: int
+    program: ProgramBuilder
+    workgroup_count: tuple[int, int, int]
+    debug: dict = field(default_factory=dict)
+
+
+class ExecutableBuilder:
+    """Collects the machine, the constant pool and the exports; finish() serializes."""
+
+    def __init__(self, machine: MachineConfig = DEFAULT_MACHINE,
+                 version: tuple[int, int] = (VERSION_MAJOR, VERSION_MINOR)):
+        self.machine = machine
+        self.version = version
+        self._constants = bytearray()
+        self._exports: list[_Export] = []
+
+    def add_constants(self, data: bytes) -> int:
+        """Appends `data` to the constant pool at a 64-byte aligned offset; returns it."""
+        offset = -(-len(self._constants) // CONSTANT_ALIGNMENT) * CONSTANT_ALIGNMENT
+        self._constants.extend(bytes(offset - len(self._constants)))
+        self._constants.extend(data)
+        return offset
+
+    def add_export(self, name: str, bindings, constant_count: int = 0,
+                   program: ProgramBuilder | None = None, workgroup_count=(1, 1, 1),
+                   debug: dict | None = None) -> int:
+        """Adds an export; `bindings` is [(flags, min_size)]; returns its ordinal. `debug`
+        may hold dispatch_name, source_location, npu_ir strings."""
+        if program is None:
+            raise FormatError(f"export {name!r} needs a program")
+        debug = {key: value for key, value in (debug or {}).items() if value is not None}
+        for key in debug:
+            if key not in DEBUG_KEYS:
+                raise FormatError(f"unknown debug field {key!r} (known: {', '.join(DEBUG_KEYS)})")
+        self._exports.append(_Export(name, [(int(f), int(s)) for f, s in bindings],
+                                     int(constant_count), program,
+                                     tuple(int(n) for n in workgroup_count), debug))
+        return len(self._exports) - 1
+
+    def finish(self, verify_output: bool = True) -> bytes:
+        """The npu-fb bytes, verified (verify_output=False only for tests that need
+        malformed buffers)."""
+        builder = flatbuffers.Builder(4096)
+        constants = _aligned_bytes(builder, bytes(self._constants), CONSTANT_ALIGNMENT)
+        exports = [_build_export(builder, ordinal, export)
+                   for ordinal, export in enumerate(self._exports)]
+        params = [_build_param(builder, key, value)
+                  for key, value in self.machine.as_dict().items()]
+        machine = _table_vector(builder, params)
+        export_vector = _table_vector(builder, exports)
+        fb.ExecutableStart(builder)
+        fb.ExecutableAddVersionMajor(builder, self.version[0])
+        fb.ExecutableAddVersionMinor(builder, self.version[1])
+        fb.ExecutableAddMachine(builder, machine)
+        fb.ExecutableAddExports(builder, export_vector)
+        fb.ExecutableAddConstants(builder, constants)
+        builder.Finish(fb.ExecutableEnd(builder), file_identifier=FILE_IDENTIFIER)
+        data = bytes(builder.Output())
+        if verify_output:
+            verify(data)
+        return data
+
+
+def _aligned_bytes(builder, data: bytes, alignment: int) -> int:
+    """A [ubyte] vector whose data starts at a multiple of `alignment` (force_align)."""
+    builder.StartVector(1, len(data), alignment)
+    builder.head -= len(data)
+    builder.Bytes[builder.head:builder.head + len(data)] = data
+    return builder.EndVector()
+
+
+def _table_vector(builder, offsets: list[int]) -> int:
+    builder.StartVector(4, len(offsets), 4)
+    for offset in reversed(offsets):
+        builder.PrependUOffsetTRelative(offset)
+    return builder.EndVector()
+
+
+def _build_param(builder, key: str, value: int) -> int:
+    key_offset = builder.CreateString(key)
+    fb.MachineParamStart(builder)
+    fb.MachineParamAddKey(builder, key_offset)
+    fb.MachineParamAddValue(builder, value)
+    return fb.MachineParamEnd(builder)
+
+
+def _build_export(builder, ordinal: int, export: _Export) -> int:
+    name = builder.CreateString(export.name)
+    bindings = []
+    for flags, min_size in export.bindings:
+        fb.BindingStart(builder)
+        fb.BindingAddFlags(builder, flags)
+        fb.BindingAddMinSize(builder, min_size)
+        bindings.append(fb.BindingEnd(builder))
+    binding_vector = _table_vector(builder, bindings)
+    builder.StartVector(4, len(export.workgroup_count), 4)
+    for count in reversed(export.workgroup_count):
+        builder.PrependUint32(count)
+    workgroups = builder.EndVector()
+    program = _build_program(builder, export.program)
+    debug = _build_debug(builder, export.debug) if export.debug else None
+    fb.ExportStart(builder)
+    fb.ExportAddName(builder, name)
+    fb.ExportAddOrdinal(builder, ordinal)
+    fb.ExportAddBindings(builder, binding_vector)
+    fb.ExportAddConstantCount(builder, export.constant_count)
+    fb.ExportAddWorkgroupCount(builder, workgroups)
+    fb.ExportAddProgram(builder, program)
+    if debug is not None:
+        fb.ExportAddDebug(builder, debug)
+    return fb.ExportEnd(builder)
+
+
+def _build_program(builder, program: ProgramBuilder) -> int:
+    instructions = _aligned_bytes(builder, program.instructions(), INSTRUCTION_ALIGNMENT)
+    fb.ProgramStart(builder)
+    fb.ProgramAddInstructions(builder, instructions)
+    fb.ProgramAddSramBytes(builder, program.declared_sram_bytes())
+    return fb.ProgramEnd(builder)
+
+
+def _build_debug(builder, debug: dict) -> int:
+    strings = {key: builder.CreateString(debug[key]) for key in DEBUG_KEYS if key in debug}
+    fb.ExportDebugStart(builder)
+    if "dispatch_name" in strings:
+        fb.ExportDebugAddDispatchName(builder, strings["dispatch_name"])
+    if "source_location" in strings:
+        fb.ExportDebugAddSourceLocation(builder, strings["source_location"])
+    if "npu_ir" in strings:
+        fb.ExportDebugAddNpuIr(builder, strings["npu_ir"])
+    return fb.ExportDebugEnd(builder)

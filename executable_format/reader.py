@@ -1,0 +1,103 @@
+"""read_executable(data): a verified npu-fb buffer as plain Python objects."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .generated import npu_executable_generated as fb
+from .isa import INSTRUCTION_BYTES, INSTRUCTION_DTYPE
+from .machine import MachineConfig
+from .verifier import READ_ONLY, verify
+
+
+@dataclass(frozen=True)
+class Binding:
+    flags: int
+    min_size: int
+
+    @property
+    def read_only(self) -> bool:
+        return bool(self.flags & READ_ONLY)
+
+
+@dataclass(frozen=True)
+class Program:
+    instructions: bytes          # the 64-byte records
+    sram_bytes: int              # highest SRAM byte the program uses (exclusive)
+
+    @property
+    def instruction_count(self) -> int:
+        return len(self.instructions) // INSTRUCTION_BYTES
+
+    def records(self) -> np.ndarray:
+        """The instructions as a read-only array of isa.INSTRUCTION_DTYPE."""
+        return np.frombuffer(self.instructions, dtype=INSTRUCTION_DTYPE)
+
+
+@dataclass(frozen=True)
+class ExportDebug:
+    dispatch_name: str | None
+    source_location: str | None
+    npu_ir: str | None
+
+
+@dataclass(frozen=True)
+class Export:
+    name: str
+    ordinal: int
+    bindings: list[Binding]
+    constant_count: int
+    workgroup_count: tuple[int, int, int]
+    program: Program
+    debug: ExportDebug | None
+
+    @property
+    def binding_count(self) -> int:
+        return len(self.bindings)
+
+
+@dataclass(frozen=True)
+class Executable:
+    version: tuple[int, int]
+    machine: MachineConfig
+    exports: list[Export]
+    constants: bytes
+
+    def export(self, name: str) -> Export:
+        """The export called `name` (KeyError if there is none)."""
+        for export in self.exports:
+            if export.name == name:
+                return export
+        raise KeyError(name)
+
+
+def read_executable(data) -> Executable:
+    """Verifies `data` (FormatError on any problem) and decodes it."""
+    data = bytes(data)
+    verify(data)
+    root = fb.Executable.GetRootAs(data, 0)
+    machine = MachineConfig(**{_str(root.Machine(i).Key()): root.Machine(i).Value()
+                               for i in range(root.MachineLength())})
+    constants = root.ConstantsAsNumpy().tobytes() if root.ConstantsLength() else b""
+    return Executable(version=(root.VersionMajor(), root.VersionMinor()), machine=machine,
+                      exports=[_export(root.Exports(i)) for i in range(root.ExportsLength())],
+                      constants=constants)
+
+
+def _str(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8")
+
+
+def _export(export) -> Export:
+    program = export.Program()
+    instructions = program.InstructionsAsNumpy().tobytes()
+    debug = export.Debug()
+    return Export(
+        name=_str(export.Name()),
+        ordinal=export.Ordinal(),
+        bindings=[Binding(export.Bindings(i).Flags(), export.Bindings(i).MinSize())
+                  for i in range(export.BindingsLength())],
+        constant_count=export.ConstantCount(),
+        workgroup_count=tuple(export.WorkgroupCount(i) for i in range(3)),
+        program=Program(instructions, program.SramBytes()),
+        debug=None if debug is None else ExportDebug(
+            _str(debug.DispatchName()), _str(debug.SourceLocation()), _str(debug.NpuIr())))

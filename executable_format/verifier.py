@@ -1,0 +1,334 @@
+"""verify(data): every check an npu-fb buffer must pass before anything uses it.
+
+First the flatbuffer structure (structure.py: every offset, vector and string in bounds),
+then the meaning: identifier and version, machine parameters, exports, and each program
+instruction by instruction (opcode, dtype, flags, unused fields, shapes, semaphores, and
+the SRAM/DRAM ranges of ranges.py against the machine, the program and the bindings).
+Failures raise FormatError("npu-fb verification failed: <where>: <what>").
+"""
+import numpy as np
+
+from .errors import FormatError
+from .generated import npu_executable_generated as fb
+from .isa import (CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ENGINE_NAMES, INSTRUCTION_BYTES,
+                  INSTRUCTION_DTYPE, OPCODE_FLAGS, OPCODES, UNUSED_FIELDS, DType, Engine,
+                  Flag, unpack_pair)
+from .machine import MachineConfig
+from .ranges import Access, instruction_accesses
+from .structure import check_structure
+from .version import VERSION_MAJOR
+
+READ_ONLY = fb.BindingFlags.ReadOnly         # the only binding flag
+ENGINES = (Engine.DMA_IN, Engine.DMA_OUT, Engine.MAC, Engine.VECTOR)   # signal/wait targets
+
+
+def verify(data) -> None:
+    """Raises FormatError naming the first problem of the npu-fb buffer `data`."""
+    try:
+        _verify(bytes(data))
+    except FormatError as error:
+        raise FormatError(f"npu-fb verification failed: {error}") from None
+
+
+def _text(raw: bytes | None, where: str) -> str:
+    """A flatbuffer string as str (absent strings are ''); invalid UTF-8 is a FormatError."""
+    try:
+        return (raw or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        raise FormatError(f"{where} is not valid UTF-8") from None
+
+
+def _verify(data: bytes) -> None:
+    check_structure(data)
+    root = fb.Executable.GetRootAs(data, 0)
+    if root.VersionMajor() != VERSION_MAJOR:
+        raise FormatError(f"format version {root.VersionMajor()}.{root.VersionMinor()} is "
+                          f"not supported (major version must be {VERSION_MAJOR})")
+    machine = _machine(root)
+    names: set[str] = set()
+    program_bytes = 0
+    for index in range(root.ExportsLength()):
+        export = root.Exports(index)
+        program_bytes += export.Program().InstructionsLength()
+        if program_bytes > len(data):
+            raise FormatError(f"export {index}: programs share bytes (total program size "
+                              f"exceeds the {len(data)}-byte buffer)")
+        _check_export(index, export, machine, root.ConstantsLength(), names)
+
+
+def _machine(root) -> MachineConfig:
+    known = MachineConfig.parameter_names()
+    values: dict[str, int] = {}
+    for index in range(root.MachineLength()):
+        param = root.Machine(index)
+        key = _text(param.Key(), f"machine parameter {index} key")
+        if key not in known:
+            raise FormatError(f"unknown machine parameter {key!r}")
+        if key in values:
+            raise FormatError(f"machine parameter {key!r} appears twice")
+        if param.Value() <= 0:
+            raise FormatError(f"machine parameter {key!r} must be positive, got {param.Value()}")
+        values[key] = param.Value()
+    missing = [key for key in known if key not in values]
+    if missing:
+        raise FormatError(f"machine parameter {missing[0]!r} is missing")
+    return MachineConfig(**values)
+
+
+def _check_export(index: int, export, machine: MachineConfig, constants_size: int,
+                  names: set[str]) -> None:
+    where = f"export {index}"
+    name = _text(export.Name(), f"{where} name")
+    if not name:
+        raise FormatError(f"{where} has an empty name")
+    if name in names:
+        raise FormatError(f"{where} name {name!r} is not unique")
+    names.add(name)
+    if export.Ordinal() != index:
+        raise FormatError(f"{where} ({name!r}) has ordinal {export.Ordinal()}")
+    bindings = [export.Bindings(i) for i in range(export.BindingsLength())]
+    for i, binding in enumerate(bindings):
+        if binding.Flags() & ~READ_ONLY:
+            raise FormatError(f"{where} binding {i} has unknown flags 0x{binding.Flags():x}")
+    workgroups = [export.WorkgroupCount(i) for i in range(export.WorkgroupCountLength())]
+    if len(workgroups) != 3 or min(workgroups) < 1:
+        raise FormatError(f"{where} workgroup_count {workgroups} must be 3 positive counts")
+    debug = export.Debug()
+    if debug is not None:
+        _text(debug.DispatchName(), f"{where} debug dispatch_name")
+        _text(debug.SourceLocation(), f"{where} debug source_location")
+        _text(debug.NpuIr(), f"{where} debug npu_ir")
+    program = export.Program()
+    limits = _Limits(machine, program.SramBytes(), constants_size,
+                     [(b.MinSize(), bool(b.Flags() & READ_ONLY)) for b in bindings])
+    instructions = program.InstructionsAsNumpy() if program.InstructionsLength() else b""
+    check_program(where, bytes(instructions), limits)
+
+
+class _Limits:
+    """What a program's accesses are checked against."""
+
+    def __init__(self, machine: MachineConfig, sram_bytes: int, constants_size: int,
+                 bindings: list[tuple[int, bool]]):
+        self.machine = machine
+        self.sram_bytes = sram_bytes
+        self.constants_size = constants_size
+        self.bindings = bindings          # (min_size, read_only) per binding
+
+
+def check_program(where: str, instructions: bytes, limits: _Limits) -> None:
+    if limits.sram_bytes > limits.machine.sram_bytes:
+        raise FormatError(f"{where} program sram_bytes {limits.sram_bytes} exceeds the "
+                          f"machine's sram_bytes {limits.machine.sram_bytes}")
+    if not instructions or len(instructions) % INSTRUCTION_BYTES:
+        raise FormatError(f"{where} program has {len(instructions)} bytes, not a positive "
+                          f"multiple of {INSTRUCTION_BYTES}")
+    records = np.frombuffer(instructions, dtype=INSTRUCTION_DTYPE)
+    semaphores = _Semaphores(limits.machine.semaphores)
+    last = len(records) - 1
+    for index, (opcode, dtype, flags, a) in enumerate(zip(
+            records["opcode"].tolist(), records["dtype"].tolist(),
+            records["flags"].tolist(), records["a"].tolist())):
+        at = f"{where} instruction {index}"
+        if opcode not in OPCODES:
+            raise FormatError(f"{at}: unknown opcode {opcode}")
+        at = f"{at} ({OPCODES[opcode].name})"
+        try:
+            _check_instruction(opcode, dtype, flags, a, limits, semaphores)
+            if OPCODES[opcode].name == "end" and index != last:
+                raise FormatError("end must be the last instruction only")
+        except FormatError as error:
+            raise FormatError(f"{at}: {error}") from None
+    if OPCODES[records["opcode"][last]].name != "end":
+        raise FormatError(f"{where} program does not end with end")
+
+
+def _check_instruction(opcode: int, dtype: int, flags: int, a: list[int], limits: _Limits,
+                       semaphores: "_Semaphores") -> None:
+    info = OPCODES[opcode]
+    if dtype not in DTYPE_NAMES:
+        raise FormatError(f"unknown dtype {dtype}")
+    if DType(dtype) not in info.dtypes:
+        raise FormatError(f"dtype {DTYPE_NAMES[DType(dtype)]} is not allowed")
+    allowed = sum(OPCODE_FLAGS.get(info.name, {}).values())
+    if flags & ~allowed:
+        raise FormatError(f"flags 0x{flags:x} has bits not defined for {info.name}")
+    for slot in range(len(info.fields), len(a)):
+        if a[slot]:
+            raise FormatError(f"unused field a[{slot}] is {a[slot]}, must be 0")
+    fields = dict(zip(info.fields, a))
+    for name in UNUSED_FIELDS.get(info.name, ()):
+        if fields[name]:
+            raise FormatError(f"unused field {name} is {fields[name]}, must be 0")
+    _SHAPE_CHECKS.get(info.name, _no_check)(fields, flags, DType(dtype))
+    if info.name == "signal":
+        semaphores.signal(fields["engine"], fields["sem"])
+    elif info.name == "wait":
+        semaphores.wait(fields["engine"], fields["sem"], fields["value"])
+    for access in instruction_accesses(opcode, dtype, flags, a):
+        _check_access(access, limits)
+
+
+class _Semaphores:
+    """Program-order semaphore bookkeeping: one signalling engine each, waits satisfiable."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self.signals: dict[int, int] = {}
+        self.engine: dict[int, int] = {}
+
+    def _check(self, engine: int, sem: int) -> None:
+        if engine not in ENGINES:
+            raise FormatError(f"engine {engine} is not one of "
+                              f"{', '.join(ENGINE_NAMES[e] for e in ENGINES)}")
+        if sem >= self.count:
+            raise FormatError(f"semaphore {sem} out of range (machine has {self.count})")
+
+    def signal(self, engine: int, sem: int) -> None:
+        self._check(engine, sem)
+        first = self.engine.setdefault(sem, engine)
+        if first != engine:
+            raise FormatError(f"semaphore {sem} is signalled from {ENGINE_NAMES[Engine(engine)]}"
+                              f" but already from {ENGINE_NAMES[Engine(first)]}")
+        self.signals[sem] = self.signals.get(sem, 0) + 1
+
+    def wait(self, engine: int, sem: int, value: int) -> None:
+        self._check(engine, sem)
+        if value > self.signals.get(sem, 0):
+            raise FormatError(f"waits for semaphore {sem} value {value} but only "
+                              f"{self.signals.get(sem, 0)} signals precede it")
+
+
+def _check_access(access: Access, limits: _Limits) -> None:
+    space = access.memory.upper()
+    if access.start % access.elem_bytes:
+        raise FormatError(f"{access.operand} {space} {'offset' if space == 'DRAM' else 'address'}"
+                          f" {access.start} is not aligned to {access.elem_bytes} bytes")
+    span = f"{space} range [{access.start}, {access.end}) of {access.operand}"
+    if access.memory == "sram":
+        if access.end > limits.machine.sram_bytes:
+            raise FormatError(f"{span} exceeds sram_bytes {limits.machine.sram_bytes}")
+        if access.end > limits.sram_bytes:
+            raise FormatError(f"{span} exceeds the program's sram_bytes {limits.sram_bytes}")
+        return
+    if access.binding == CONST_POOL:
+        if access.writes:
+            raise FormatError("stores to the constant pool")
+        if access.end > limits.constants_size:
+            raise FormatError(f"{span} exceeds the constant pool of "
+                              f"{limits.constants_size} bytes")
+        return
+    if access.binding >= len(limits.bindings):
+        raise FormatError(f"binding {access.binding} out of range "
+                          f"({len(limits.bindings)} bindings)")
+    min_size, read_only = limits.bindings[access.binding]
+    if access.writes and read_only:
+        raise FormatError(f"stores to read-only binding {access.binding}")
+    if access.end > min_size:
+        raise FormatError(f"{span} exceeds binding {access.binding} min_size {min_size}")
+
+
+def _positive(fields: dict, *names: str) -> None:
+    for name in names:
+        if fields[name] < 1:
+            raise FormatError(f"{name} must be positive, got {fields[name]}")
+
+
+def _positive_pairs(fields: dict, *names: str) -> None:
+    for name in names:
+        low, high = unpack_pair(fields[name])
+        if low < 1 or high < 1:
+            raise FormatError(f"{name} {low}x{high} must be positive")
+
+
+def _window_fits(fields: dict, axis: int, size: str, out: str) -> None:
+    """(out-1)·stride + (kernel-1)·dilation < size along one spatial axis."""
+    kernel = unpack_pair(fields["kh_kw"])[axis]
+    stride = unpack_pair(fields["sh_sw"])[axis]
+    dilation = unpack_pair(fields["dh_dw"])[axis]
+    if (fields[out] - 1) * stride + (kernel - 1) * dilation >= fields[size]:
+        raise FormatError(f"window ({out} {fields[out]}, kernel {kernel}, stride {stride}, "
+                          f"dilation {dilation}) reads past {size} {fields[size]}")
+
+
+def _accumulate_and_bias(fields: dict, flags: int) -> None:
+    if flags & Flag.ACCUMULATE and flags & Flag.BIAS:
+        raise FormatError("flags accumulate and bias exclude each other")
+    if not flags & Flag.BIAS and fields["bias"]:
+        raise FormatError(f"bias is {fields['bias']} but the bias flag is not set")
+
+
+def _no_check(fields: dict, flags: int, dtype: DType) -> None:
+    pass
+
+
+def _check_dma(fields: dict, flags: int, dtype: DType) -> None:
+    _positive(fields, "n0", "n1", "n2", "n3")
+
+
+def _check_fill(fields: dict, flags: int, dtype: DType) -> None:
+    _positive(fields, "n0", "n1", "n2", "n3")
+    if fields["value"] >> (8 * DTYPE_BYTES[dtype]):
+        raise FormatError(f"value 0x{fields['value']:x} does not fit {DTYPE_NAMES[dtype]}")
+
+
+def _check_matmul(fields: dict, flags: int, dtype: DType) -> None:
+    _positive(fields, "m", "n", "k")
+    a_row = fields["m"] if flags & Flag.TRANSPOSE_A else fields["k"]
+    b_row = fields["k"] if flags & Flag.TRANSPOSE_B else fields["n"]
+    for ld, row in (("lda", a_row), ("ldb", b_row), ("ldo", fields["n"])):
+        if fields[ld] < row:
+            raise FormatError(f"{ld} {fields[ld]} is less than the row length {row}")
+    _accumulate_and_bias(fields, flags)
+
+
+def _check_conv2d(fields: dict, flags: int, dtype: DType) -> None:
+    _positive(fields, "c", "hi", "wi", "f", "ho", "wo", "groups")
+    _positive_pairs(fields, "kh_kw", "sh_sw", "dh_dw")
+    for name in ("c", "f"):
+        if fields[name] % fields["groups"]:
+            raise FormatError(f"{name} {fields[name]} is not divisible by groups "
+                              f"{fields['groups']}")
+    _window_fits(fields, 0, "hi", "ho")
+    _window_fits(fields, 1, "wi", "wo")
+    _accumulate_and_bias(fields, flags)
+
+
+def _check_vector(fields: dict, flags: int, dtype: DType) -> None:
+    _positive(fields, "n0", "n1", "n2")
+
+
+def _check_vcvt(fields: dict, flags: int, dtype: DType) -> None:
+    _positive(fields, "n0", "n1", "n2")
+    if fields["src_dtype"] not in DTYPE_NAMES:
+        raise FormatError(f"unknown src_dtype {fields['src_dtype']}")
+
+
+def _check_vpool(fields: dict, flags: int, dtype: DType) -> None:
+    _positive(fields, "c", "hi", "wi", "ho", "wo")
+    _positive_pairs(fields, "kh_kw", "sh_sw", "dh_dw")
+    _window_fits(fields, 0, "hi", "ho")
+    _window_fits(fields, 1, "wi", "wo")
+    pt, pl = unpack_pair(fields["pt_pl"])
+    vh, vw = unpack_pair(fields["vh_vw"])
+    if pt + vh > fields["hi"] or pl + vw > fields["wi"]:
+        raise FormatError(f"valid region rows [{pt}, {pt + vh}) cols [{pl}, {pl + vw}) "
+                          f"exceeds the {fields['hi']}x{fields['wi']} tile")
+    if flags & Flag.COUNT_INCLUDE_PAD and not flags & Flag.POOL_AVG:
+        raise FormatError("flag count_include_pad needs avg")
+
+
+def _check_vreduce(fields: dict, flags: int, dtype: DType) -> None:
+    _positive(fields, "outer", "inner")
+    if flags & Flag.REDUCE_MAX and flags & Flag.REDUCE_MEAN:
+        raise FormatError("flags max and mean exclude each other")
+
+
+_SHAPE_CHECKS = {
+    "dma.load": _check_dma, "dma.store": _check_dma, "fill": _check_fill,
+    "matmul": _check_matmul, "conv2d": _check_conv2d,
+    **{name: _check_vector for name in ("vadd", "vsub", "vmul", "vmax", "vmin", "vdiv",
+                                        "vcopy", "vrelu", "vclamp", "vleakyrelu",
+                                        "vsigmoid", "vtanh", "vexp", "vscale")},
+    "vcvt": _check_vcvt, "vpool": _check_vpool, "vreduce": _check_vreduce,
+}

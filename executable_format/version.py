@@ -1,0 +1,9 @@
+"""Identity of the npu-fb format: file identifier and version.
+
+A reader accepts any buffer whose major version equals VERSION_MAJOR; minor versions only
+add optional fields, so newer minors stay readable.
+"""
+FORMAT_NAME = "npu-fb"
+FILE_IDENTIFIER = b"NPUF"
+VERSION_MAJOR = 1
+VERSION_MINOR = 0

@@ -1,0 +1,335 @@
+"""The verifier rejects each class of malformed npu-fb input with its specific message."""
+import struct
+
+import numpy as np
+import pytest
+
+from executable_format.builder import ExecutableBuilder, ProgramBuilder
+from executable_format.errors import FormatError
+from executable_format.generated import npu_executable_generated as fb
+from executable_format.isa import INSTRUCTION_DTYPE, OPCODES_BY_NAME
+from executable_format.machine import MachineConfig
+from executable_format.verifier import verify
+
+from .helpers import TILE_BYTES, dma, relu_executable, relu_program, unary
+
+PREFIX = "npu-fb verification failed: "
+
+
+def rejects(data, message: str) -> None:
+    with pytest.raises(FormatError) as info:
+        verify(data)
+    text = str(info.value)
+    assert text.startswith(PREFIX) and "\n" not in text
+    assert message in text, text
+
+
+def instructions_at(data: bytes) -> int:
+    """Byte position of export 0's first instruction."""
+    return vector_data(fb.Executable.GetRootAs(data, 0).Exports(0).Program(), 4)
+
+
+def vector_data(table, vtable_slot_offset: int) -> int:
+    """Byte position of the data of a table's vector or string field."""
+    return table._tab.Vector(table._tab.Offset(vtable_slot_offset))
+
+
+def patched_record(data: bytes, index: int, **values) -> bytes:
+    """`data` with instruction `index` of export 0 changed (opcode/dtype/flags or a<slot>)."""
+    data = bytearray(data)
+    start = instructions_at(bytes(data)) + 64 * index
+    record = np.frombuffer(bytes(data[start:start + 64]), INSTRUCTION_DTYPE).copy()
+    for name, value in values.items():
+        if name.startswith("a"):
+            record["a"][0][int(name[1:])] = value
+        else:
+            record[name] = value
+    data[start:start + 64] = record.tobytes()
+    return bytes(data)
+
+
+def with_extra(extra) -> bytes:
+    return relu_executable(relu_program(extra), verify=False)
+
+
+def test_valid_buffer_verifies():
+    verify(relu_executable())
+    verify(bytearray(relu_executable()))
+    verify(memoryview(relu_executable()))
+
+
+# --- structure ------------------------------------------------------------------------
+
+def test_too_small():
+    rejects(b"", "buffer of 0 bytes is too small")
+    rejects(relu_executable()[:7], "buffer of 7 bytes is too small")
+
+
+def test_wrong_identifier():
+    data = bytearray(relu_executable())
+    data[4:8] = b"IREE"
+    rejects(bytes(data), "file identifier b'IREE' is not b'NPUF'")
+
+
+def test_truncated():
+    data = relu_executable()
+    rejects(data[:len(data) // 2], "outside the")
+
+
+def test_root_offset_out_of_range():
+    data = bytearray(relu_executable())
+    data[0:4] = struct.pack("<I", 1 << 30)
+    rejects(bytes(data), "root (Executable table) at byte 1073741824 lies outside")
+
+
+def test_misaligned_root():
+    data = bytearray(relu_executable())
+    data[0:4] = struct.pack("<I", struct.unpack_from("<I", data, 0)[0] + 1)
+    rejects(bytes(data), "is not 4-byte aligned")
+
+
+def test_vector_length_out_of_range():
+    data = bytearray(relu_executable())
+    at = instructions_at(bytes(data)) - 4
+    data[at:at + 4] = struct.pack("<I", 0x7FFFFFF0)
+    rejects(bytes(data), "root.exports[0].program.instructions of 2147483632 elements")
+
+
+def test_string_without_terminator():
+    data = bytearray(relu_executable())
+    at = vector_data(fb.Executable.GetRootAs(bytes(data), 0).Exports(0), 4)   # the name
+    length = struct.unpack_from("<I", data, at - 4)[0]
+    data[at + length] = ord("x")
+    rejects(bytes(data), "root.exports[0].name string is not NUL-terminated")
+
+
+def test_missing_required_field():
+    data = bytearray(relu_executable())
+    export = fb.Executable.GetRootAs(bytes(data), 0).Exports(0)
+    vtable = export._tab.Pos - struct.unpack_from("<i", data, export._tab.Pos)[0]
+    data[vtable + 4 + 2 * 5:vtable + 4 + 2 * 6] = b"\0\0"          # slot 5: program
+    rejects(bytes(data), "root.exports[0].program is required but missing")
+
+
+def test_field_outside_its_table():
+    data = bytearray(relu_executable())
+    export = fb.Executable.GetRootAs(bytes(data), 0).Exports(0)
+    vtable = export._tab.Pos - struct.unpack_from("<i", data, export._tab.Pos)[0]
+    data[vtable + 4:vtable + 6] = struct.pack("<H", 0xFFF0)         # slot 0: name
+    rejects(bytes(data), "root.exports[0].name lies outside its table")
+
+
+# --- header, machine, exports ---------------------------------------------------------
+
+def test_wrong_version():
+    rejects(relu_executable(verify=False, version=(2, 0)),
+            "format version 2.0 is not supported (major version must be 1)")
+
+
+def test_newer_minor_version_is_accepted():
+    verify(relu_executable(version=(1, 7)))
+
+
+def test_machine_parameter_not_positive():
+    rejects(relu_executable(verify=False, machine=MachineConfig(semaphores=0)),
+            "machine parameter 'semaphores' must be positive, got 0")
+
+
+def test_unknown_machine_parameter():
+    data = relu_executable()
+    rejects(data.replace(b"clock_hz", b"clock_hx"), "unknown machine parameter 'clock_hx'")
+
+
+def test_duplicate_export_names():
+    b = ExecutableBuilder()
+    b.add_export("relu", [(0, TILE_BYTES), (0, TILE_BYTES)], program=relu_program())
+    b.add_export("relu", [(0, TILE_BYTES), (0, TILE_BYTES)], program=relu_program())
+    rejects(b.finish(verify_output=False), "export 1 name 'relu' is not unique")
+
+
+@pytest.mark.parametrize("counts", [(1, 0, 1), (1, 1)])
+def test_bad_workgroup_count(counts):
+    b = ExecutableBuilder()
+    b.add_export("relu", [(0, TILE_BYTES), (0, TILE_BYTES)], program=relu_program(),
+                 workgroup_count=counts)
+    rejects(b.finish(verify_output=False), "must be 3 positive counts")
+
+
+def test_unknown_binding_flag():
+    b = ExecutableBuilder()
+    b.add_export("relu", [(4, TILE_BYTES), (0, TILE_BYTES)], program=relu_program())
+    rejects(b.finish(verify_output=False), "export 0 binding 0 has unknown flags 0x4")
+
+
+def test_program_sram_bytes_above_machine():
+    b = ExecutableBuilder()
+    b.add_export("relu", [(0, TILE_BYTES), (0, TILE_BYTES)],
+                 program=ProgramBuilder(sram_bytes=3 << 20))
+    rejects(b.finish(verify_output=False),
+            "export 0 program sram_bytes 3145728 exceeds the machine's sram_bytes 2097152")
+
+
+def test_empty_program():
+    b = ExecutableBuilder()
+    b.add_export("relu", [], program=ProgramBuilder())
+    rejects(b.finish(verify_output=False), "export 0 program has 0 bytes")
+
+
+# --- instructions ---------------------------------------------------------------------
+
+def test_unknown_opcode():
+    rejects(patched_record(relu_executable(), 3, opcode=99),
+            "export 0 instruction 3: unknown opcode 99")
+
+
+def test_unknown_dtype():
+    rejects(patched_record(relu_executable(), 0, dtype=9),
+            "export 0 instruction 0 (dma.load): unknown dtype 9")
+
+
+def test_dtype_not_allowed():
+    data = with_extra(lambda p: p.emit_raw(OPCODES_BY_NAME["vpool"].code, 3, 0, [0] * 15))
+    rejects(data, "instruction 7 (vpool): dtype i8 is not allowed")
+
+
+def test_undefined_flag_bits():
+    rejects(patched_record(relu_executable(), 3, flags=1),
+            "instruction 3 (vrelu): flags 0x1 has bits not defined for vrelu")
+
+
+def test_nonzero_unused_field():
+    rejects(patched_record(relu_executable(), 1, a5=7),
+            "instruction 1 (signal): unused field a[5] is 7, must be 0")
+    rejects(patched_record(relu_executable(), 3, a11=1),
+            "instruction 3 (vrelu): unused field p0 is 1, must be 0")
+
+
+def test_missing_end():
+    p = ProgramBuilder()
+    p.emit("barrier")
+    b = ExecutableBuilder()
+    b.add_export("x", [], program=p)
+    rejects(b.finish(verify_output=False), "export 0 program does not end with end")
+
+
+def test_end_before_last():
+    rejects(with_extra(lambda p: p.end()),
+            "instruction 7 (end): end must be the last instruction only")
+
+
+def test_wait_without_signal():
+    rejects(with_extra(lambda p: p.emit("wait", engine="mac", sem=3, value=1)),
+            "instruction 7 (wait): waits for semaphore 3 value 1 but only 0 signals precede it")
+    rejects(with_extra(lambda p: p.emit("wait", engine="mac", sem=0, value=2)),
+            "waits for semaphore 0 value 2 but only 1 signals precede it")
+
+
+def test_semaphore_signalled_from_two_engines():
+    rejects(with_extra(lambda p: p.emit("signal", engine="mac", sem=0)),
+            "semaphore 0 is signalled from mac but already from dma_in")
+
+
+def test_semaphore_out_of_range():
+    rejects(with_extra(lambda p: p.emit("signal", engine="mac", sem=16)),
+            "semaphore 16 out of range (machine has 16)")
+
+
+def test_bad_engine():
+    rejects(patched_record(relu_executable(), 1, a0=4),
+            "instruction 1 (signal): engine 4 is not one of dma_in, dma_out, mac, vector")
+
+
+def test_binding_out_of_range():
+    rejects(with_extra(lambda p: dma(p, "dma.load", 2, sram_addr=0)),
+            "instruction 7 (dma.load): binding 2 out of range (2 bindings)")
+
+
+def test_dram_range_beyond_min_size():
+    rejects(with_extra(lambda p: dma(p, "dma.load", 0, sram_addr=0, dram_offset=4)),
+            "DRAM range [4, 132) of dram_offset exceeds binding 0 min_size 128")
+
+
+def test_constant_pool_range():
+    rejects(with_extra(lambda p: dma(p, "dma.load", "const", sram_addr=0, dram_offset=192)),
+            "DRAM range [192, 320) of dram_offset exceeds the constant pool of 256 bytes")
+
+
+def test_store_to_read_only_binding_and_constant_pool():
+    rejects(with_extra(lambda p: dma(p, "dma.store", 0, sram_addr=0)),
+            "stores to read-only binding 0")
+    rejects(with_extra(lambda p: dma(p, "dma.store", "const", sram_addr=0)),
+            "stores to the constant pool")
+
+
+def test_sram_range_beyond_machine():
+    p = relu_program(lambda p: dma(p, "dma.load", 0, sram_addr=2097136), sram_bytes=2 << 20)
+    rejects(relu_executable(p, verify=False),
+            "instruction 7 (dma.load): SRAM range [2097136, 2097264) of sram_addr exceeds "
+            "sram_bytes 2097152")
+
+
+def test_sram_range_beyond_program_declaration():
+    p = ProgramBuilder(sram_bytes=TILE_BYTES)
+    dma(p, "dma.load", 0, sram_addr=64)
+    p.end()
+    rejects(relu_executable(p, verify=False),
+            "SRAM range [64, 192) of sram_addr exceeds the program's sram_bytes 128")
+
+
+def test_misaligned_addresses():
+    rejects(with_extra(lambda p: dma(p, "dma.load", 0, sram_addr=2)),
+            "sram_addr SRAM address 2 is not aligned to 4 bytes")
+    rejects(patched_record(relu_executable(), 0, a1=2),
+            "dram_offset DRAM offset 2 is not aligned to 4 bytes")
+
+
+def test_zero_count():
+    rejects(with_extra(lambda p: unary(p, "vcopy", 0, 0, rows=0)), "n1 must be positive, got 0")
+
+
+def conv(p, **changes):
+    args = dict(dst_in=0, w=1024, out=2048, c=4, hi=5, wi=5, f=8, ho=3, wo=3, kh_kw=(3, 3),
+                sh_sw=(1, 1), dh_dw=(1, 1), groups=1)
+    args.update(changes)
+    args["in"] = args.pop("dst_in")
+    return p.emit("conv2d", **args)
+
+
+def test_conv2d_valid_and_shape_errors():
+    verify(with_extra(conv))
+    rejects(with_extra(lambda p: conv(p, ho=4)),
+            "window (ho 4, kernel 3, stride 1, dilation 1) reads past hi 5")
+    rejects(with_extra(lambda p: conv(p, wo=2, dh_dw=(1, 2))),
+            "window (wo 2, kernel 3, stride 1, dilation 2) reads past wi 5")
+    rejects(with_extra(lambda p: conv(p, groups=3)), "c 4 is not divisible by groups 3")
+    rejects(with_extra(lambda p: conv(p, kh_kw=(0, 3))), "kh_kw 0x3 must be positive")
+    rejects(with_extra(lambda p: conv(p, flags="accumulate|bias", bias=4096)),
+            "flags accumulate and bias exclude each other")
+    rejects(with_extra(lambda p: conv(p, bias=4096)), "bias is 4096 but the bias flag is not set")
+
+
+def test_matmul_leading_dimension():
+    def matmul(p, **changes):
+        args = dict(a=0, b=1024, out=2048, m=4, n=8, k=16, lda=16, ldb=8, ldo=8)
+        args.update(changes)
+        p.emit("matmul", **args)
+    verify(with_extra(matmul))
+    verify(with_extra(lambda p: matmul(p, flags="transpose_a", lda=4)))
+    rejects(with_extra(lambda p: matmul(p, lda=8)), "lda 8 is less than the row length 16")
+
+
+def test_vpool_valid_region():
+    def pool(p, **changes):
+        args = dict(dst=0, src=1024, c=2, hi=4, wi=4, ho=2, wo=2, kh_kw=(2, 2), sh_sw=(2, 2),
+                    dh_dw=(1, 1), pt_pl=(0, 0), vh_vw=(4, 4))
+        args.update(changes)
+        p.emit("vpool", **args)
+    verify(with_extra(pool))
+    rejects(with_extra(lambda p: pool(p, pt_pl=(1, 0))),
+            "valid region rows [1, 5) cols [0, 4) exceeds the 4x4 tile")
+
+
+def test_fill_value_must_fit_dtype():
+    rejects(patched_record(with_extra(lambda p: p.emit(
+        "fill", dtype="i8", sram_addr=0, n0=1, n1=1, n2=1, n3=1, s0=0, s1=0, s2=0, s3=0,
+        value=0)), 7, a9=256), "value 0x100 does not fit i8")
