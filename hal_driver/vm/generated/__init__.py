@@ -1,0 +1,1 @@
+"""flatc output for schemas/bytecode_module_def.fbs (see README.md here; do not edit)."""
