@@ -5,6 +5,7 @@ A `HostExecutable` loads an executable library produced by the stock llvm-cpu ba
 calling thread. See docs/host-fallback.md for the formats, flags and ABI.
 """
 import dataclasses
+import operator
 from typing import Sequence
 
 from hal_driver.status import StatusCode, StatusError
@@ -44,14 +45,23 @@ def _check_elf_header(data: bytes) -> None:
                           f"(class {data[4]}, data {data[5]}, machine {machine})")
 
 
+def _as_int(value) -> int | None:
+    """`value` as an int if it is an integer (Python or numpy), else None."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _pack_u32(values: Sequence[int], what: str):
     """Returns a uint32_t[] holding `values`; accepts int32 and uint32 values."""
     packed = []
     for i, value in enumerate(values):
-        if not isinstance(value, int) or not -(1 << 31) <= value < (1 << 32):
+        number = _as_int(value)
+        if number is None or not -(1 << 31) <= number < (1 << 32):
             raise StatusError(StatusCode.INVALID_ARGUMENT,
                               f"{what} {i} is {value!r}; expected a 32-bit integer")
-        packed.append(value & 0xFFFFFFFF)
+        packed.append(number & 0xFFFFFFFF)
     return ffi.new("uint32_t[]", packed) if packed else ffi.NULL
 
 
@@ -119,11 +129,12 @@ class HostExecutable:
 
     def export_info(self, ordinal: int) -> ExportInfo:
         self._check_open()
-        if not isinstance(ordinal, int) or not 0 <= ordinal < len(self._exports):
+        index = _as_int(ordinal)
+        if index is None or not 0 <= index < len(self._exports):
             raise StatusError(StatusCode.OUT_OF_RANGE,
                               f"export ordinal {ordinal} out of range; executable "
                               f"`{self.name}` has {len(self._exports)} exports")
-        return self._exports[ordinal]
+        return self._exports[index]
 
     def dispatch(self, ordinal: int, workgroup_count: tuple[int, int, int],
                  constants: Sequence[int], bindings: Sequence) -> None:
@@ -133,6 +144,7 @@ class HostExecutable:
         contiguous buffer-protocol objects (already offset), 64-byte aligned.
         """
         info = self.export_info(ordinal)
+        ordinal = operator.index(ordinal)
         where = f"dispatch of `{info.name}`"
         count = self._check_workgroup_count(workgroup_count, where)
         if len(constants) != info.constant_count:
@@ -157,9 +169,9 @@ class HostExecutable:
 
     @staticmethod
     def _check_workgroup_count(workgroup_count, where: str) -> tuple[int, int, int]:
-        count = tuple(workgroup_count)
+        count = tuple(_as_int(c) for c in workgroup_count)
         if len(count) != 3 or not all(
-                isinstance(c, int) and 0 <= c <= limit
+                c is not None and 0 <= c <= limit
                 for c, limit in zip(count, _MAX_WORKGROUP_COUNT)):
             raise StatusError(StatusCode.INVALID_ARGUMENT,
                               f"{where}: workgroup count {workgroup_count!r} invalid; "

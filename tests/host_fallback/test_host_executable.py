@@ -130,6 +130,11 @@ def test_grid_constants_and_local_memory_reach_every_workgroup(fake_library):
         out = aligned_bytes(4 * 3 * 5 * 2)
         executable.dispatch(0, (3, 5, 2), [20], [out])
         np.testing.assert_array_equal(out.view(np.uint32), 1020 + np.arange(30))
+        # numpy integers work as well as Python ints.
+        out[:] = 0
+        executable.dispatch(np.int64(0), np.array([3, 5, 2]), np.array([20], np.uint32),
+                            [out])
+        np.testing.assert_array_equal(out.view(np.uint32), 1020 + np.arange(30))
 
 
 def test_workgroup_failure_names_export_and_workgroup(fake_library):
