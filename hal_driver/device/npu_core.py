@@ -1,0 +1,136 @@
+"""The npu-sim device's NPU core: native/npu_core.c behind cffi.
+
+`NpuCore(machine).execute(program, bindings, ...)` runs one NPU program (the bytes of
+an export's `program.instructions`) over the dispatch's bound buffer ranges and returns
+the dispatch's cycle-model statistics. Faults raise `StatusError` with the core's
+message (`instruction 7 (dma.load): DRAM range [1024, 9216) exceeds binding 1 length
+8192`): OUT_OF_RANGE for accesses outside a binding, the constant pool or SRAM,
+INVALID_ARGUMENT for malformed programs. docs/npu-architecture.md defines the semantics.
+"""
+import threading
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from executable_format import isa
+from executable_format.machine import MachineConfig
+from hal_driver.status import StatusCode, StatusError
+from native._npu_core import ffi, lib
+
+ERROR_CAPACITY = 512
+ENGINE_NAMES = tuple(isa.ENGINE_NAMES[e] for e in (isa.Engine.DMA_IN, isa.Engine.DMA_OUT,
+                                                  isa.Engine.MAC, isa.Engine.VECTOR))
+_STATUS = {lib.NPU_STATUS_INVALID_ARGUMENT: StatusCode.INVALID_ARGUMENT,
+           lib.NPU_STATUS_OUT_OF_RANGE: StatusCode.OUT_OF_RANGE,
+           lib.NPU_STATUS_RESOURCE_EXHAUSTED: StatusCode.RESOURCE_EXHAUSTED}
+
+
+@dataclass
+class DispatchStats:
+    """Cycle-model statistics of one dispatch (executable_format/cost.py semantics)."""
+    total_cycles: int = 0
+    busy_cycles: dict = field(default_factory=dict)     # engine name -> cycles
+    stall_cycles: dict = field(default_factory=dict)    # engine name -> cycles
+    dram_read_bytes: int = 0
+    dram_write_bytes: int = 0
+    macs: int = 0
+    sram_peak_bytes: int = 0
+    # (engine name, start, end, opcode name, instruction index) when traced
+    events: list = field(default_factory=list)
+
+    def roofline_cycles(self, machine: MachineConfig, dtype: str) -> float:
+        """Lower bound on total_cycles: MAC peak, or each DMA direction's bandwidth
+        (loads and stores have one engine each and run concurrently)."""
+        return max(self.macs / machine.peak_macs_per_cycle(dtype),
+                   self.dram_read_bytes / machine.dram_bytes_per_cycle,
+                   self.dram_write_bytes / machine.dram_bytes_per_cycle)
+
+    def utilization(self, machine: MachineConfig, dtype: str) -> float:
+        """MAC utilization: MACs / (cycles * peak MACs per cycle)."""
+        if self.total_cycles == 0:
+            return 0.0
+        return self.macs / (self.total_cycles * machine.peak_macs_per_cycle(dtype))
+
+    def seconds(self, machine: MachineConfig) -> float:
+        return self.total_cycles / machine.clock_hz
+
+
+def _config(machine: MachineConfig):
+    config = ffi.new("npu_machine_config_t*")
+    for name, value in machine.as_dict().items():
+        if value <= 0:
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"NPU machine parameter '{name}' must be positive, got {value}")
+        setattr(config, name, value)
+    return config
+
+
+class NpuCore:
+    """One simulated NPU core with its own SRAM. Thread-safe: executions serialize."""
+
+    def __init__(self, machine: MachineConfig):
+        self.machine = machine
+        core = lib.npu_core_create(_config(machine))
+        if core == ffi.NULL:
+            raise StatusError(StatusCode.RESOURCE_EXHAUSTED,
+                              f"cannot create an NPU core with {machine.sram_bytes} bytes "
+                              f"of SRAM and {machine.semaphores} semaphores")
+        self._core = ffi.gc(core, lib.npu_core_destroy)
+        self._lock = threading.Lock()
+        self._stats = ffi.new("npu_stats_t*")
+        self._error = ffi.new("char[]", ERROR_CAPACITY)
+        self._bindings = ffi.new("npu_binding_t[]", 8)
+        self._trace = ffi.NULL
+        self._trace_capacity = 0
+
+    def execute(self, program: bytes, bindings: Sequence, constants: Sequence[int] = (),
+                const_pool: bytes = b"", trace: bool = False) -> DispatchStats:
+        """Runs `program` over `bindings` (writable buffers, each the bound range).
+
+        Raises StatusError on any fault; buffers may have been partially written then.
+        """
+        program_buf = ffi.from_buffer(program)
+        pool_buf = ffi.from_buffer(const_pool) if len(const_pool) else ffi.NULL
+        buffers = [self._writable(b, i) for i, b in enumerate(bindings)]
+        constants_buf = ffi.new("uint32_t[]", list(constants)) if constants else ffi.NULL
+        with self._lock:
+            if len(buffers) > len(self._bindings):
+                self._bindings = ffi.new("npu_binding_t[]", len(buffers))
+            for slot, buf in zip(self._bindings, buffers):
+                slot.data = buf
+                slot.length = len(buf)
+            trace_capacity = 0
+            if trace:
+                trace_capacity = len(program_buf) // lib.NPU_INSTRUCTION_BYTES
+                if trace_capacity > self._trace_capacity:
+                    self._trace = ffi.new("npu_trace_event_t[]", trace_capacity)
+                    self._trace_capacity = trace_capacity
+            status = lib.npu_core_execute(
+                self._core, program_buf, len(program_buf), self._bindings, len(buffers),
+                pool_buf, len(const_pool), constants_buf, len(constants), self._stats,
+                self._trace if trace else ffi.NULL, trace_capacity, self._error,
+                ERROR_CAPACITY)
+            if status != lib.NPU_STATUS_OK:
+                message = ffi.string(self._error).decode("utf-8", "replace")
+                raise StatusError(_STATUS.get(status, StatusCode.INTERNAL), message)
+            return self._collect(trace)
+
+    @staticmethod
+    def _writable(buffer, index: int):
+        try:
+            return ffi.from_buffer(buffer, require_writable=True)
+        except (TypeError, BufferError) as e:
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"binding {index} is not a writable contiguous buffer: {e}")
+
+    def _collect(self, trace: bool) -> DispatchStats:
+        s = self._stats
+        stats = DispatchStats(
+            total_cycles=s.total_cycles,
+            busy_cycles={name: s.busy_cycles[i] for i, name in enumerate(ENGINE_NAMES)},
+            stall_cycles={name: s.stall_cycles[i] for i, name in enumerate(ENGINE_NAMES)},
+            dram_read_bytes=s.dram_read_bytes, dram_write_bytes=s.dram_write_bytes,
+            macs=s.macs, sram_peak_bytes=s.sram_peak_bytes)
+        if trace:
+            stats.events = [(ENGINE_NAMES[e.engine], e.start, e.end, isa.OPCODES[e.opcode].name,
+                             e.index) for e in self._trace[0:s.trace_count]]
+        return stats

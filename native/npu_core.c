@@ -1,0 +1,1417 @@
+/* The simulated NPU core. See npu_core.h and docs/npu-architecture.md.
+ *
+ * Execution is one pass in program order: validate the instruction (every SRAM and
+ * DRAM box against its bounds, once per instruction), compute it, then advance the
+ * cycle model exactly as executable_format/cost.py does. A structural pre-pass checks
+ * every record up to END (opcode, dtype, flags, unused fields) before anything runs.
+ *
+ * Compute: f16/bf16 are converted to f32 and rounded to nearest even on store; i8
+ * MACs accumulate in i32 (wrapping, built with -fwrapv). MAC instructions pack their
+ * operands into f32/i32 scratch and run one blocked GEMM kernel; conv2d is an implicit
+ * im2col over chunks of output rows. Vector instructions stream rows through f32 (or
+ * i32) chunks so every inner loop is a tight, vectorizable loop.
+ */
+#include "npu_core.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef unsigned __int128 u128;
+
+/* ---- instruction set (executable_format/isa.py) ------------------------- */
+
+enum {
+  OP_END = 1, OP_SIGNAL = 2, OP_WAIT = 3, OP_BARRIER = 4,
+  OP_DMA_LOAD = 16, OP_DMA_STORE = 17, OP_FILL = 18,
+  OP_MATMUL = 32, OP_CONV2D = 33,
+  OP_VADD = 48, OP_VSUB = 49, OP_VMUL = 50, OP_VMAX = 51, OP_VMIN = 52, OP_VDIV = 53,
+  OP_VCOPY = 64, OP_VRELU = 65, OP_VCLAMP = 66, OP_VLEAKYRELU = 67, OP_VSIGMOID = 68,
+  OP_VTANH = 69, OP_VEXP = 70, OP_VSCALE = 71, OP_VCVT = 72,
+  OP_VPOOL = 80, OP_VREDUCE = 81,
+};
+
+enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2, DT_I8 = 3, DT_I32 = 4, DT_COUNT = 5 };
+enum { ENGINE_DMA_IN = 0, ENGINE_DMA_OUT = 1, ENGINE_MAC = 2, ENGINE_VECTOR = 3,
+       ENGINE_CONTROL = 4 };
+
+enum {
+  FLAG_ACCUMULATE = 1, FLAG_BIAS = 2, FLAG_TRANSPOSE_A = 4, FLAG_TRANSPOSE_B = 8,
+  FLAG_POOL_AVG = 1, FLAG_COUNT_INCLUDE_PAD = 2,
+  FLAG_REDUCE_MAX = 1, FLAG_REDUCE_MEAN = 2,
+};
+
+#define DTM(d) (1u << (d))
+#define DT_ALL (DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32))
+#define DT_FLOAT (DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16))
+
+typedef struct op_info_t {
+  const char* name;      /* NULL: not an opcode */
+  uint8_t engine;
+  uint8_t used_fields;   /* a[used_fields..14] must be zero */
+  uint8_t dtypes;        /* DTM mask */
+  uint16_t flags;        /* allowed flag bits */
+} op_info_t;
+
+/* used_fields counts the operands the opcode reads; unary ops that take no
+ * parameters leave p0/p1 (a[11], a[12]) zero. */
+static const op_info_t OPS[256] = {
+  [OP_END] = {"end", ENGINE_CONTROL, 0, DT_ALL, 0},
+  [OP_SIGNAL] = {"signal", ENGINE_CONTROL, 2, DT_ALL, 0},
+  [OP_WAIT] = {"wait", ENGINE_CONTROL, 3, DT_ALL, 0},
+  [OP_BARRIER] = {"barrier", ENGINE_CONTROL, 0, DT_ALL, 0},
+  [OP_DMA_LOAD] = {"dma.load", ENGINE_DMA_IN, 15, DT_ALL, 0},
+  [OP_DMA_STORE] = {"dma.store", ENGINE_DMA_OUT, 15, DT_ALL, 0},
+  [OP_FILL] = {"fill", ENGINE_DMA_IN, 10, DT_ALL, 0},
+  [OP_MATMUL] = {"matmul", ENGINE_MAC, 10, DT_FLOAT | DTM(DT_I8),
+                 FLAG_ACCUMULATE | FLAG_BIAS | FLAG_TRANSPOSE_A | FLAG_TRANSPOSE_B},
+  [OP_CONV2D] = {"conv2d", ENGINE_MAC, 14, DT_FLOAT | DTM(DT_I8),
+                 FLAG_ACCUMULATE | FLAG_BIAS},
+  [OP_VADD] = {"vadd", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
+  [OP_VSUB] = {"vsub", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
+  [OP_VMUL] = {"vmul", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
+  [OP_VMAX] = {"vmax", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
+  [OP_VMIN] = {"vmin", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
+  [OP_VDIV] = {"vdiv", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
+  [OP_VCOPY] = {"vcopy", ENGINE_VECTOR, 11, DT_ALL, 0},
+  [OP_VRELU] = {"vrelu", ENGINE_VECTOR, 11, DT_FLOAT | DTM(DT_I32), 0},
+  [OP_VCLAMP] = {"vclamp", ENGINE_VECTOR, 13, DT_FLOAT, 0},
+  [OP_VLEAKYRELU] = {"vleakyrelu", ENGINE_VECTOR, 12, DT_FLOAT, 0},
+  [OP_VSIGMOID] = {"vsigmoid", ENGINE_VECTOR, 11, DT_FLOAT, 0},
+  [OP_VTANH] = {"vtanh", ENGINE_VECTOR, 11, DT_FLOAT, 0},
+  [OP_VEXP] = {"vexp", ENGINE_VECTOR, 11, DT_FLOAT, 0},
+  [OP_VSCALE] = {"vscale", ENGINE_VECTOR, 13, DT_FLOAT, 0},
+  [OP_VCVT] = {"vcvt", ENGINE_VECTOR, 13, DT_ALL, 0},
+  [OP_VPOOL] = {"vpool", ENGINE_VECTOR, 12, DT_FLOAT,
+                FLAG_POOL_AVG | FLAG_COUNT_INCLUDE_PAD},
+  [OP_VREDUCE] = {"vreduce", ENGINE_VECTOR, 4, DT_FLOAT,
+                  FLAG_REDUCE_MAX | FLAG_REDUCE_MEAN},
+};
+
+static const unsigned DTYPE_BYTES[DT_COUNT] = {4, 2, 2, 1, 4};
+static const char* const DTYPE_NAMES[DT_COUNT] = {"f32", "f16", "bf16", "i8", "i32"};
+
+/* Per-instruction work bounds: the core never loops longer than this. */
+#define MAX_ELEMENTS ((uint64_t)1 << 32)
+#define MAX_MACS ((uint64_t)1 << 36)
+
+typedef struct instr_t {
+  uint8_t opcode;
+  uint8_t dtype;
+  uint16_t flags;
+  uint32_t a[15];
+} instr_t;
+
+static instr_t decode(const uint8_t* p) {
+  instr_t in;
+  in.opcode = p[0];
+  in.dtype = p[1];
+  in.flags = (uint16_t)(p[2] | (p[3] << 8));
+  for (int i = 0; i < 15; i++) {
+    const uint8_t* q = p + 4 + 4 * i;
+    in.a[i] = (uint32_t)q[0] | ((uint32_t)q[1] << 8) | ((uint32_t)q[2] << 16) |
+              ((uint32_t)q[3] << 24);
+  }
+  return in;
+}
+
+static uint32_t lo16(uint32_t v) { return v & 0xFFFFu; }
+static uint32_t hi16(uint32_t v) { return v >> 16; }
+
+/* ---- float conversions (round to nearest even) -------------------------- */
+
+static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static inline float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t mant = h & 0x3FFu;
+  float magnitude;
+  if (exp == 0) {
+    magnitude = (float)mant * 0x1p-24f;                       /* zero, subnormal */
+  } else if (exp == 31) {
+    magnitude = bits_f32(0x7F800000u | (mant << 13));        /* inf, nan */
+  } else {
+    magnitude = bits_f32(((exp + 112u) << 23) | (mant << 13));
+  }
+  return bits_f32(f32_bits(magnitude) | sign);
+}
+
+static inline uint16_t f32_to_f16(float value) {
+  uint32_t f = f32_bits(value);
+  uint32_t sign = (f >> 16) & 0x8000u;
+  f &= 0x7FFFFFFFu;
+  uint32_t h;
+  if (f > 0x7F800000u) {
+    h = 0x7E00u | ((f >> 13) & 0x3FFu);                     /* nan stays nan */
+  } else if (f >= 0x477FF000u) {
+    h = 0x7C00u;                                             /* rounds to inf */
+  } else if (f < 0x38800000u) {
+    /* subnormal or zero: let the FPU round the magnitude onto the 2^-24 grid */
+    h = f32_bits(bits_f32(f) + 0.5f) - f32_bits(0.5f);
+  } else {
+    uint32_t odd = (f >> 13) & 1u;
+    h = (f + 0xC8000FFFu + odd) >> 13;                       /* rebias: -112 << 23 */
+  }
+  return (uint16_t)(h | sign);
+}
+
+static inline float bf16_to_f32(uint16_t b) { return bits_f32((uint32_t)b << 16); }
+
+static inline uint16_t f32_to_bf16(float value) {
+  uint32_t f = f32_bits(value);
+  if ((f & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((f >> 16) | 0x40u);
+  return (uint16_t)((f + 0x7FFFu + ((f >> 16) & 1u)) >> 16);
+}
+
+/* NaN-propagating max/min (numpy maximum/minimum). */
+#define NPU_MAX(x, y) (((x) >= (y) || (x) != (x)) ? (x) : (y))
+#define NPU_MIN(x, y) (((x) <= (y) || (x) != (x)) ? (x) : (y))
+
+/* ---- strided row loads/stores between SRAM/DRAM and f32/i32 chunks ------ */
+
+static void load_f32(int dtype, const uint8_t* base, size_t stride, size_t n,
+                     float* restrict out) {
+  if (dtype == DT_F32) {
+    if (stride == 1) {
+      memcpy(out, base, n * 4);
+    } else {
+      const float* src = (const float*)base;
+      for (size_t i = 0; i < n; i++) out[i] = src[i * stride];
+    }
+  } else {
+    const uint16_t* src = (const uint16_t*)base;
+    if (dtype == DT_F16) {
+      for (size_t i = 0; i < n; i++) out[i] = f16_to_f32(src[i * stride]);
+    } else {
+      for (size_t i = 0; i < n; i++) out[i] = bf16_to_f32(src[i * stride]);
+    }
+  }
+}
+
+static void store_f32(int dtype, uint8_t* base, size_t stride, size_t n,
+                      const float* restrict in) {
+  if (dtype == DT_F32) {
+    if (stride == 1) {
+      memmove(base, in, n * 4);
+    } else {
+      float* dst = (float*)base;
+      for (size_t i = 0; i < n; i++) dst[i * stride] = in[i];
+    }
+  } else {
+    uint16_t* dst = (uint16_t*)base;
+    if (dtype == DT_F16) {
+      for (size_t i = 0; i < n; i++) dst[i * stride] = f32_to_f16(in[i]);
+    } else {
+      for (size_t i = 0; i < n; i++) dst[i * stride] = f32_to_bf16(in[i]);
+    }
+  }
+}
+
+/* i8 or i32 elements to i32. */
+static void load_i32(int dtype, const uint8_t* base, size_t stride, size_t n,
+                     int32_t* restrict out) {
+  if (dtype == DT_I32) {
+    const int32_t* src = (const int32_t*)base;
+    for (size_t i = 0; i < n; i++) out[i] = src[i * stride];
+  } else {
+    const int8_t* src = (const int8_t*)base;
+    for (size_t i = 0; i < n; i++) out[i] = src[i * stride];
+  }
+}
+
+static void store_i32(uint8_t* base, size_t stride, size_t n, const int32_t* restrict in) {
+  int32_t* dst = (int32_t*)base;
+  for (size_t i = 0; i < n; i++) dst[i * stride] = in[i];
+}
+
+/* Element copy of n elements with element strides (bytes may be unaligned: DRAM). */
+static void copy_run(uint8_t* dst, size_t dst_stride, const uint8_t* src, size_t src_stride,
+                     size_t n, unsigned elem) {
+  if (dst_stride == 1 && src_stride == 1) {
+    memmove(dst, src, n * elem);
+    return;
+  }
+  size_t ds = dst_stride * elem, ss = src_stride * elem;
+  switch (elem) {
+    case 1:
+      for (size_t i = 0; i < n; i++) dst[i * ds] = src[i * ss];
+      break;
+    case 2:
+      for (size_t i = 0; i < n; i++) memcpy(dst + i * ds, src + i * ss, 2);
+      break;
+    default:
+      for (size_t i = 0; i < n; i++) memcpy(dst + i * ds, src + i * ss, 4);
+      break;
+  }
+}
+
+/* ---- GEMM kernel: C[m][n] += A[m][k] * B[k][n] (row-major, leading dims) --
+ * Blocked over n and k; four rows of C are updated per pass with four k steps
+ * folded into each update, so each C element is loaded and stored once per four
+ * multiply-adds. The innermost j loop is contiguous and vectorizes. */
+#define GEMM_NB 256
+#define GEMM_KB 128
+
+#define DEFINE_GEMM(NAME, T)                                                           \
+  static void NAME(size_t m, size_t n, size_t k, const T* restrict a, size_t lda,      \
+                   const T* restrict b, size_t ldb, T* restrict c, size_t ldc) {       \
+    for (size_t j0 = 0; j0 < n; j0 += GEMM_NB) {                                       \
+      size_t nb = n - j0 < GEMM_NB ? n - j0 : GEMM_NB;                                 \
+      for (size_t k0 = 0; k0 < k; k0 += GEMM_KB) {                                     \
+        size_t k1 = k - k0 < GEMM_KB ? k : k0 + GEMM_KB;                               \
+        size_t i = 0;                                                                  \
+        for (; i + 4 <= m; i += 4) {                                                   \
+          T* restrict c0 = c + i * ldc + j0;                                           \
+          T* restrict c1 = c0 + ldc;                                                   \
+          T* restrict c2 = c1 + ldc;                                                   \
+          T* restrict c3 = c2 + ldc;                                                   \
+          const T* a0 = a + i * lda;                                                   \
+          const T* a1 = a0 + lda;                                                      \
+          const T* a2 = a1 + lda;                                                      \
+          const T* a3 = a2 + lda;                                                      \
+          size_t kk = k0;                                                              \
+          for (; kk + 4 <= k1; kk += 4) {                                              \
+            const T* b0 = b + kk * ldb + j0;                                           \
+            const T* b1 = b0 + ldb;                                                    \
+            const T* b2 = b1 + ldb;                                                    \
+            const T* b3 = b2 + ldb;                                                    \
+            T x00 = a0[kk], x01 = a0[kk + 1], x02 = a0[kk + 2], x03 = a0[kk + 3];      \
+            T x10 = a1[kk], x11 = a1[kk + 1], x12 = a1[kk + 2], x13 = a1[kk + 3];      \
+            T x20 = a2[kk], x21 = a2[kk + 1], x22 = a2[kk + 2], x23 = a2[kk + 3];      \
+            T x30 = a3[kk], x31 = a3[kk + 1], x32 = a3[kk + 2], x33 = a3[kk + 3];      \
+            for (size_t j = 0; j < nb; j++) {                                          \
+              T v0 = b0[j], v1 = b1[j], v2 = b2[j], v3 = b3[j];                        \
+              c0[j] += x00 * v0 + x01 * v1 + x02 * v2 + x03 * v3;                      \
+              c1[j] += x10 * v0 + x11 * v1 + x12 * v2 + x13 * v3;                      \
+              c2[j] += x20 * v0 + x21 * v1 + x22 * v2 + x23 * v3;                      \
+              c3[j] += x30 * v0 + x31 * v1 + x32 * v2 + x33 * v3;                      \
+            }                                                                          \
+          }                                                                            \
+          for (; kk < k1; kk++) {                                                      \
+            const T* b0 = b + kk * ldb + j0;                                           \
+            T x0 = a0[kk], x1 = a1[kk], x2 = a2[kk], x3 = a3[kk];                      \
+            for (size_t j = 0; j < nb; j++) {                                          \
+              c0[j] += x0 * b0[j];                                                     \
+              c1[j] += x1 * b0[j];                                                     \
+              c2[j] += x2 * b0[j];                                                     \
+              c3[j] += x3 * b0[j];                                                     \
+            }                                                                          \
+          }                                                                            \
+        }                                                                              \
+        for (; i < m; i++) {                                                           \
+          T* restrict c0 = c + i * ldc + j0;                                           \
+          const T* a0 = a + i * lda;                                                   \
+          size_t kk = k0;                                                              \
+          for (; kk + 4 <= k1; kk += 4) {                                              \
+            const T* b0 = b + kk * ldb + j0;                                           \
+            const T* b1 = b0 + ldb;                                                    \
+            const T* b2 = b1 + ldb;                                                    \
+            const T* b3 = b2 + ldb;                                                    \
+            T x0 = a0[kk], x1 = a0[kk + 1], x2 = a0[kk + 2], x3 = a0[kk + 3];          \
+            for (size_t j = 0; j < nb; j++)                                            \
+              c0[j] += x0 * b0[j] + x1 * b1[j] + x2 * b2[j] + x3 * b3[j];              \
+          }                                                                            \
+          for (; kk < k1; kk++) {                                                      \
+            const T* b0 = b + kk * ldb + j0;                                           \
+            T x0 = a0[kk];                                                             \
+            for (size_t j = 0; j < nb; j++) c0[j] += x0 * b0[j];                       \
+          }                                                                            \
+        }                                                                              \
+      }                                                                                \
+    }                                                                                  \
+  }
+
+DEFINE_GEMM(gemm_f32, float)
+DEFINE_GEMM(gemm_i32, int32_t)
+
+/* ---- the core ----------------------------------------------------------- */
+
+enum { SCRATCH_A, SCRATCH_B, SCRATCH_C, SCRATCH_COUNT };
+
+typedef struct semaphore_t {
+  uint64_t* times;        /* time of the i-th signal */
+  size_t count;
+  size_t capacity;
+  int engine;             /* the signalling engine, -1 before the first signal */
+} semaphore_t;
+
+struct npu_core_t {
+  npu_machine_config_t config;
+  uint8_t* sram;
+  void* scratch[SCRATCH_COUNT];
+  size_t scratch_bytes[SCRATCH_COUNT];
+  semaphore_t* semaphores;
+};
+
+static void* aligned_bytes(size_t bytes) {
+  size_t rounded = (bytes + 63) & ~(size_t)63;
+  return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+npu_core_t* npu_core_create(const npu_machine_config_t* config) {
+  const uint64_t* fields = (const uint64_t*)config;
+  for (size_t i = 0; i < sizeof(*config) / sizeof(uint64_t); i++) {
+    if (fields[i] == 0) return NULL;
+  }
+  if (config->sram_bytes > ((uint64_t)1 << 32) || config->semaphores > (1u << 16)) return NULL;
+  npu_core_t* core = calloc(1, sizeof(*core));
+  if (!core) return NULL;
+  core->config = *config;
+  core->sram = aligned_bytes(config->sram_bytes);
+  core->semaphores = calloc(config->semaphores, sizeof(semaphore_t));
+  if (!core->sram || !core->semaphores) {
+    npu_core_destroy(core);
+    return NULL;
+  }
+  memset(core->sram, 0, config->sram_bytes);
+  return core;
+}
+
+void npu_core_destroy(npu_core_t* core) {
+  if (!core) return;
+  free(core->sram);
+  for (int i = 0; i < SCRATCH_COUNT; i++) free(core->scratch[i]);
+  if (core->semaphores) {
+    for (uint64_t i = 0; i < core->config.semaphores; i++) free(core->semaphores[i].times);
+  }
+  free(core->semaphores);
+  free(core);
+}
+
+/* ---- execution context and errors --------------------------------------- */
+
+typedef struct exec_t {
+  npu_core_t* core;
+  const npu_binding_t* bindings;
+  size_t binding_count;
+  const uint8_t* const_pool;
+  size_t const_pool_bytes;
+  npu_stats_t* stats;
+  char* error;
+  size_t error_capacity;
+  size_t index;
+  const op_info_t* op;    /* NULL while the opcode is unknown */
+} exec_t;
+
+static int fail(exec_t* x, int status, const char* format, ...) {
+  if (!x->error || x->error_capacity == 0) return status;
+  int n = x->op ? snprintf(x->error, x->error_capacity, "instruction %zu (%s): ", x->index,
+                           x->op->name)
+                : snprintf(x->error, x->error_capacity, "instruction %zu: ", x->index);
+  if (n >= 0 && (size_t)n < x->error_capacity) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(x->error + n, x->error_capacity - (size_t)n, format, args);
+    va_end(args);
+  }
+  return status;
+}
+
+typedef struct num_t { char s[48]; } num_t;
+
+/* Decimal text of a 128-bit value (range ends can exceed 64 bits). */
+static num_t num(u128 v) {
+  num_t out;
+  char digits[48];
+  int n = 0;
+  do {
+    digits[n++] = (char)('0' + (int)(v % 10));
+    v /= 10;
+  } while (v);
+  for (int i = 0; i < n; i++) out.s[i] = digits[n - 1 - i];
+  out.s[n] = 0;
+  return out;
+}
+
+static void* scratch(exec_t* x, int slot, u128 bytes) {
+  npu_core_t* core = x->core;
+  if (bytes > ((u128)1 << 40)) return NULL;
+  if (core->scratch_bytes[slot] < (size_t)bytes) {
+    free(core->scratch[slot]);
+    core->scratch[slot] = aligned_bytes((size_t)bytes);
+    core->scratch_bytes[slot] = core->scratch[slot] ? (size_t)bytes : 0;
+  }
+  return core->scratch[slot];
+}
+
+static int out_of_memory(exec_t* x, u128 bytes) {
+  return fail(x, NPU_STATUS_RESOURCE_EXHAUSTED, "cannot allocate %s bytes of scratch",
+              num(bytes).s);
+}
+
+/* ---- range checks (once per instruction, on box extents) ----------------- */
+
+/* Byte extent of a box: (1 + sum (n_i - 1) * s_i) * elem, 0 if the box is empty. */
+static u128 box_extent(const uint32_t* counts, const uint32_t* strides, int dims,
+                       unsigned elem) {
+  u128 span = 1;
+  for (int d = 0; d < dims; d++) {
+    if (counts[d] == 0) return 0;
+    span += (u128)(counts[d] - 1) * strides[d];
+  }
+  return span * elem;
+}
+
+/* Product of counts; UINT64_MAX when it overflows. */
+static uint64_t product(const uint64_t* values, int n) {
+  uint64_t p = 1;
+  for (int i = 0; i < n; i++) {
+    if (__builtin_mul_overflow(p, values[i], &p)) return UINT64_MAX;
+  }
+  return p;
+}
+
+static int check_work(exec_t* x, const char* what, uint64_t work, uint64_t limit) {
+  if (work > limit) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "%s %s exceed the per-instruction limit %s",
+                work == UINT64_MAX ? "more than 2^64" : num(work).s, what, num(limit).s);
+  }
+  return NPU_STATUS_OK;
+}
+
+static int check_sram(exec_t* x, const char* operand, uint32_t addr, u128 extent,
+                      unsigned align) {
+  if (addr % align) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                "%s SRAM address %u is not aligned to %u bytes", operand, addr, align);
+  }
+  if (extent == 0) return NPU_STATUS_OK;
+  u128 end = (u128)addr + extent;
+  if (end > x->core->config.sram_bytes) {
+    return fail(x, NPU_STATUS_OUT_OF_RANGE, "%s SRAM range [%u, %s) exceeds sram_bytes %llu",
+                operand, addr, num(end).s, (unsigned long long)x->core->config.sram_bytes);
+  }
+  if (end > x->stats->sram_peak_bytes) x->stats->sram_peak_bytes = (uint64_t)end;
+  return NPU_STATUS_OK;
+}
+
+/* Disjointness of two SRAM byte ranges (empty ranges overlap nothing). */
+static int check_disjoint(exec_t* x, const char* out_name, uint32_t out, u128 out_extent,
+                          const char* in_name, uint32_t in, u128 in_extent) {
+  if (out_extent == 0 || in_extent == 0) return NPU_STATUS_OK;
+  if ((u128)out < in + in_extent && (u128)in < out + out_extent) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                "%s SRAM range [%u, %s) overlaps %s SRAM range [%u, %s)", out_name, out,
+                num(out + out_extent).s, in_name, in, num(in + in_extent).s);
+  }
+  return NPU_STATUS_OK;
+}
+
+/* Resolves a DRAM box: binding, alignment, [offset, offset + extent) within it. */
+static int check_dram(exec_t* x, uint32_t binding, uint32_t offset, u128 extent,
+                      unsigned elem, bool store, uint8_t** out) {
+  uint8_t* base;
+  size_t length;
+  if (binding == NPU_CONST_POOL_BINDING) {
+    if (store) {
+      return fail(x, NPU_STATUS_INVALID_ARGUMENT, "the constant pool is read-only");
+    }
+    base = (uint8_t*)x->const_pool;
+    length = x->const_pool_bytes;
+  } else if (binding >= x->binding_count) {
+    return fail(x, NPU_STATUS_OUT_OF_RANGE, "binding %u out of range (%zu bindings)",
+                binding, x->binding_count);
+  } else {
+    base = x->bindings[binding].data;
+    length = x->bindings[binding].length;
+  }
+  if (offset % elem) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                "DRAM offset %u is not aligned to %u bytes", offset, elem);
+  }
+  if (extent != 0 && (u128)offset + extent > length) {
+    if (binding == NPU_CONST_POOL_BINDING) {
+      return fail(x, NPU_STATUS_OUT_OF_RANGE,
+                  "DRAM range [%u, %s) exceeds the constant pool length %zu", offset,
+                  num((u128)offset + extent).s, length);
+    }
+    return fail(x, NPU_STATUS_OUT_OF_RANGE, "DRAM range [%u, %s) exceeds binding %u length %zu",
+                offset, num((u128)offset + extent).s, binding, length);
+  }
+  *out = extent ? base + offset : base;
+  return NPU_STATUS_OK;
+}
+
+#define CHECK(expr)                          \
+  do {                                       \
+    int status_ = (expr);                    \
+    if (status_ != NPU_STATUS_OK) return status_; \
+  } while (0)
+
+/* ---- structural validation (pre-pass) ------------------------------------ */
+
+static int check_encoding(exec_t* x, const instr_t* in) {
+  const op_info_t* op = &OPS[in->opcode];
+  if (!op->name) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid opcode %u", in->opcode);
+  }
+  x->op = op;
+  if (in->dtype >= DT_COUNT || !(op->dtypes & DTM(in->dtype))) {
+    if (in->dtype >= DT_COUNT) {
+      return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid dtype %u", in->dtype);
+    }
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "dtype %s is not allowed",
+                DTYPE_NAMES[in->dtype]);
+  }
+  if (in->flags & ~op->flags) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid flags 0x%x", in->flags);
+  }
+  for (int i = op->used_fields; i < 15; i++) {
+    if (in->a[i] != 0) {
+      return fail(x, NPU_STATUS_INVALID_ARGUMENT, "unused field a[%d] must be zero, got %u",
+                  i, in->a[i]);
+    }
+  }
+  switch (in->opcode) {
+    case OP_SIGNAL:
+    case OP_WAIT:
+      if (in->a[0] >= NPU_ENGINE_COUNT) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid engine %u", in->a[0]);
+      }
+      if (in->a[1] >= x->core->config.semaphores) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "semaphore %u out of range (%llu semaphores)",
+                    in->a[1], (unsigned long long)x->core->config.semaphores);
+      }
+      break;
+    case OP_MATMUL:
+    case OP_CONV2D:
+      if ((in->flags & FLAG_ACCUMULATE) && (in->flags & FLAG_BIAS)) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags ACCUMULATE and BIAS are exclusive");
+      }
+      break;
+    case OP_VPOOL:
+      if ((in->flags & FLAG_COUNT_INCLUDE_PAD) && !(in->flags & FLAG_POOL_AVG)) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flag COUNT_INCLUDE_PAD needs POOL_AVG");
+      }
+      break;
+    case OP_VREDUCE:
+      if ((in->flags & FLAG_REDUCE_MAX) && (in->flags & FLAG_REDUCE_MEAN)) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags REDUCE_MAX and REDUCE_MEAN are exclusive");
+      }
+      break;
+    case OP_VCVT:
+      if (in->a[12] >= DT_COUNT) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid src_dtype %u", in->a[12]);
+      }
+      break;
+    default:
+      break;
+  }
+  return NPU_STATUS_OK;
+}
+
+/* ---- DMA and fill --------------------------------------------------------- */
+
+static int exec_dma(exec_t* x, const instr_t* in, bool store) {
+  const uint32_t* a = in->a;
+  unsigned elem = DTYPE_BYTES[in->dtype];
+  const uint32_t* counts = a + 3;
+  const uint32_t* dram_s = a + 7;
+  const uint32_t* sram_s = a + 11;
+  uint64_t n[4] = {counts[0], counts[1], counts[2], counts[3]};
+  CHECK(check_work(x, "elements", product(n, 4), MAX_ELEMENTS));
+  uint8_t* dram = NULL;
+  CHECK(check_dram(x, a[0], a[1], box_extent(counts, dram_s, 4, elem), elem, store, &dram));
+  CHECK(check_sram(x, "sram", a[2], box_extent(counts, sram_s, 4, elem), elem));
+  if (product(n, 4) == 0) return NPU_STATUS_OK;
+  uint8_t* sram = x->core->sram + a[2];
+  uint8_t* dst = store ? dram : sram;
+  const uint8_t* src = store ? sram : dram;
+  const uint32_t* ds = store ? dram_s : sram_s;
+  const uint32_t* ss = store ? sram_s : dram_s;
+  for (size_t i0 = 0; i0 < counts[0]; i0++) {
+    for (size_t i1 = 0; i1 < counts[1]; i1++) {
+      for (size_t i2 = 0; i2 < counts[2]; i2++) {
+        size_t d = (i0 * ds[0] + i1 * ds[1] + i2 * ds[2]) * elem;
+        size_t s = (i0 * ss[0] + i1 * ss[1] + i2 * ss[2]) * elem;
+        copy_run(dst + d, ds[3], src + s, ss[3], counts[3], elem);
+      }
+    }
+  }
+  return NPU_STATUS_OK;
+}
+
+static void fill_run(uint8_t* dst, size_t stride, size_t n, unsigned elem, uint32_t value) {
+  switch (elem) {
+    case 1:
+      for (size_t i = 0; i < n; i++) dst[i * stride] = (uint8_t)value;
+      break;
+    case 2: {
+      uint16_t* d = (uint16_t*)dst;
+      for (size_t i = 0; i < n; i++) d[i * stride] = (uint16_t)value;
+      break;
+    }
+    default: {
+      uint32_t* d = (uint32_t*)dst;
+      for (size_t i = 0; i < n; i++) d[i * stride] = value;
+      break;
+    }
+  }
+}
+
+static int exec_fill(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  unsigned elem = DTYPE_BYTES[in->dtype];
+  const uint32_t* counts = a + 1;
+  const uint32_t* s = a + 5;
+  uint64_t n[4] = {counts[0], counts[1], counts[2], counts[3]};
+  CHECK(check_work(x, "elements", product(n, 4), MAX_ELEMENTS));
+  CHECK(check_sram(x, "sram", a[0], box_extent(counts, s, 4, elem), elem));
+  if (product(n, 4) == 0) return NPU_STATUS_OK;
+  uint8_t* base = x->core->sram + a[0];
+  for (size_t i0 = 0; i0 < counts[0]; i0++) {
+    for (size_t i1 = 0; i1 < counts[1]; i1++) {
+      for (size_t i2 = 0; i2 < counts[2]; i2++) {
+        size_t d = (i0 * s[0] + i1 * s[1] + i2 * s[2]) * elem;
+        fill_run(base + d, s[3], counts[3], elem, a[9]);
+      }
+    }
+  }
+  return NPU_STATUS_OK;
+}
+
+/* ---- MAC array ------------------------------------------------------------ */
+
+/* Packs a rows x cols matrix (element (r, c) at base + (r*row_stride + c*col_stride))
+ * of a MAC operand dtype into dense f32 (floats) or i32 (i8). */
+static void pack_matrix(int dtype, const uint8_t* base, size_t rows, size_t cols,
+                        size_t row_stride, size_t col_stride, void* out) {
+  unsigned elem = DTYPE_BYTES[dtype];
+  for (size_t r = 0; r < rows; r++) {
+    const uint8_t* src = base + r * row_stride * elem;
+    if (dtype == DT_I8) {
+      load_i32(dtype, src, col_stride, cols, (int32_t*)out + r * cols);
+    } else {
+      load_f32(dtype, src, col_stride, cols, (float*)out + r * cols);
+    }
+  }
+}
+
+/* Sets rows x cols of an accumulator matrix (4-byte elements, row stride ld) to bias[c]
+ * or zero. */
+static void init_accumulator(uint8_t* out, size_t rows, size_t cols, size_t ld,
+                             const uint32_t* bias_by_col, const uint32_t* bias_by_row) {
+  uint32_t* o = (uint32_t*)out;
+  for (size_t r = 0; r < rows; r++) {
+    uint32_t* row = o + r * ld;
+    if (bias_by_col) {
+      memcpy(row, bias_by_col, cols * 4);
+    } else {
+      uint32_t v = bias_by_row ? bias_by_row[r] : 0;
+      for (size_t c = 0; c < cols; c++) row[c] = v;
+    }
+  }
+}
+
+static int exec_matmul(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  int dt = in->dtype;
+  unsigned elem = DTYPE_BYTES[dt];
+  uint32_t m = a[3], n = a[4], k = a[5], lda = a[6], ldb = a[7], ldo = a[8];
+  bool ta = in->flags & FLAG_TRANSPOSE_A, tb = in->flags & FLAG_TRANSPOSE_B;
+  bool bias = in->flags & FLAG_BIAS, acc = in->flags & FLAG_ACCUMULATE;
+  uint64_t macs[3] = {m, n, k};
+  CHECK(check_work(x, "MACs", product(macs, 3), MAX_MACS));
+  if (m > 1 && ldo < n) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "ldo %u is less than n %u", ldo, n);
+  }
+  uint32_t a_counts[2] = {ta ? k : m, ta ? m : k}, a_strides[2] = {lda, 1};
+  uint32_t b_counts[2] = {tb ? n : k, tb ? k : n}, b_strides[2] = {ldb, 1};
+  uint32_t o_counts[2] = {m, n}, o_strides[2] = {ldo, 1};
+  u128 a_ext = box_extent(a_counts, a_strides, 2, elem);
+  u128 b_ext = box_extent(b_counts, b_strides, 2, elem);
+  u128 o_ext = box_extent(o_counts, o_strides, 2, 4);
+  u128 bias_ext = bias ? (u128)n * 4 : 0;
+  CHECK(check_sram(x, "a", a[0], a_ext, elem));
+  CHECK(check_sram(x, "b", a[1], b_ext, elem));
+  CHECK(check_sram(x, "out", a[2], o_ext, 4));
+  CHECK(check_sram(x, "bias", a[9], bias_ext, 4));
+  CHECK(check_disjoint(x, "out", a[2], o_ext, "a", a[0], a_ext));
+  CHECK(check_disjoint(x, "out", a[2], o_ext, "b", a[1], b_ext));
+  CHECK(check_disjoint(x, "out", a[2], o_ext, "bias", a[9], bias_ext));
+  if (m == 0 || n == 0) return NPU_STATUS_OK;
+
+  uint8_t* sram = x->core->sram;
+  void* ap = scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
+  void* bp = scratch(x, SCRATCH_B, (u128)k * n * 4 + 4);
+  if (!ap) return out_of_memory(x, (u128)m * k * 4);
+  if (!bp) return out_of_memory(x, (u128)k * n * 4);
+  /* A as [m][k]: element (i, kk) is at lda*kk + i when transposed. */
+  pack_matrix(dt, sram + a[0], m, k, ta ? 1 : lda, ta ? lda : 1, ap);
+  pack_matrix(dt, sram + a[1], k, n, tb ? 1 : ldb, tb ? ldb : 1, bp);
+  uint8_t* out = sram + a[2];
+  if (!acc) init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + a[9]) : NULL, NULL);
+  if (dt == DT_I8) {
+    gemm_i32(m, n, k, ap, k, bp, n, (int32_t*)out, ldo);
+  } else {
+    gemm_f32(m, n, k, ap, k, bp, n, (float*)out, ldo);
+  }
+  return NPU_STATUS_OK;
+}
+
+/* Output rows per im2col chunk target this many columns. */
+#define CONV_CHUNK_COLUMNS 256
+
+static int exec_conv2d(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  int dt = in->dtype;
+  unsigned elem = DTYPE_BYTES[dt];
+  uint32_t c = a[3], hi = a[4], wi = a[5], f = a[6], ho = a[7], wo = a[8];
+  uint32_t kh = lo16(a[9]), kw = hi16(a[9]), sh = lo16(a[10]), sw = hi16(a[10]);
+  uint32_t dh = lo16(a[11]), dw = hi16(a[11]), groups = a[12];
+  bool bias = in->flags & FLAG_BIAS, acc = in->flags & FLAG_ACCUMULATE;
+  if (groups == 0 || c % groups || f % groups) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "groups %u must divide c %u and f %u", groups,
+                c, f);
+  }
+  if (!kh || !kw || !sh || !sw || !dh || !dw) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                "kernel %ux%u, stride %ux%u and dilation %ux%u must be positive", kh, kw, sh,
+                sw, dh, dw);
+  }
+  uint32_t cg = c / groups, fg = f / groups;
+  uint64_t macs[6] = {ho, wo, f, cg, kh, kw};
+  CHECK(check_work(x, "MACs", product(macs, 6), MAX_MACS));
+  u128 rows_needed = ho ? (u128)(ho - 1) * sh + (u128)(kh - 1) * dh + 1 : 0;
+  u128 cols_needed = wo ? (u128)(wo - 1) * sw + (u128)(kw - 1) * dw + 1 : 0;
+  if (rows_needed > hi || cols_needed > wi) {
+    return fail(x, NPU_STATUS_OUT_OF_RANGE,
+                "windows span %sx%s input elements but the tile is %ux%u", num(rows_needed).s,
+                num(cols_needed).s, hi, wi);
+  }
+  u128 in_ext = (u128)c * hi * wi * elem;
+  u128 w_ext = (u128)f * cg * kh * kw * elem;
+  u128 o_ext = (u128)f * ho * wo * 4;
+  u128 bias_ext = bias ? (u128)f * 4 : 0;
+  CHECK(check_sram(x, "in", a[0], in_ext, elem));
+  CHECK(check_sram(x, "w", a[1], w_ext, elem));
+  CHECK(check_sram(x, "out", a[2], o_ext, 4));
+  CHECK(check_sram(x, "bias", a[13], bias_ext, 4));
+  CHECK(check_disjoint(x, "out", a[2], o_ext, "in", a[0], in_ext));
+  CHECK(check_disjoint(x, "out", a[2], o_ext, "w", a[1], w_ext));
+  CHECK(check_disjoint(x, "out", a[2], o_ext, "bias", a[13], bias_ext));
+  if (o_ext == 0) return NPU_STATUS_OK;
+
+  uint8_t* sram = x->core->sram;
+  size_t spatial = (size_t)ho * wo;
+  size_t kdim = (size_t)cg * kh * kw;
+  size_t chunk_rows = wo >= CONV_CHUNK_COLUMNS ? 1 : CONV_CHUNK_COLUMNS / wo;
+  if (chunk_rows > ho) chunk_rows = ho;
+  size_t chunk_cols = chunk_rows * wo;
+  void* wp = scratch(x, SCRATCH_A, (u128)fg * kdim * 4 + 4);
+  void* col = scratch(x, SCRATCH_B, (u128)kdim * chunk_cols * 4 + 4);
+  if (!wp) return out_of_memory(x, (u128)fg * kdim * 4);
+  if (!col) return out_of_memory(x, (u128)kdim * chunk_cols * 4);
+  uint8_t* out = sram + a[2];
+  if (!acc) {
+    init_accumulator(out, f, spatial, spatial, NULL,
+                     bias ? (const uint32_t*)(sram + a[13]) : NULL);
+  }
+  for (uint32_t g = 0; g < groups; g++) {
+    const uint8_t* w_g = sram + a[1] + (size_t)g * fg * kdim * elem;
+    pack_matrix(dt, w_g, fg, kdim, kdim, 1, wp);
+    const uint8_t* in_g = sram + a[0] + (size_t)g * cg * hi * wi * elem;
+    uint8_t* out_g = out + (size_t)g * fg * spatial * 4;
+    for (size_t y0 = 0; y0 < ho; y0 += chunk_rows) {
+      size_t rows = ho - y0 < chunk_rows ? ho - y0 : chunk_rows;
+      size_t cols = rows * wo;
+      /* col[(ci*kh + ky)*kw + kx][(y - y0)*wo + xo] = in[ci][y*sh + ky*dh][xo*sw + kx*dw] */
+      size_t r = 0;
+      for (size_t ci = 0; ci < cg; ci++) {
+        for (size_t ky = 0; ky < kh; ky++) {
+          for (size_t kx = 0; kx < kw; kx++, r++) {
+            for (size_t y = 0; y < rows; y++) {
+              const uint8_t* src = in_g + ((ci * hi + (y0 + y) * sh + ky * dh) * wi + kx * dw) * elem;
+              size_t at = r * cols + y * wo;
+              if (dt == DT_I8) {
+                load_i32(dt, src, sw, wo, (int32_t*)col + at);
+              } else {
+                load_f32(dt, src, sw, wo, (float*)col + at);
+              }
+            }
+          }
+        }
+      }
+      uint8_t* o = out_g + y0 * wo * 4;
+      if (dt == DT_I8) {
+        gemm_i32(fg, cols, kdim, wp, kdim, col, cols, (int32_t*)o, spatial);
+      } else {
+        gemm_f32(fg, cols, kdim, wp, kdim, col, cols, (float*)o, spatial);
+      }
+    }
+  }
+  return NPU_STATUS_OK;
+}
+
+/* ---- vector unit ---------------------------------------------------------- */
+
+#define CHUNK 512
+
+typedef struct box3_t {
+  const char* name;
+  uint32_t addr;
+  const uint32_t* strides;   /* 3 element strides */
+  int dtype;
+} box3_t;
+
+static int check_box3(exec_t* x, const box3_t* b, const uint32_t* counts) {
+  unsigned elem = DTYPE_BYTES[b->dtype];
+  return check_sram(x, b->name, b->addr, box_extent(counts, b->strides, 3, elem), elem);
+}
+
+static uint8_t* box3_row(exec_t* x, const box3_t* b, size_t i0, size_t i1) {
+  return x->core->sram + b->addr +
+         (i0 * b->strides[0] + i1 * b->strides[1]) * DTYPE_BYTES[b->dtype];
+}
+
+static void binary_f32(int op, float* restrict d, const float* restrict l,
+                       const float* restrict r, size_t n) {
+  switch (op) {
+    case OP_VADD: for (size_t i = 0; i < n; i++) d[i] = l[i] + r[i]; break;
+    case OP_VSUB: for (size_t i = 0; i < n; i++) d[i] = l[i] - r[i]; break;
+    case OP_VMUL: for (size_t i = 0; i < n; i++) d[i] = l[i] * r[i]; break;
+    case OP_VMAX: for (size_t i = 0; i < n; i++) d[i] = NPU_MAX(l[i], r[i]); break;
+    case OP_VMIN: for (size_t i = 0; i < n; i++) d[i] = NPU_MIN(l[i], r[i]); break;
+    default: for (size_t i = 0; i < n; i++) d[i] = l[i] / r[i]; break;
+  }
+}
+
+/* i32 arithmetic wraps; division truncates, x / 0 = 0 and INT32_MIN / -1 wraps. */
+static void binary_i32(int op, int32_t* restrict d, const int32_t* restrict l,
+                       const int32_t* restrict r, size_t n) {
+  switch (op) {
+    case OP_VADD: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] + (uint32_t)r[i]); break;
+    case OP_VSUB: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] - (uint32_t)r[i]); break;
+    case OP_VMUL: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] * (uint32_t)r[i]); break;
+    case OP_VMAX: for (size_t i = 0; i < n; i++) d[i] = l[i] > r[i] ? l[i] : r[i]; break;
+    case OP_VMIN: for (size_t i = 0; i < n; i++) d[i] = l[i] < r[i] ? l[i] : r[i]; break;
+    default:
+      for (size_t i = 0; i < n; i++) {
+        d[i] = r[i] == 0 ? 0 : r[i] == -1 ? (int32_t)(0u - (uint32_t)l[i]) : l[i] / r[i];
+      }
+      break;
+  }
+}
+
+static int exec_binary(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  const uint32_t* counts = a + 3;
+  box3_t dst = {"dst", a[0], a + 6, in->dtype};
+  box3_t lhs = {"lhs", a[1], a + 9, in->dtype};
+  box3_t rhs = {"rhs", a[2], a + 12, in->dtype};
+  uint64_t n[3] = {counts[0], counts[1], counts[2]};
+  CHECK(check_work(x, "elements", product(n, 3), MAX_ELEMENTS));
+  CHECK(check_box3(x, &dst, counts));
+  CHECK(check_box3(x, &lhs, counts));
+  CHECK(check_box3(x, &rhs, counts));
+  unsigned elem = DTYPE_BYTES[in->dtype];
+  union { float f[CHUNK]; int32_t i[CHUNK]; } l, r, d;
+  for (size_t i0 = 0; i0 < counts[0]; i0++) {
+    for (size_t i1 = 0; i1 < counts[1]; i1++) {
+      uint8_t* dp = box3_row(x, &dst, i0, i1);
+      const uint8_t* lp = box3_row(x, &lhs, i0, i1);
+      const uint8_t* rp = box3_row(x, &rhs, i0, i1);
+      for (size_t j = 0; j < counts[2]; j += CHUNK) {
+        size_t len = counts[2] - j < CHUNK ? counts[2] - j : CHUNK;
+        size_t dof = j * dst.strides[2] * elem, lof = j * lhs.strides[2] * elem,
+               rof = j * rhs.strides[2] * elem;
+        if (in->dtype == DT_I32) {
+          load_i32(DT_I32, lp + lof, lhs.strides[2], len, l.i);
+          load_i32(DT_I32, rp + rof, rhs.strides[2], len, r.i);
+          binary_i32(in->opcode, d.i, l.i, r.i, len);
+          store_i32(dp + dof, dst.strides[2], len, d.i);
+        } else {
+          load_f32(in->dtype, lp + lof, lhs.strides[2], len, l.f);
+          load_f32(in->dtype, rp + rof, rhs.strides[2], len, r.f);
+          binary_f32(in->opcode, d.f, l.f, r.f, len);
+          store_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);
+        }
+      }
+    }
+  }
+  return NPU_STATUS_OK;
+}
+
+static void unary_f32(int op, float p0, float p1, float* restrict v, size_t n) {
+  switch (op) {
+    case OP_VRELU: for (size_t i = 0; i < n; i++) v[i] = NPU_MAX(v[i], 0.0f); break;
+    case OP_VCLAMP:
+      for (size_t i = 0; i < n; i++) {
+        float t = NPU_MAX(v[i], p0);
+        v[i] = NPU_MIN(t, p1);
+      }
+      break;
+    case OP_VLEAKYRELU: for (size_t i = 0; i < n; i++) v[i] = v[i] < 0 ? p0 * v[i] : v[i]; break;
+    case OP_VSIGMOID: for (size_t i = 0; i < n; i++) v[i] = 1.0f / (1.0f + expf(-v[i])); break;
+    case OP_VTANH: for (size_t i = 0; i < n; i++) v[i] = tanhf(v[i]); break;
+    case OP_VEXP: for (size_t i = 0; i < n; i++) v[i] = expf(v[i]); break;
+    default: for (size_t i = 0; i < n; i++) v[i] = v[i] * p0 + p1; break;   /* vscale */
+  }
+}
+
+static int exec_unary(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  const uint32_t* counts = a + 2;
+  box3_t dst = {"dst", a[0], a + 5, in->dtype};
+  box3_t src = {"src", a[1], a + 8, in->dtype};
+  uint64_t n[3] = {counts[0], counts[1], counts[2]};
+  CHECK(check_work(x, "elements", product(n, 3), MAX_ELEMENTS));
+  CHECK(check_box3(x, &dst, counts));
+  CHECK(check_box3(x, &src, counts));
+  unsigned elem = DTYPE_BYTES[in->dtype];
+  float p0 = bits_f32(a[11]), p1 = bits_f32(a[12]);
+  union { float f[CHUNK]; int32_t i[CHUNK]; } v;
+  for (size_t i0 = 0; i0 < counts[0]; i0++) {
+    for (size_t i1 = 0; i1 < counts[1]; i1++) {
+      uint8_t* dp = box3_row(x, &dst, i0, i1);
+      const uint8_t* sp = box3_row(x, &src, i0, i1);
+      if (in->opcode == OP_VCOPY) {
+        copy_run(dp, dst.strides[2], sp, src.strides[2], counts[2], elem);
+        continue;
+      }
+      for (size_t j = 0; j < counts[2]; j += CHUNK) {
+        size_t len = counts[2] - j < CHUNK ? counts[2] - j : CHUNK;
+        uint8_t* d = dp + j * dst.strides[2] * elem;
+        const uint8_t* s = sp + j * src.strides[2] * elem;
+        if (in->dtype == DT_I32) {   /* vrelu */
+          load_i32(DT_I32, s, src.strides[2], len, v.i);
+          for (size_t i = 0; i < len; i++) v.i[i] = v.i[i] > 0 ? v.i[i] : 0;
+          store_i32(d, dst.strides[2], len, v.i);
+        } else {
+          load_f32(in->dtype, s, src.strides[2], len, v.f);
+          unary_f32(in->opcode, p0, p1, v.f, len);
+          store_f32(in->dtype, d, dst.strides[2], len, v.f);
+        }
+      }
+    }
+  }
+  return NPU_STATUS_OK;
+}
+
+/* vcvt: v = x * scale (scale 0 means 1) in double; floats round to f32 (exactly the
+ * f32 product for float sources) then to the destination; integers round half to
+ * even and saturate (NaN becomes 0). */
+static void cvt_load(int dtype, const uint8_t* base, size_t stride, size_t n,
+                     double scale, double* restrict out) {
+  switch (dtype) {
+    case DT_I8: {
+      const int8_t* s = (const int8_t*)base;
+      for (size_t i = 0; i < n; i++) out[i] = s[i * stride] * scale;
+      break;
+    }
+    case DT_I32: {
+      const int32_t* s = (const int32_t*)base;
+      for (size_t i = 0; i < n; i++) out[i] = s[i * stride] * scale;
+      break;
+    }
+    default: {
+      float f[CHUNK];
+      load_f32(dtype, base, stride, n, f);
+      for (size_t i = 0; i < n; i++) out[i] = (double)f[i] * scale;
+      break;
+    }
+  }
+}
+
+static void cvt_store(int dtype, uint8_t* base, size_t stride, size_t n,
+                      const double* restrict in) {
+  switch (dtype) {
+    case DT_I8: {
+      int8_t* d = (int8_t*)base;
+      for (size_t i = 0; i < n; i++) {
+        double v = in[i] != in[i] ? 0.0 : rint(in[i]);
+        d[i * stride] = (int8_t)(v < -128.0 ? -128.0 : v > 127.0 ? 127.0 : v);
+      }
+      break;
+    }
+    case DT_I32: {
+      int32_t* d = (int32_t*)base;
+      for (size_t i = 0; i < n; i++) {
+        double v = in[i] != in[i] ? 0.0 : rint(in[i]);
+        d[i * stride] = (int32_t)(v < -2147483648.0 ? -2147483648.0
+                                  : v > 2147483647.0 ? 2147483647.0 : v);
+      }
+      break;
+    }
+    default: {
+      float f[CHUNK];
+      for (size_t i = 0; i < n; i++) f[i] = (float)in[i];
+      store_f32(dtype, base, stride, n, f);
+      break;
+    }
+  }
+}
+
+static int exec_vcvt(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  const uint32_t* counts = a + 2;
+  box3_t dst = {"dst", a[0], a + 5, in->dtype};
+  box3_t src = {"src", a[1], a + 8, (int)a[12]};
+  uint64_t n[3] = {counts[0], counts[1], counts[2]};
+  CHECK(check_work(x, "elements", product(n, 3), MAX_ELEMENTS));
+  CHECK(check_box3(x, &dst, counts));
+  CHECK(check_box3(x, &src, counts));
+  double scale = a[11] ? (double)bits_f32(a[11]) : 1.0;
+  unsigned delem = DTYPE_BYTES[dst.dtype], selem = DTYPE_BYTES[src.dtype];
+  double v[CHUNK];
+  for (size_t i0 = 0; i0 < counts[0]; i0++) {
+    for (size_t i1 = 0; i1 < counts[1]; i1++) {
+      uint8_t* dp = box3_row(x, &dst, i0, i1);
+      const uint8_t* sp = box3_row(x, &src, i0, i1);
+      for (size_t j = 0; j < counts[2]; j += CHUNK) {
+        size_t len = counts[2] - j < CHUNK ? counts[2] - j : CHUNK;
+        cvt_load(src.dtype, sp + j * src.strides[2] * selem, src.strides[2], len, scale, v);
+        cvt_store(dst.dtype, dp + j * dst.strides[2] * delem, dst.strides[2], len, v);
+      }
+    }
+  }
+  return NPU_STATUS_OK;
+}
+
+/* Window taps k in [0, taps) with pad_begin <= o*stride + k*dilation < pad_begin + valid. */
+static uint32_t valid_taps(size_t o, uint32_t stride, uint32_t taps, uint32_t dilation,
+                           uint32_t pad_begin, uint32_t valid) {
+  uint32_t count = 0;
+  for (uint32_t k = 0; k < taps; k++) {
+    size_t pos = o * stride + (size_t)k * dilation;
+    count += pos >= pad_begin && pos < (size_t)pad_begin + valid;
+  }
+  return count;
+}
+
+static int exec_vpool(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  int dt = in->dtype;
+  unsigned elem = DTYPE_BYTES[dt];
+  uint32_t c = a[2], hi = a[3], wi = a[4], ho = a[5], wo = a[6];
+  uint32_t kh = lo16(a[7]), kw = hi16(a[7]), sh = lo16(a[8]), sw = hi16(a[8]);
+  uint32_t dh = lo16(a[9]), dw = hi16(a[9]), pt = lo16(a[10]), pl = hi16(a[10]);
+  uint32_t vh = lo16(a[11]), vw = hi16(a[11]);
+  bool avg = in->flags & FLAG_POOL_AVG, include_pad = in->flags & FLAG_COUNT_INCLUDE_PAD;
+  if (!kh || !kw || !sh || !sw || !dh || !dw) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                "window %ux%u, stride %ux%u and dilation %ux%u must be positive", kh, kw, sh,
+                sw, dh, dw);
+  }
+  uint64_t work[5] = {c, ho, wo, kh, kw};
+  CHECK(check_work(x, "elements", product(work, 5), MAX_ELEMENTS));
+  u128 rows_needed = ho ? (u128)(ho - 1) * sh + (u128)(kh - 1) * dh + 1 : 0;
+  u128 cols_needed = wo ? (u128)(wo - 1) * sw + (u128)(kw - 1) * dw + 1 : 0;
+  if (rows_needed > hi || cols_needed > wi) {
+    return fail(x, NPU_STATUS_OUT_OF_RANGE,
+                "windows span %sx%s input elements but the tile is %ux%u", num(rows_needed).s,
+                num(cols_needed).s, hi, wi);
+  }
+  if (avg && !include_pad && ((uint64_t)pt + vh > hi || (uint64_t)pl + vw > wi)) {
+    return fail(x, NPU_STATUS_OUT_OF_RANGE,
+                "valid region rows [%u, %u) cols [%u, %u) exceeds the %ux%u tile", pt, pt + vh,
+                pl, pl + vw, hi, wi);
+  }
+  CHECK(check_sram(x, "src", a[1], (u128)c * hi * wi * elem, elem));
+  CHECK(check_sram(x, "dst", a[0], (u128)c * ho * wo * elem, elem));
+  if ((uint64_t)c * ho * wo == 0) return NPU_STATUS_OK;
+
+  size_t plane = (size_t)hi * wi;
+  float* sp = scratch(x, SCRATCH_A, (u128)plane * 4);
+  float* acc = scratch(x, SCRATCH_B, (u128)wo * 4);
+  float* col_count = scratch(x, SCRATCH_C, (u128)wo * 4);
+  if (!sp || !acc || !col_count) return out_of_memory(x, (u128)plane * 4);
+  for (size_t xo = 0; xo < wo; xo++) {
+    col_count[xo] = include_pad ? (float)kw : (float)valid_taps(xo, sw, kw, dw, pl, vw);
+  }
+  uint8_t* sram = x->core->sram;
+  for (size_t ch = 0; ch < c; ch++) {
+    load_f32(dt, sram + a[1] + ch * plane * elem, 1, plane, sp);
+    for (size_t y = 0; y < ho; y++) {
+      float init = avg ? 0.0f : -INFINITY;
+      for (size_t xo = 0; xo < wo; xo++) acc[xo] = init;
+      for (size_t ky = 0; ky < kh; ky++) {
+        const float* row = sp + (y * sh + ky * dh) * wi;
+        for (size_t kx = 0; kx < kw; kx++) {
+          const float* r = row + kx * dw;
+          if (avg) {
+            for (size_t xo = 0; xo < wo; xo++) acc[xo] += r[xo * sw];
+          } else {
+            for (size_t xo = 0; xo < wo; xo++) acc[xo] = NPU_MAX(acc[xo], r[xo * sw]);
+          }
+        }
+      }
+      if (avg) {
+        float rows = include_pad ? (float)kh : (float)valid_taps(y, sh, kh, dh, pt, vh);
+        for (size_t xo = 0; xo < wo; xo++) {
+          float count = rows * col_count[xo];
+          acc[xo] = count > 0 ? acc[xo] / count : 0.0f;
+        }
+      }
+      store_f32(dt, sram + a[0] + (ch * ho + y) * wo * elem, 1, wo, acc);
+    }
+  }
+  return NPU_STATUS_OK;
+}
+
+#define REDUCE_LANES 16
+
+static int exec_vreduce(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  int dt = in->dtype;
+  unsigned elem = DTYPE_BYTES[dt];
+  uint32_t outer = a[2], inner = a[3];
+  bool max = in->flags & FLAG_REDUCE_MAX, mean = in->flags & FLAG_REDUCE_MEAN;
+  uint64_t work[2] = {outer, inner};
+  CHECK(check_work(x, "elements", product(work, 2), MAX_ELEMENTS));
+  CHECK(check_sram(x, "src", a[1], (u128)outer * inner * elem, elem));
+  CHECK(check_sram(x, "dst", a[0], (u128)outer * elem, elem));
+  uint8_t* sram = x->core->sram;
+  float v[CHUNK];
+  for (size_t o = 0; o < outer; o++) {
+    const uint8_t* row = sram + a[1] + o * inner * elem;
+    float lanes[REDUCE_LANES];
+    for (int l = 0; l < REDUCE_LANES; l++) lanes[l] = max ? -INFINITY : 0.0f;
+    for (size_t j = 0; j < inner; j += CHUNK) {
+      size_t len = inner - j < CHUNK ? inner - j : CHUNK;
+      load_f32(dt, row + j * elem, 1, len, v);
+      size_t padded = (len + REDUCE_LANES - 1) / REDUCE_LANES * REDUCE_LANES;
+      for (size_t i = len; i < padded; i++) v[i] = max ? -INFINITY : 0.0f;
+      for (size_t i = 0; i < padded; i += REDUCE_LANES) {
+        for (int l = 0; l < REDUCE_LANES; l++) {
+          lanes[l] = max ? NPU_MAX(lanes[l], v[i + l]) : lanes[l] + v[i + l];
+        }
+      }
+    }
+    float result = lanes[0];
+    for (int l = 1; l < REDUCE_LANES; l++) {
+      result = max ? NPU_MAX(result, lanes[l]) : result + lanes[l];
+    }
+    if (mean) result /= (float)inner;
+    store_f32(dt, sram + a[0] + o * elem, 1, 1, &result);
+  }
+  return NPU_STATUS_OK;
+}
+
+static int execute_instruction(exec_t* x, const instr_t* in) {
+  switch (in->opcode) {
+    case OP_DMA_LOAD: return exec_dma(x, in, false);
+    case OP_DMA_STORE: return exec_dma(x, in, true);
+    case OP_FILL: return exec_fill(x, in);
+    case OP_MATMUL: return exec_matmul(x, in);
+    case OP_CONV2D: return exec_conv2d(x, in);
+    case OP_VCOPY: case OP_VRELU: case OP_VCLAMP: case OP_VLEAKYRELU: case OP_VSIGMOID:
+    case OP_VTANH: case OP_VEXP: case OP_VSCALE:
+      return exec_unary(x, in);
+    case OP_VCVT: return exec_vcvt(x, in);
+    case OP_VPOOL: return exec_vpool(x, in);
+    case OP_VREDUCE: return exec_vreduce(x, in);
+    default: return exec_binary(x, in);
+  }
+}
+
+/* ---- cycle model (executable_format/cost.py) ------------------------------ */
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+static uint64_t k_lanes(const npu_machine_config_t* m, int dtype) {
+  if (dtype == DT_F32) {
+    uint64_t lanes = m->mac_rows / m->f32_rate_divisor;
+    return lanes ? lanes : 1;
+  }
+  if (dtype == DT_I8) return m->mac_rows * m->i8_rate_multiplier;
+  return m->mac_rows;
+}
+
+static uint64_t vector_cycles(const npu_machine_config_t* m, uint64_t elements, unsigned elem,
+                              uint64_t factor) {
+  return m->vector_latency_cycles + ceil_div(elements * elem, m->vector_bytes_per_cycle) * factor;
+}
+
+static uint64_t instruction_cycles(const npu_machine_config_t* m, const instr_t* in) {
+  const uint32_t* a = in->a;
+  uint64_t elem = DTYPE_BYTES[in->dtype];
+  switch (in->opcode) {
+    case OP_DMA_LOAD:
+    case OP_DMA_STORE: {
+      bool contiguous = a[10] == 1;
+      uint64_t run_bytes = contiguous ? (uint64_t)a[6] * elem : elem;
+      uint64_t runs = (uint64_t)a[3] * a[4] * a[5] * (contiguous ? 1 : a[6]);
+      uint64_t moved = runs * ceil_div(run_bytes, m->dma_burst_bytes) * m->dma_burst_bytes;
+      return m->dma_latency_cycles + ceil_div(moved, m->dram_bytes_per_cycle);
+    }
+    case OP_FILL:
+      return 1 + ceil_div((uint64_t)a[1] * a[2] * a[3] * a[4] * elem, m->sram_bytes_per_cycle);
+    case OP_MATMUL:
+      return m->mac_latency_cycles + (uint64_t)a[3] * ceil_div(a[4], m->mac_cols) *
+                                         ceil_div(a[5], k_lanes(m, in->dtype));
+    case OP_CONV2D: {
+      uint64_t groups = a[12], kgroup = (uint64_t)(a[3] / a[12]) * lo16(a[9]) * hi16(a[9]);
+      return m->mac_latency_cycles + groups * a[7] * a[8] * ceil_div(a[6] / a[12], m->mac_cols) *
+                                         ceil_div(kgroup, k_lanes(m, in->dtype));
+    }
+    case OP_VPOOL:
+      return vector_cycles(m, (uint64_t)a[2] * a[5] * a[6] * lo16(a[7]) * hi16(a[7]), elem, 1);
+    case OP_VREDUCE:
+      return vector_cycles(m, (uint64_t)a[2] * a[3], elem, 1);
+    case OP_VCVT: {
+      unsigned src = DTYPE_BYTES[a[12]];
+      return vector_cycles(m, (uint64_t)a[2] * a[3] * a[4], elem > src ? elem : src, 1);
+    }
+    case OP_VADD: case OP_VSUB: case OP_VMUL: case OP_VMAX: case OP_VMIN: case OP_VDIV:
+      return vector_cycles(m, (uint64_t)a[3] * a[4] * a[5], elem, 1);
+    case OP_VSIGMOID: case OP_VTANH: case OP_VEXP:
+      return vector_cycles(m, (uint64_t)a[2] * a[3] * a[4], elem, m->transcendental_factor);
+    default:   /* remaining unary vector ops */
+      return vector_cycles(m, (uint64_t)a[2] * a[3] * a[4], elem, 1);
+  }
+}
+
+static uint64_t instruction_macs(const instr_t* in) {
+  const uint32_t* a = in->a;
+  if (in->opcode == OP_MATMUL) return (uint64_t)a[3] * a[4] * a[5];
+  if (in->opcode == OP_CONV2D) {
+    return (uint64_t)a[7] * a[8] * a[6] * (a[3] / a[12]) * lo16(a[9]) * hi16(a[9]);
+  }
+  return 0;
+}
+
+typedef struct timeline_t {
+  uint64_t free_at[NPU_ENGINE_COUNT];
+} timeline_t;
+
+static int control(exec_t* x, timeline_t* t, const instr_t* in) {
+  npu_stats_t* st = x->stats;
+  switch (in->opcode) {
+    case OP_SIGNAL: {
+      semaphore_t* s = &x->core->semaphores[in->a[1]];
+      if (s->engine >= 0 && s->engine != (int)in->a[0]) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                    "semaphore %u is signalled from engine %d and engine %u", in->a[1],
+                    s->engine, in->a[0]);
+      }
+      if (s->count == s->capacity) {
+        size_t capacity = s->capacity ? 2 * s->capacity : 16;
+        uint64_t* times = realloc(s->times, capacity * sizeof(uint64_t));
+        if (!times) return out_of_memory(x, capacity * sizeof(uint64_t));
+        s->times = times;
+        s->capacity = capacity;
+      }
+      s->engine = (int)in->a[0];
+      s->times[s->count++] = t->free_at[in->a[0]];
+      return NPU_STATUS_OK;
+    }
+    case OP_WAIT: {
+      semaphore_t* s = &x->core->semaphores[in->a[1]];
+      uint32_t engine = in->a[0], value = in->a[2];
+      if (value == 0) return NPU_STATUS_OK;
+      if (value > s->count) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                    "waits for signal %u of semaphore %u but only %zu precede it", value,
+                    in->a[1], s->count);
+      }
+      uint64_t ready = s->times[value - 1];
+      if (ready > t->free_at[engine]) {
+        st->stall_cycles[engine] += ready - t->free_at[engine];
+        t->free_at[engine] = ready;
+      }
+      return NPU_STATUS_OK;
+    }
+    default: {   /* barrier */
+      uint64_t latest = 0;
+      for (int e = 0; e < NPU_ENGINE_COUNT; e++) {
+        if (t->free_at[e] > latest) latest = t->free_at[e];
+      }
+      for (int e = 0; e < NPU_ENGINE_COUNT; e++) {
+        st->stall_cycles[e] += latest - t->free_at[e];
+        t->free_at[e] = latest;
+      }
+      return NPU_STATUS_OK;
+    }
+  }
+}
+
+static void account(exec_t* x, timeline_t* t, const instr_t* in, npu_trace_event_t* trace,
+                    size_t trace_capacity) {
+  npu_stats_t* st = x->stats;
+  const npu_machine_config_t* m = &x->core->config;
+  int engine = x->op->engine;
+  uint64_t cycles = instruction_cycles(m, in);
+  uint64_t start = t->free_at[engine];
+  t->free_at[engine] = start + cycles;
+  st->busy_cycles[engine] += cycles;
+  st->macs += instruction_macs(in);
+  if (in->opcode == OP_DMA_LOAD || in->opcode == OP_DMA_STORE) {
+    uint64_t moved = (uint64_t)in->a[3] * in->a[4] * in->a[5] * in->a[6] * DTYPE_BYTES[in->dtype];
+    if (in->opcode == OP_DMA_LOAD) {
+      st->dram_read_bytes += moved;
+    } else {
+      st->dram_write_bytes += moved;
+    }
+  }
+  if (trace && st->trace_count < trace_capacity) {
+    npu_trace_event_t* ev = &trace[st->trace_count];
+    ev->start = start;
+    ev->end = start + cycles;
+    ev->engine = (uint32_t)engine;
+    ev->opcode = in->opcode;
+    ev->index = (uint32_t)x->index;
+  }
+  st->trace_count++;
+}
+
+/* ---- entry point ------------------------------------------------------------ */
+
+int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_bytes,
+                     const npu_binding_t* bindings, size_t binding_count,
+                     const uint8_t* const_pool, size_t const_pool_bytes,
+                     const uint32_t* constants, size_t constant_count,
+                     npu_stats_t* stats, npu_trace_event_t* trace,
+                     size_t trace_capacity, char* error, size_t error_capacity) {
+  (void)constants;
+  (void)constant_count;
+  memset(stats, 0, sizeof(*stats));
+  if (error && error_capacity) error[0] = 0;
+  exec_t x = {core, bindings, binding_count, const_pool, const_pool_bytes, stats,
+              error, error_capacity, 0, NULL};
+  if (program_bytes == 0 || program_bytes % NPU_INSTRUCTION_BYTES) {
+    snprintf(error, error_capacity, "program size %zu is not a positive multiple of %d bytes",
+             program_bytes, NPU_INSTRUCTION_BYTES);
+    return NPU_STATUS_INVALID_ARGUMENT;
+  }
+  size_t count = program_bytes / NPU_INSTRUCTION_BYTES;
+  size_t end = count;
+  for (size_t i = 0; i < count && end == count; i++) {
+    instr_t in = decode(program + i * NPU_INSTRUCTION_BYTES);
+    x.index = i;
+    x.op = NULL;
+    CHECK(check_encoding(&x, &in));
+    if (in.opcode == OP_END) end = i;
+  }
+  if (end == count) {
+    snprintf(error, error_capacity, "program has no end instruction");
+    return NPU_STATUS_INVALID_ARGUMENT;
+  }
+  for (uint64_t s = 0; s < core->config.semaphores; s++) {
+    core->semaphores[s].count = 0;
+    core->semaphores[s].engine = -1;
+  }
+  timeline_t t = {{0}};
+  int status = NPU_STATUS_OK;
+  for (size_t i = 0; i < end && status == NPU_STATUS_OK; i++) {
+    instr_t in = decode(program + i * NPU_INSTRUCTION_BYTES);
+    x.index = i;
+    x.op = &OPS[in.opcode];
+    if (x.op->engine == ENGINE_CONTROL) {
+      status = control(&x, &t, &in);
+    } else {
+      status = execute_instruction(&x, &in);
+      if (status == NPU_STATUS_OK) account(&x, &t, &in, trace, trace_capacity);
+    }
+    if (status == NPU_STATUS_OK) stats->instructions++;
+  }
+  for (int e = 0; e < NPU_ENGINE_COUNT; e++) {
+    if (t.free_at[e] > stats->total_cycles) stats->total_cycles = t.free_at[e];
+  }
+  return status;
+}
