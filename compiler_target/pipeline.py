@@ -108,7 +108,7 @@ def _plan_all(module, machine, fallback: str) -> dict[str, DispatchPlan]:
     """One plan per hal.executable, keyed by executable symbol, in export order."""
     plans = {}
     for index, executable in enumerate(executables(module)):
-        plan = plan_dispatch(index, executable, machine)
+        plan = plan_dispatch(index, executable.operation, machine)
         if plan.target == "npu" and not plan.npu_fb:
             raise CompileError(f"dispatch #{index} {plan.name}: npu plan without npu-fb bytes")
         if plan.target != "npu" and fallback == "error":

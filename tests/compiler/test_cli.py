@@ -107,3 +107,12 @@ def test_errors_are_one_line_without_traceback(tmp_path, args, message):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("iree-compile: error: ") and message in lines[0]
     assert not (tmp_path / "out.vmfb").exists()
+
+
+def test_bad_machine_flag_is_one_error_line(tmp_path):
+    path = write(tmp_path, "add.mlir", models.ADD_MLIR)
+    result = run_cli("--iree-hal-target-backends=npu", path, "--iree-npu-machine-no-such-param=1")
+    assert result.returncode == 1
+    assert result.stderr.startswith("iree-compile: error: invalid --iree-npu-machine-* flag: "
+                                    "unknown NPU machine parameter 'no_such_param'")
+    assert len(result.stderr.splitlines()) == 1

@@ -128,3 +128,10 @@ def test_options_split_npu_and_stock_flags():
     assert options.npu.machine == {"mac_rows": "16"}
     with pytest.raises(CompileError, match="cannot be combined"):
         parse(["--iree-hal-target-backends=npu,llvm-cpu"])
+
+
+def test_package_exports_the_api_and_other_targets_go_to_the_stock_compiler():
+    import compiler_target
+    vmfb = compiler_target.compile_str(models.ADD_MLIR, target_backends=["llvm-cpu"],
+                                       extra_args=["--iree-llvmcpu-target-cpu=generic"])
+    assert sorted(members(vmfb)) == ["add_dispatch_0_embedded_elf_x86_64.so", "module.fb"]
