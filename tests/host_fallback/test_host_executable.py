@@ -1,5 +1,6 @@
 """HostExecutable's ABI plumbing and its errors, using a hand-written library
 (fake_library.c) and one small stock llvm-cpu executable."""
+import concurrent.futures
 import contextlib
 import subprocess
 
@@ -135,6 +136,20 @@ def test_grid_constants_and_local_memory_reach_every_workgroup(fake_library):
         executable.dispatch(np.int64(0), np.array([3, 5, 2]), np.array([20], np.uint32),
                             [out])
         np.testing.assert_array_equal(out.view(np.uint32), 1020 + np.arange(30))
+
+
+def test_concurrent_dispatches(fake_library):
+    with HostExecutable(EMBEDDED, fake_library()) as executable:
+        outputs = [aligned_bytes(4 * 64) for _ in range(4)]
+
+        def work(index):
+            for _ in range(50):
+                executable.dispatch(0, (8, 8, 1), [index], [outputs[index]])
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(work, range(4)))
+        for index, out in enumerate(outputs):
+            np.testing.assert_array_equal(out.view(np.uint32), index + np.arange(64))
 
 
 def test_workgroup_failure_names_export_and_workgroup(fake_library):
