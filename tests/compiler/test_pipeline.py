@@ -2,7 +2,11 @@
 import io
 import zipfile
 
+import numpy as np
+import onnx
 import pytest
+from numpy.lib.stride_tricks import sliding_window_view
+from onnx import numpy_helper
 
 from compiler_target import api, pipeline
 from compiler_target.errors import CompileError
@@ -135,3 +139,15 @@ def test_package_exports_the_api_and_other_targets_go_to_the_stock_compiler():
     vmfb = compiler_target.compile_str(models.ADD_MLIR, target_backends=["llvm-cpu"],
                                        extra_args=["--iree-llvmcpu-target-cpu=generic"])
     assert sorted(members(vmfb)) == ["add_dispatch_0_embedded_elf_x86_64.so", "module.fb"]
+
+
+def test_host_fallback_vmfb_runs_on_npu_sim(planner, small_conv_onnx):
+    """End to end with the project's runtime: the npu* device runs the llvm-cpu fallback."""
+    runtime = pytest.importorskip("hal_driver.runtime")
+    planner("host")
+    module = runtime.load_vm_flatbuffer(api.compile_file(str(small_conv_onnx)))
+    x = np.random.default_rng(1).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    weight, bias = (numpy_helper.to_array(t) for t in onnx.load(small_conv_onnx).graph.initializer)
+    expected = np.einsum("cijkl,ockl->oij", sliding_window_view(x[0], (3, 3), axis=(1, 2)),
+                         weight) + bias[:, None, None]
+    np.testing.assert_allclose(np.asarray(module.SingleConv(x))[0], expected, rtol=1e-5, atol=1e-5)
