@@ -60,7 +60,8 @@ def from_f32(values: np.ndarray, dtype: str) -> np.ndarray:
     """f32 values stored as `dtype`, rounded to nearest even."""
     if dtype == "bf16":
         return bf16_round(values)
-    return np.asarray(values, dtype=np.float32).astype(NP_DTYPES[dtype])
+    with np.errstate(over="ignore"):
+        return np.asarray(values, dtype=np.float32).astype(NP_DTYPES[dtype])
 
 
 def random_values(rng, dtype: str, shape) -> np.ndarray:
@@ -70,3 +71,56 @@ def random_values(rng, dtype: str, shape) -> np.ndarray:
     if dtype == "i32":
         return rng.integers(-1000, 1000, size=shape).astype(np.int32)
     return from_f32(rng.standard_normal(shape).astype(np.float32), dtype)
+
+
+def dma(name: str, binding: int, dram_offset: int, sram_addr: int, counts, dram_strides,
+        sram_strides, dtype: str = "f32") -> np.ndarray:
+    fields = {"binding": binding, "dram_offset": dram_offset, "sram_addr": sram_addr}
+    for i in range(4):
+        fields[f"n{i}"] = counts[i]
+        fields[f"dram_s{i}"] = dram_strides[i]
+        fields[f"sram_s{i}"] = sram_strides[i]
+    return instr(name, dtype, **fields)
+
+
+class SramImage:
+    """SRAM contents built up from arrays at 64-byte aligned addresses."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def put(self, array: np.ndarray) -> int:
+        addr = self.reserve(array.nbytes)
+        self.data[addr:addr + array.nbytes] = np.ascontiguousarray(array).tobytes()
+        return addr
+
+    def reserve(self, nbytes: int) -> int:
+        addr = -(-len(self.data) // 64) * 64
+        self.data.extend(b"\0" * (addr + max(nbytes, 1) - len(self.data)))
+        return addr
+
+
+class Result:
+    """The SRAM image after a run, readable by address."""
+
+    def __init__(self, data: np.ndarray, stats):
+        self.data = data
+        self.stats = stats
+
+    def view(self, addr: int, dtype, shape) -> np.ndarray:
+        dtype = np.dtype(NP_DTYPES.get(dtype, dtype))
+        count = int(np.prod(shape))
+        return self.data[addr:addr + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
+def run_on_sram(core, image: SramImage, *records, const_pool: bytes = b"") -> Result:
+    """Loads `image` into SRAM at 0, runs `records`, stores SRAM back: the new image."""
+    size = -(-len(image.data) // 64) * 64
+    source = np.zeros(size, np.uint8)
+    source[:len(image.data)] = np.frombuffer(bytes(image.data), np.uint8)
+    result = np.zeros(size, np.uint8)
+    whole = ((1, 1, 1, size), (0, 0, 0, 1), (0, 0, 0, 1))
+    prog = program(dma("dma.load", 0, 0, 0, *whole, dtype="i8"), *records,
+                   dma("dma.store", 1, 0, 0, *whole, dtype="i8"))
+    stats = core.execute(prog, [source, result], const_pool=const_pool)
+    return Result(result, stats)

@@ -1,0 +1,134 @@
+"""matmul and conv2d against numpy, every MAC dtype, transposes, groups, bias, accumulate."""
+import numpy as np
+import pytest
+
+from executable_format import isa
+from tests.native.programs import SramImage, instr, random_values, run_on_sram, to_f32
+
+MAC_DTYPES = ["f32", "f16", "bf16", "i8"]
+F = isa.Flag
+
+
+def _acc(dtype):
+    return "i32" if dtype == "i8" else "f32"
+
+
+def _assert_mac_result(out, ref, magnitude, dtype):
+    if dtype == "i8":
+        np.testing.assert_array_equal(out, ref.astype(np.int64).astype(np.int32))
+    else:
+        assert np.all(np.abs(out - ref) <= 1e-5 * magnitude + 1e-6), np.abs(out - ref).max()
+
+
+def _random_flags(rng):
+    return [0, F.ACCUMULATE, F.BIAS][int(rng.integers(0, 3))]
+
+
+@pytest.mark.parametrize("dtype", MAC_DTYPES)
+def test_matmul(core, rng, dtype):
+    acc = _acc(dtype)
+    for trial in range(12):
+        m, n, k = (int(v) for v in rng.integers(1, 70, size=3))
+        ta, tb = bool(trial & 1), bool(trial & 2)
+        flags = _random_flags(rng) | (F.TRANSPOSE_A if ta else 0) | (F.TRANSPOSE_B if tb else 0)
+        lda = (m if ta else k) + int(rng.integers(0, 3))
+        ldb = (k if tb else n) + int(rng.integers(0, 3))
+        ldo = n + int(rng.integers(0, 3))
+        a_store = random_values(rng, dtype, ((k, lda) if ta else (m, lda)))
+        b_store = random_values(rng, dtype, ((n, ldb) if tb else (k, ldb)))
+        out_store = random_values(rng, acc, (m, ldo))
+        bias = random_values(rng, acc, n)
+        image = SramImage()
+        a_addr, b_addr = image.put(a_store), image.put(b_store)
+        o_addr, bias_addr = image.put(out_store), image.put(bias)
+        result = run_on_sram(core, image, instr(
+            "matmul", dtype, flags, a=a_addr, b=b_addr, out=o_addr, m=m, n=n, k=k,
+            lda=lda, ldb=ldb, ldo=ldo, bias=bias_addr))
+        A = to_f32(a_store, dtype).astype(np.float64)
+        B = to_f32(b_store, dtype).astype(np.float64)
+        A = A[:, :m].T if ta else A[:, :k]
+        B = B[:, :k].T if tb else B[:, :n]
+        ref = A @ B
+        if flags & F.ACCUMULATE:
+            ref = ref + out_store[:, :n]
+        elif flags & F.BIAS:
+            ref = ref + bias
+        out = result.view(o_addr, acc, (m, ldo))
+        _assert_mac_result(out[:, :n], ref, np.abs(A) @ np.abs(B) + 1, dtype)
+        np.testing.assert_array_equal(out[:, n:], out_store[:, n:])
+        assert result.stats.macs == m * n * k
+
+
+def conv_reference(x, w, groups, stride, dilation, ho, wo):
+    """out[f][y][x] = sum in[g*cg + ci][y*sh + ky*dh][x*sw + kx*dw] * w[f][ci][ky][kx]."""
+    c = x.shape[0]
+    f, cg, kh, kw = w.shape
+    fg = f // groups
+    (sh, sw), (dh, dw) = stride, dilation
+    out = np.zeros((f, ho, wo))
+    for g in range(groups):
+        xg = x[g * cg:(g + 1) * cg]
+        for ky in range(kh):
+            for kx in range(kw):
+                tap = xg[:, ky * dh:ky * dh + (ho - 1) * sh + 1:sh,
+                         kx * dw:kx * dw + (wo - 1) * sw + 1:sw]
+                out[g * fg:(g + 1) * fg] += np.einsum("fc,chw->fhw", w[g * fg:(g + 1) * fg, :, ky, kx], tap)
+    assert c == cg * groups
+    return out
+
+
+def _conv_case(rng, depthwise):
+    groups = int(rng.integers(1, 4))
+    cg = 1 if depthwise else int(rng.integers(1, 6))
+    fg = 1 if depthwise else int(rng.integers(1, 6))
+    kh, kw = (int(v) for v in rng.integers(1, 4, size=2))
+    sh, sw = (int(v) for v in rng.integers(1, 3, size=2))
+    dh, dw = (int(v) for v in rng.integers(1, 3, size=2))
+    ho, wo = (int(v) for v in rng.integers(1, 12, size=2))
+    hi = (ho - 1) * sh + (kh - 1) * dh + 1 + int(rng.integers(0, 2))
+    wi = (wo - 1) * sw + (kw - 1) * dw + 1 + int(rng.integers(0, 2))
+    return groups, cg * groups, fg * groups, (kh, kw), (sh, sw), (dh, dw), hi, wi, ho, wo
+
+
+@pytest.mark.parametrize("dtype", MAC_DTYPES)
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_conv2d(core, rng, dtype, depthwise):
+    acc = _acc(dtype)
+    for _ in range(10):
+        groups, c, f, (kh, kw), stride, dilation, hi, wi, ho, wo = _conv_case(rng, depthwise)
+        flags = _random_flags(rng)
+        x = random_values(rng, dtype, (c, hi, wi))
+        w = random_values(rng, dtype, (f, c // groups, kh, kw))
+        out_init = random_values(rng, acc, (f, ho, wo))
+        bias = random_values(rng, acc, f)
+        image = SramImage()
+        x_addr, w_addr, o_addr, b_addr = (image.put(v) for v in (x, w, out_init, bias))
+        result = run_on_sram(core, image, instr(
+            "conv2d", dtype, flags, **{"in": x_addr}, w=w_addr, out=o_addr, c=c, hi=hi,
+            wi=wi, f=f, ho=ho, wo=wo, kh_kw=(kh, kw), sh_sw=stride, dh_dw=dilation,
+            groups=groups, bias=b_addr))
+        X = to_f32(x, dtype).astype(np.float64)
+        W = to_f32(w, dtype).astype(np.float64)
+        ref = conv_reference(X, W, groups, stride, dilation, ho, wo)
+        if flags & F.ACCUMULATE:
+            ref = ref + out_init
+        elif flags & F.BIAS:
+            ref = ref + bias[:, None, None]
+        magnitude = conv_reference(np.abs(X), np.abs(W), groups, stride, dilation, ho, wo) + 1
+        _assert_mac_result(result.view(o_addr, acc, (f, ho, wo)), ref, magnitude, dtype)
+        assert result.stats.macs == ho * wo * f * (c // groups) * kh * kw
+
+
+def test_conv2d_large_tile_spans_chunks(core, rng):
+    """More output columns than one im2col chunk, wide rows and a K over a GEMM block."""
+    c, f, hi, wi, ho, wo = 40, 33, 20, 300, 18, 298
+    x = rng.standard_normal((c, hi, wi)).astype(np.float32)
+    w = rng.standard_normal((f, c, 3, 3)).astype(np.float32)
+    image = SramImage()
+    x_addr, w_addr, o_addr = image.put(x), image.put(w), image.reserve(f * ho * wo * 4)
+    result = run_on_sram(core, image, instr(
+        "conv2d", **{"in": x_addr}, w=w_addr, out=o_addr, c=c, hi=hi, wi=wi, f=f, ho=ho,
+        wo=wo, kh_kw=(3, 3), sh_sw=(1, 1), dh_dw=(1, 1), groups=1))
+    ref = conv_reference(x.astype(np.float64), w.astype(np.float64), 1, (1, 1), (1, 1), ho, wo)
+    np.testing.assert_allclose(result.view(o_addr, "f32", (f, ho, wo)), ref, rtol=1e-4,
+                               atol=1e-3)

@@ -1,0 +1,276 @@
+"""Vector unit against numpy: elementwise ops with broadcasting strides, unary ops,
+vcvt (incl. i8 requantization and exhaustive f16), vpool, vreduce."""
+import numpy as np
+import pytest
+
+from executable_format import isa
+from tests.native.programs import NP_DTYPES, SramImage, bf16_round, from_f32, instr, \
+    program, random_values, run_on_sram, to_f32
+
+FLOATS = ["f32", "f16", "bf16"]
+F = isa.Flag
+
+
+def _layout(rng, counts, broadcast: bool):
+    """Strides of a dense layout of `counts` in a random order; with `broadcast`, some
+    dimensions get stride 0. Returns (strides, length)."""
+    strides = [0, 0, 0]
+    step = 1
+    for d in rng.permutation(3)[::-1]:
+        if broadcast and rng.random() < 0.3:
+            continue
+        strides[d] = int(step)
+        step *= counts[d]
+    return strides, 1 + sum((n - 1) * s for n, s in zip(counts, strides))
+
+
+def _gather(flat, counts, strides):
+    idx = sum(np.arange(n).reshape([-1 if d == i else 1 for d in range(3)]) * s
+              for i, (n, s) in enumerate(zip(counts, strides)))
+    return flat[idx]
+
+
+def _round(values_f32, dtype):
+    """What the NPU stores for f32 results in `dtype`, read back as f32."""
+    return to_f32(from_f32(values_f32, dtype), dtype)
+
+
+BINARY = {"vadd": np.add, "vsub": np.subtract, "vmul": np.multiply, "vmax": np.maximum,
+          "vmin": np.minimum, "vdiv": np.divide}
+
+
+def _int_div(l, r):
+    q = np.abs(l.astype(np.int64)) // np.maximum(np.abs(r.astype(np.int64)), 1)
+    return np.where(r == 0, 0, np.sign(l) * np.sign(r) * q).astype(np.int32)
+
+
+@pytest.mark.parametrize("op", list(BINARY))
+@pytest.mark.parametrize("dtype", FLOATS + ["i32"])
+def test_binary(core, rng, op, dtype):
+    for _ in range(4):
+        counts = [int(v) for v in rng.integers(1, 9, size=3)]
+        dst_s, dst_len = _layout(rng, counts, False)
+        lhs_s, lhs_len = _layout(rng, counts, True)
+        rhs_s, rhs_len = _layout(rng, counts, True)
+        lhs = random_values(rng, dtype, lhs_len)
+        rhs = random_values(rng, dtype, rhs_len)
+        if dtype == "i32" and op == "vdiv":
+            rhs[::3] = 0
+        image = SramImage()
+        d_addr, l_addr, r_addr = image.reserve(dst_len * 4), image.put(lhs), image.put(rhs)
+        fields = dict(dst=d_addr, lhs=l_addr, rhs=r_addr, n0=counts[0], n1=counts[1],
+                      n2=counts[2])
+        for name, strides in (("dst", dst_s), ("lhs", lhs_s), ("rhs", rhs_s)):
+            fields.update({f"{name}_s{i}": strides[i] for i in range(3)})
+        result = run_on_sram(core, image, instr(op, dtype, **fields))
+        out = _gather(result.view(d_addr, dtype, dst_len), counts, dst_s)
+        L, R = _gather(lhs, counts, lhs_s), _gather(rhs, counts, rhs_s)
+        if dtype == "i32":
+            expected = _int_div(L, R) if op == "vdiv" else BINARY[op](L, R).astype(np.int32)
+            np.testing.assert_array_equal(out, expected)
+        else:
+            expected = _round(BINARY[op](to_f32(L, dtype), to_f32(R, dtype)), dtype)
+            np.testing.assert_array_equal(to_f32(out, dtype), expected)
+
+
+def _sigmoid(x):
+    return (1 / (1 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+
+
+UNARY = {
+    "vcopy": (lambda x, p0, p1: x, False),
+    "vrelu": (lambda x, p0, p1: np.maximum(x, np.float32(0)), False),
+    "vclamp": (lambda x, p0, p1: np.minimum(np.maximum(x, p0), p1), False),
+    "vleakyrelu": (lambda x, p0, p1: np.where(x < 0, p0 * x, x), False),
+    "vscale": (lambda x, p0, p1: x * p0 + p1, True),
+    "vsigmoid": (lambda x, p0, p1: _sigmoid(x), True),
+    "vtanh": (lambda x, p0, p1: np.tanh(x.astype(np.float64)).astype(np.float32), True),
+    "vexp": (lambda x, p0, p1: np.exp(x.astype(np.float64)).astype(np.float32), True),
+}
+PARAMS = {"vclamp": (-0.5, 0.75), "vleakyrelu": (0.125, 0.0), "vscale": (1.5, -0.25)}
+
+
+@pytest.mark.parametrize("op", list(UNARY))
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_unary(core, rng, op, dtype):
+    fn, approximate = UNARY[op]
+    p0, p1 = PARAMS.get(op, (0.0, 0.0))
+    for _ in range(4):
+        counts = [int(v) for v in rng.integers(1, 9, size=3)]
+        dst_s, dst_len = _layout(rng, counts, False)
+        src_s, src_len = _layout(rng, counts, False)
+        src = random_values(rng, dtype, src_len)
+        image = SramImage()
+        d_addr, s_addr = image.reserve(dst_len * 4), image.put(src)
+        fields = dict(dst=d_addr, src=s_addr, n0=counts[0], n1=counts[1], n2=counts[2])
+        fields.update({f"dst_s{i}": dst_s[i] for i in range(3)})
+        fields.update({f"src_s{i}": src_s[i] for i in range(3)})
+        if op in PARAMS:
+            fields["p0"] = p0
+            if op != "vleakyrelu":
+                fields["p1"] = p1
+        result = run_on_sram(core, image, instr(op, dtype, **fields))
+        out = to_f32(_gather(result.view(d_addr, dtype, dst_len), counts, dst_s), dtype)
+        x = to_f32(_gather(src, counts, src_s), dtype)
+        expected = _round(fn(x, np.float32(p0), np.float32(p1)), dtype)
+        if approximate:
+            tol = {"f32": 1e-6, "f16": 1e-3, "bf16": 8e-3}[dtype]
+            np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+        else:
+            np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("dtype", ["i8", "i32"])
+def test_integer_copy_and_relu(core, rng, dtype):
+    src = random_values(rng, dtype, (6, 10))
+    image = SramImage()
+    s_addr, d_addr = image.put(src), image.reserve(src.nbytes)
+    op = "vcopy" if dtype == "i8" else "vrelu"
+    result = run_on_sram(core, image, instr(
+        op, dtype, dst=d_addr, src=s_addr, n0=1, n1=10, n2=6, dst_s1=6, dst_s2=1, src_s1=1,
+        src_s2=10))
+    expected = src.T if op == "vcopy" else np.maximum(src.T, 0)
+    np.testing.assert_array_equal(result.view(d_addr, dtype, (10, 6)), expected)
+
+
+def _cvt_reference(x, src, dst, scale):
+    v = x.astype(np.float64) if src in ("i8", "i32") else to_f32(x, src).astype(np.float64)
+    v = v * np.float64(np.float32(scale if scale else 1.0))
+    if dst in ("i8", "i32"):
+        info = np.iinfo(NP_DTYPES[dst])
+        return np.clip(np.rint(np.nan_to_num(v, nan=0.0)), info.min, info.max).astype(NP_DTYPES[dst])
+    return from_f32(v.astype(np.float32), dst)
+
+
+CVT_CASES = [("f32", "i8", 0.37), ("i32", "i8", 0.0123), ("i8", "f32", 0.05), ("i32", "f32", 0.0),
+             ("f32", "f16", 0.0), ("f16", "f32", 0.0), ("f32", "bf16", 0.0), ("bf16", "f32", 0.0),
+             ("f32", "i32", 3.0), ("f16", "bf16", 2.0), ("i8", "i32", 0.0), ("f32", "f32", 0.5)]
+
+
+@pytest.mark.parametrize("src,dst,scale", CVT_CASES)
+def test_vcvt(core, rng, src, dst, scale):
+    x = random_values(rng, src, (5, 7, 9))
+    if src in FLOATS:
+        x = from_f32(to_f32(x, src) * 200, src)        # exercise saturation and rounding
+        x.ravel()[:4] = from_f32(np.array([2.5, -3.5, 1e30, -1e30], np.float32), src)
+    image = SramImage()
+    s_addr = image.put(x)
+    d_addr = image.reserve(x.size * 4)
+    result = run_on_sram(core, image, instr(
+        "vcvt", dst, dst=d_addr, src=s_addr, n0=5, n1=7, n2=9, dst_s0=63, dst_s1=9, dst_s2=1,
+        src_s0=63, src_s1=9, src_s2=1, scale=isa.f32_bits(scale),
+        src_dtype=int(isa.DType[src.upper()])))
+    np.testing.assert_array_equal(result.view(d_addr, dst, x.shape),
+                                  _cvt_reference(x, src, dst, scale))
+
+
+def test_f16_conversions_exhaustive(core, rng):
+    halves = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    floats = np.concatenate([rng.integers(0, 1 << 32, size=200000, dtype=np.uint64)
+                             .astype(np.uint32).view(np.float32),
+                             np.float32([65504, 65519.99, 65520, 6e-8, 3e-8, 2.98e-8, -0.0])])
+    image = SramImage()
+    h_addr, f_addr = image.put(halves), image.put(floats)
+    h_out, f_out = image.reserve(halves.size * 4), image.reserve(floats.size * 2)
+    b_out = image.reserve(floats.size * 2)
+
+    def cvt(dst, src, d, s, n):
+        return instr("vcvt", dst, dst=d, src=s, n0=1, n1=1, n2=n, dst_s2=1, src_s2=1,
+                     src_dtype=int(isa.DType[src.upper()]))
+
+    result = run_on_sram(core, image, cvt("f32", "f16", h_out, h_addr, halves.size),
+                         cvt("f16", "f32", f_out, f_addr, floats.size),
+                         cvt("bf16", "f32", b_out, f_addr, floats.size))
+    np.testing.assert_array_equal(result.view(h_out, "f32", halves.size),
+                                  halves.view(np.float16).astype(np.float32))
+    with np.errstate(over="ignore"):
+        expected_h = floats.astype(np.float16)
+    np.testing.assert_array_equal(result.view(f_out, "f16", floats.size), expected_h)
+    got_b = result.view(b_out, "bf16", floats.size)
+    np.testing.assert_array_equal(got_b, bf16_round(floats))
+
+
+def _pool_reference(x, kernel, stride, dilation, ho, wo, avg, include_pad, pads, valid):
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    taps = [x[:, ky * dh:ky * dh + (ho - 1) * sh + 1:sh, kx * dw:kx * dw + (wo - 1) * sw + 1:sw]
+            for ky in range(kh) for kx in range(kw)]
+    if not avg:
+        return np.max(taps, axis=0)
+    total = np.sum(np.array(taps, np.float64), axis=0)
+    if include_pad:
+        return total / (kh * kw)
+
+    def count(o, s, k, d, begin, n):
+        pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d
+        return ((pos >= begin) & (pos < begin + n)).sum(axis=1)
+
+    rows = count(ho, sh, kh, dh, pads[0], valid[0])
+    cols = count(wo, sw, kw, dw, pads[1], valid[1])
+    with np.errstate(invalid="ignore"):
+        return total / (rows[:, None] * cols[None, :])
+
+
+@pytest.mark.parametrize("mode", ["max", "avg", "avg_include_pad"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_vpool(core, rng, mode, dtype):
+    avg, include_pad = mode != "max", mode == "avg_include_pad"
+    flags = (F.POOL_AVG if avg else 0) | (F.COUNT_INCLUDE_PAD if include_pad else 0)
+    for _ in range(6):
+        c = int(rng.integers(1, 5))
+        kernel = tuple(int(v) for v in rng.integers(1, 4, size=2))
+        stride = tuple(int(v) for v in rng.integers(1, 3, size=2))
+        dilation = tuple(int(v) for v in rng.integers(1, 3, size=2))
+        ho, wo = (int(v) for v in rng.integers(1, 9, size=2))
+        pads = tuple(int(v) for v in rng.integers(0, 2, size=2))
+        hi = (ho - 1) * stride[0] + (kernel[0] - 1) * dilation[0] + 1
+        wi = (wo - 1) * stride[1] + (kernel[1] - 1) * dilation[1] + 1
+        valid = (max(1, hi - 2 * pads[0]), max(1, wi - 2 * pads[1]))
+        x = random_values(rng, dtype, (c, hi, wi))
+        xf = to_f32(x, dtype).copy()
+        # padding holds what fill writes: 0 for average pooling, -inf for max
+        pad_value = 0.0 if avg else -np.inf
+        mask = np.ones((hi, wi), bool)
+        mask[pads[0]:pads[0] + valid[0], pads[1]:pads[1] + valid[1]] = False
+        xf[:, mask] = pad_value
+        x = from_f32(xf, dtype)
+        image = SramImage()
+        s_addr, d_addr = image.put(x), image.reserve(c * ho * wo * 4)
+        result = run_on_sram(core, image, instr(
+            "vpool", dtype, flags, dst=d_addr, src=s_addr, c=c, hi=hi, wi=wi, ho=ho, wo=wo,
+            kh_kw=kernel, sh_sw=stride, dh_dw=dilation, pt_pl=pads, vh_vw=valid))
+        expected = _pool_reference(to_f32(x, dtype), kernel, stride, dilation, ho, wo, avg,
+                                   include_pad, pads, valid)
+        counts = np.isfinite(expected)
+        expected = np.where(counts, expected, 0 if avg else expected)
+        out = to_f32(result.view(d_addr, dtype, (c, ho, wo)), dtype)
+        tol = {"f32": 1e-6, "f16": 1e-3, "bf16": 8e-3}[dtype]
+        np.testing.assert_allclose(out, _round(expected.astype(np.float32), dtype), rtol=tol,
+                                   atol=tol)
+
+
+@pytest.mark.parametrize("mode", ["sum", "max", "mean"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_vreduce(core, rng, mode, dtype):
+    flags = {"sum": 0, "max": F.REDUCE_MAX, "mean": F.REDUCE_MEAN}[mode]
+    for outer, inner in ((1, 1), (3, 17), (5, 1000), (2, 1537)):
+        x = random_values(rng, dtype, (outer, inner))
+        image = SramImage()
+        s_addr, d_addr = image.put(x), image.reserve(outer * 4)
+        result = run_on_sram(core, image, instr("vreduce", dtype, flags, dst=d_addr,
+                                                src=s_addr, outer=outer, inner=inner))
+        xf = to_f32(x, dtype).astype(np.float64)
+        expected = {"sum": xf.sum(1), "max": xf.max(1), "mean": xf.mean(1)}[mode]
+        out = to_f32(result.view(d_addr, dtype, outer), dtype)
+        tol = {"f32": 1e-5, "f16": 2e-3, "bf16": 1e-2}[dtype]
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol * np.sqrt(inner))
+
+
+def test_in_place_elementwise(core, rng):
+    x = rng.standard_normal(300).astype(np.float32)
+    image = SramImage()
+    addr = image.put(x)
+    result = run_on_sram(core, image, instr("vrelu", dst=addr, src=addr, n0=1, n1=1, n2=300,
+                                            dst_s2=1, src_s2=1),
+                         instr("vadd", dst=addr, lhs=addr, rhs=addr, n0=1, n1=1, n2=300,
+                               dst_s2=1, lhs_s2=1, rhs_s2=1))
+    np.testing.assert_array_equal(result.view(addr, "f32", 300), 2 * np.maximum(x, 0))
