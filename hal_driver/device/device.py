@@ -78,7 +78,7 @@ class Device(VmRef):
     def dispatch(self, executable, ordinal: int, workgroup_count, constants: Sequence[int],
                  bindings: Sequence[Buffer]) -> None:
         if isinstance(executable, NpuExecutable):
-            stats = executable.run(self.core, ordinal, workgroup_count, constants, bindings,
+            stats = executable.run(self.core, ordinal, constants, bindings,
                                    trace=self.trace is not None)
             self.statistics.record_npu_dispatch(stats)
             if self.trace is not None:

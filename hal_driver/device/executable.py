@@ -59,11 +59,22 @@ class NpuExecutable(Executable):
                 f"{export.binding_count} bindings; dispatch provides {constant_count} constants "
                 f"and {binding_count} bindings")
 
-    def run(self, core, ordinal: int, workgroup_count, constants: Sequence[int],
-            bindings: Sequence[Buffer], trace: bool):
-        arrays = [b.map(access=MemoryAccess.READ | MemoryAccess.WRITE) if _writable(b) else b.view()
-                  for b in bindings]
-        return core.execute(self.exports[ordinal], list(constants), arrays, trace=trace)
+    def run(self, core, ordinal: int, constants: Sequence[int], bindings: Sequence[Buffer],
+            trace: bool):
+        """Runs the export's program once over the bindings; the program covers the
+        whole dispatch, so the host program's workgroup grid is not looped."""
+        export = self.exports[ordinal]
+        for index, (binding, buffer) in enumerate(zip(export.bindings, bindings)):
+            if buffer.byte_length < binding.min_size:
+                raise StatusError(
+                    StatusCode.INVALID_ARGUMENT,
+                    f"npu-fb export '{export.name}' binding {index} needs at least "
+                    f"{binding.min_size} bytes but is bound to {buffer.byte_length}")
+        staged = [_staged_binding(buffer) for buffer in bindings]
+        stats = core.execute(export.program.instructions, [array for array, _ in staged],
+                             constants, const_pool=self.program.constants, trace=trace)
+        _write_back(staged)
+        return stats
 
 
 class HostExecutable(Executable):
@@ -87,27 +98,32 @@ class HostExecutable(Executable):
 
     def run(self, ordinal: int, workgroup_count, constants: Sequence[int],
             bindings: Sequence[Buffer]) -> None:
-        staged = [_host_binding(buffer) for buffer in bindings]
+        staged = [_staged_binding(buffer) for buffer in bindings]
         self.library.dispatch(ordinal, tuple(workgroup_count), list(constants),
                               [array for array, _ in staged])
-        for array, write_back in staged:
-            if write_back is not None:
-                write_back.write(0, array)
+        _write_back(staged)
 
 
 def _writable(buffer: Buffer) -> bool:
     return bool(buffer.allowed_access & MemoryAccess.WRITE)
 
 
-def _host_binding(buffer: Buffer) -> tuple[np.ndarray, Buffer | None]:
+def _staged_binding(buffer: Buffer) -> tuple[np.ndarray, Buffer | None]:
     """A writable 64-byte aligned array for the binding; a staging copy (to write back
-    to the buffer if it is writable) when the buffer's own memory does not qualify."""
+    to the buffer if it is writable) when the buffer's own memory does not qualify,
+    e.g. read-only constants imported from the module."""
     view = buffer.view()
     if view.flags.writeable and view.ctypes.data % ALIGNMENT == 0:
         return view, None
     staging = aligned_bytes(len(view))
     staging[:] = view
     return staging, buffer if _writable(buffer) else None
+
+
+def _write_back(staged: list[tuple[np.ndarray, Buffer | None]]) -> None:
+    for array, buffer in staged:
+        if buffer is not None:
+            buffer.write(0, array)
 
 
 def check_machine(compiled_for, device_machine) -> None:

@@ -52,8 +52,12 @@ class Queue:
             return self._pending.popleft() if self._pending else None
 
     def _run(self) -> None:
-        while (submission := self._next()) is not None:
+        while True:
+            submission = self._next()
+            if submission is None:
+                return
             self._execute(submission)
+            del submission   # release its buffers while the queue is idle
 
     def _execute(self, submission: Submission) -> None:
         try:

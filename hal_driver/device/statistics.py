@@ -48,10 +48,10 @@ class StatisticsRecorder:
             t = self._totals
             t.dispatches += 1
             t.npu_dispatches += 1
-            t.npu_cycles += int(getattr(stats, "total_cycles", 0))
-            t.stall_cycles += int(getattr(stats, "stall_cycles", 0))
-            t.dram_bytes += int(getattr(stats, "dram_bytes", 0))
-            t.macs += int(getattr(stats, "macs", 0))
-            t.sram_peak_bytes = max(t.sram_peak_bytes, int(getattr(stats, "sram_peak", 0)))
-            for engine, cycles in dict(getattr(stats, "busy_cycles", {}) or {}).items():
-                t.engine_busy_cycles[engine] = t.engine_busy_cycles.get(engine, 0) + int(cycles)
+            t.npu_cycles += stats.total_cycles
+            t.stall_cycles += sum(stats.stall_cycles.values())
+            t.dram_bytes += stats.dram_read_bytes + stats.dram_write_bytes
+            t.macs += stats.macs
+            t.sram_peak_bytes = max(t.sram_peak_bytes, stats.sram_peak_bytes)
+            for engine, cycles in stats.busy_cycles.items():
+                t.engine_busy_cycles[engine] = t.engine_busy_cycles.get(engine, 0) + cycles

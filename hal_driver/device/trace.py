@@ -1,7 +1,8 @@
 """A Chrome trace (chrome://tracing, Perfetto) of the NPU dispatches a device ran.
 
-Each dispatch is a complete event on the `npu` track placed on a timeline of
-simulated time; engine events reported by the core (if any) are nested inside it.
+Dispatches follow each other on a timeline of simulated time (1 us = clock_hz / 1e6
+cycles): each is a complete event on the `npu` track, and the core's instruction
+events (when traced) are placed on one track per engine inside it.
 """
 import json
 import threading
@@ -18,33 +19,23 @@ class DispatchTrace:
         return cycles * 1e6 / self.clock_hz
 
     def add_dispatch(self, name: str, stats) -> None:
-        cycles = int(getattr(stats, "total_cycles", 0))
+        """Appends one dispatch (npu_core.DispatchStats with `events`)."""
         with self._lock:
             start = self._now_cycles
-            self.events.append({"name": name, "ph": "X", "pid": 0, "tid": "npu",
-                                "ts": self._us(start), "dur": self._us(cycles),
-                                "args": _stats_args(stats)})
-            for event in getattr(stats, "trace", None) or []:
-                self.events.append(_engine_event(event, start, self._us))
-            self._now_cycles += cycles
+            self.events.append({
+                "name": name, "ph": "X", "pid": 0, "tid": "npu", "ts": self._us(start),
+                "dur": self._us(stats.total_cycles),
+                "args": {"cycles": stats.total_cycles, "macs": stats.macs,
+                         "dram_read_bytes": stats.dram_read_bytes,
+                         "dram_write_bytes": stats.dram_write_bytes,
+                         "sram_peak_bytes": stats.sram_peak_bytes}})
+            for engine, begin, end, opcode, index in stats.events:
+                self.events.append({
+                    "name": opcode, "ph": "X", "pid": 0, "tid": engine,
+                    "ts": self._us(start + begin), "dur": self._us(end - begin),
+                    "args": {"instruction": index, "dispatch": name}})
+            self._now_cycles += stats.total_cycles
 
     def write(self, path: str) -> None:
         with open(path, "w") as f:
             json.dump({"traceEvents": self.events, "displayTimeUnit": "ns"}, f)
-
-
-def _stats_args(stats) -> dict:
-    fields = getattr(stats, "__dataclass_fields__", None) or vars(stats)
-    return {name: getattr(stats, name) for name in fields
-            if name != "trace" and isinstance(getattr(stats, name), (int, float, str, dict))}
-
-
-def _engine_event(event, start_cycles: int, to_us) -> dict:
-    """Places one core event ({name, engine, start, cycles} or similar) on the timeline."""
-    event = dict(event) if isinstance(event, dict) else dict(vars(event))
-    begin = int(event.pop("start", event.pop("start_cycle", 0)))
-    cycles = int(event.pop("cycles", event.pop("duration", 0)))
-    return {"name": str(event.pop("name", event.get("op", "op"))), "ph": "X", "pid": 0,
-            "tid": str(event.pop("engine", "core")), "ts": to_us(start_cycles + begin),
-            "dur": to_us(cycles), "args": {k: v for k, v in event.items()
-                                           if isinstance(v, (int, float, str))}}

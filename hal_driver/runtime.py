@@ -1,0 +1,180 @@
+"""Python API for running .vmfb files on npu-sim, shaped like `iree.runtime`.
+
+    module = load_vm_flatbuffer_file("model.vmfb")          # driver="npu-sim"
+    y = module.main(np.ones((2, 3), np.float32), x2)           # numpy in, numpy out
+    module.last_call_stats    # dispatches, npu/host dispatches, npu cycles, times
+
+Arguments are numpy arrays (turned into hal.buffer_views in npu-sim DRAM), Python
+numbers for scalar arguments, or hal/VM refs passed through. The program itself
+checks its inputs (hal.buffer_view.assert), so a wrong shape or dtype raises the
+program's StatusError. Another driver (e.g. "local-task") loads the file with the
+stock `iree.runtime` instead.
+"""
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from hal_driver.device import element_type as et
+from hal_driver.device.buffer_view import BufferView
+from hal_driver.device.device import Device
+from hal_driver.device.driver import DRIVER_NAME, create_device
+from hal_driver.device.fence import Fence
+from hal_driver.device.memory import BufferUsage, MemoryType
+from hal_driver.device.statistics import DeviceStatistics
+from hal_driver.hal import create_hal_module
+from hal_driver.status import StatusCode, StatusError
+
+INPUT_MEMORY_TYPE = int(MemoryType.DEVICE_LOCAL)
+INPUT_USAGE = int(BufferUsage.DEFAULT | BufferUsage.MAPPING)
+
+
+@dataclass
+class CallStats:
+    """What one call did on the device."""
+    dispatches: int
+    npu_dispatches: int
+    host_dispatches: int
+    npu_cycles: int
+    simulated_seconds: float
+    wall_seconds: float
+    device: DeviceStatistics
+
+
+def buffer_view_from_array(device: Device, array: np.ndarray,
+                           element_type: int | None = None) -> BufferView:
+    """Copies `array` into a new npu-sim buffer; the element type defaults to the
+    dtype's (signless for integers, as compiled programs expect)."""
+    array = np.ascontiguousarray(array)
+    if element_type is None:
+        element_type = et.from_dtype(array.dtype)
+    buffer = device.allocator.allocate(INPUT_MEMORY_TYPE, INPUT_USAGE, array.nbytes)
+    buffer.write(0, array.view(np.uint8).reshape(-1))
+    return BufferView(buffer, array.shape, element_type)
+
+
+class ModuleFunction:
+    """One exported function; call it with numpy arrays and numbers."""
+
+    def __init__(self, bound: "BoundModule", name: str, vm_function):
+        from hal_driver.vm.cconv import parse_cconv
+        self.bound = bound
+        self.name = name
+        self.vm_function = vm_function
+        self.cconv = vm_function.cconv
+        self.reflection = dict(getattr(vm_function, "reflection", None) or {})
+        self.argument_types, self.result_types = parse_cconv(self.cconv)
+        self.is_async = self.reflection.get("iree.abi.model") == "coarse-fences"
+
+    @property
+    def declaration(self) -> str:
+        return self.reflection.get("iree.abi.declaration", "")
+
+    @property
+    def user_argument_types(self) -> tuple:
+        """Argument types without the wait/signal fences of the async ABI."""
+        return self.argument_types[:-2] if self.is_async else self.argument_types
+
+    def __call__(self, *args):
+        if len(args) != len(self.user_argument_types):
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"{self.name} takes {len(self.user_argument_types)} arguments, "
+                              f"{len(args)} given")
+        values = [self._to_vm(arg, kind) for arg, kind in zip(args, self.user_argument_types)]
+        results = [self._from_vm(r) for r in self.invoke(values)]
+        return None if not results else results[0] if len(results) == 1 else tuple(results)
+
+    def invoke(self, values: list) -> list:
+        """Calls with VM values (refs, ints, floats); returns VM values. Records stats."""
+        device = self.bound.device
+        before, start = device.statistics.snapshot(), time.perf_counter()
+        signal = None
+        if self.is_async:
+            signal = Fence([(device.create_semaphore(0), 1)])
+            values = list(values) + [None, signal]
+        results = self.bound.context.invoke(self.vm_function, list(values))
+        if signal is not None:
+            signal.wait()
+        self.bound.last_call_stats = self.bound.stats_since(before, time.perf_counter() - start)
+        return list(results)
+
+    def _to_vm(self, arg, kind):
+        if isinstance(arg, np.ndarray) or (kind == "r" and isinstance(arg, list)):
+            return buffer_view_from_array(self.bound.device, np.asarray(arg))
+        if isinstance(arg, np.generic):
+            return arg.item()
+        return arg
+
+    @staticmethod
+    def _from_vm(value):
+        return value.to_numpy() if isinstance(value, BufferView) else value
+
+
+class BoundModule:
+    """A loaded module in its own VM context on one npu-sim device."""
+
+    def __init__(self, vm_module, device: Device, dependencies: tuple = ()):
+        """`dependencies` are further bytecode modules `vm_module` imports from."""
+        from hal_driver.vm import VmContext
+        self.vm_module = vm_module
+        self.device = device
+        self.hal_module = create_hal_module([device])
+        self.context = VmContext([self.hal_module, *dependencies, vm_module])
+        self.last_call_stats: CallStats | None = None
+        self._functions: dict[str, ModuleFunction] = {}
+
+    @property
+    def function_names(self) -> list[str]:
+        return list(self.vm_module.exported_function_names())
+
+    def lookup(self, name: str) -> ModuleFunction:
+        if name not in self._functions:
+            if name not in self.function_names:
+                raise StatusError(StatusCode.NOT_FOUND,
+                                  f"no function `{name}` exported by module "
+                                  f"`{self.vm_module.name}`")
+            vm_function = self.context.lookup_function(f"{self.vm_module.name}.{name}")
+            self._functions[name] = ModuleFunction(self, name, vm_function)
+        return self._functions[name]
+
+    def __getattr__(self, name: str) -> ModuleFunction:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self.lookup(name)
+        except StatusError:
+            raise AttributeError(f"module `{self.vm_module.name}` exports no function "
+                                 f"`{name}`") from None
+
+    def __dir__(self):
+        return list(super().__dir__()) + self.function_names
+
+    def stats_since(self, before: DeviceStatistics, wall_seconds: float) -> CallStats:
+        delta = self.device.statistics.snapshot().minus(before)
+        return CallStats(delta.dispatches, delta.npu_dispatches, delta.host_dispatches,
+                         delta.npu_cycles, delta.npu_cycles / self.device.machine.clock_hz,
+                         wall_seconds, delta)
+
+    def close(self) -> None:
+        self.device.close()
+
+
+def load_vm_flatbuffer(data: bytes, driver: str = DRIVER_NAME, *, machine=None,
+                       trace: bool = False):
+    """Loads a .vmfb from memory; other drivers go to the stock iree.runtime."""
+    if driver != DRIVER_NAME:
+        import iree.runtime
+        return iree.runtime.load_vm_flatbuffer(data, driver=driver)
+    from hal_driver.vm import BytecodeModule
+    return BoundModule(BytecodeModule.from_bytes(data),
+                       create_device(driver, machine=machine, trace=trace))
+
+
+def load_vm_flatbuffer_file(path: str, driver: str = DRIVER_NAME, *, machine=None,
+                            trace: bool = False):
+    if driver != DRIVER_NAME:
+        import iree.runtime
+        return iree.runtime.load_vm_flatbuffer_file(path, driver=driver)
+    from hal_driver.vm import BytecodeModule
+    return BoundModule(BytecodeModule.from_file(path),
+                       create_device(driver, machine=machine, trace=trace))

@@ -1,0 +1,132 @@
+"""IREE's text form of tensors: `2x3xf32=[1 2 3][4 5 6]` (iree/hal/string_util.c).
+
+`parse_tensor` reads a `--input=`-style spec into a `HostTensor`; `format_tensor`
+prints one the way iree-run-module does (`%G` floats, brackets per outer dimension,
+`...` past the element limit).
+"""
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from hal_driver.device import element_type as et
+from hal_driver.status import StatusCode, StatusError
+
+_SEPARATORS = re.compile(r"[\s,\[\]]+")
+
+
+@dataclass
+class HostTensor:
+    """A tensor in host memory with its HAL element type (numpy loses signlessness)."""
+    array: np.ndarray
+    element_type: int
+
+    @classmethod
+    def from_numpy(cls, array: np.ndarray) -> "HostTensor":
+        return cls(np.ascontiguousarray(array), et.from_dtype(array.dtype))
+
+    def describe(self) -> str:
+        return "x".join([str(d) for d in self.array.shape] + [et.name(self.element_type)])
+
+
+def parse_shape_and_type(text: str) -> tuple[tuple[int, ...], int]:
+    """`2x3xf32` -> ((2, 3), f32); `f32` -> ((), f32)."""
+    *dims, type_name = text.split("x")
+    try:
+        shape = tuple(int(d) for d in dims)
+    except ValueError:
+        raise StatusError(StatusCode.INVALID_ARGUMENT,
+                          f"invalid shape `{'x'.join(dims)}` in `{text}`") from None
+    if any(d < 0 for d in shape):
+        raise StatusError(StatusCode.INVALID_ARGUMENT, f"negative dimension in `{text}`")
+    return shape, et.parse(type_name)
+
+
+def parse_elements(text: str, element_type: int, count: int) -> np.ndarray:
+    """Whitespace/comma/bracket separated values; one value splats; none is zeros."""
+    dtype = et.to_dtype(element_type)
+    tokens = [t for t in _SEPARATORS.split(text) if t]
+    if not tokens:
+        return np.zeros(count, dtype)
+    if len(tokens) > count:
+        raise StatusError(StatusCode.OUT_OF_RANGE,
+                          f"output data buffer overflow: element_capacity={count} < "
+                          f"dst_i={count}+")
+    if 1 < len(tokens) < count:
+        raise StatusError(StatusCode.OUT_OF_RANGE,
+                          f"input data string underflow: dst_i={len(tokens)} < "
+                          f"element_capacity={count}")
+    values = np.array([_parse_element(t, element_type, dtype) for t in tokens], dtype=dtype)
+    return np.resize(values, count) if len(tokens) == 1 else values
+
+
+def _parse_element(token: str, element_type: int, dtype: np.dtype):
+    try:
+        if dtype.kind in "f":
+            return float(token)
+        value = int(token, 0)
+        if dtype.kind == "b":
+            return bool(value)
+    except ValueError:
+        raise StatusError(StatusCode.INVALID_ARGUMENT,
+                          f"failed to parse `{token}` as {et.name(element_type)}") from None
+    info = np.iinfo(dtype)
+    if not info.min <= value <= info.max:
+        raise StatusError(StatusCode.INVALID_ARGUMENT,
+                          f"value `{token}` out of range for {et.name(element_type)}")
+    return value
+
+
+def parse_tensor(spec: str) -> HostTensor:
+    """`[shape x]type=values`; the values part may be `@file.bin` (raw contents)."""
+    if "=" not in spec:
+        raise StatusError(StatusCode.INVALID_ARGUMENT,
+                          f"expected `[shape]xtype=[value]` but have `{spec}`")
+    meta, data = spec.split("=", 1)
+    shape, element_type = parse_shape_and_type(meta.strip())
+    count = int(np.prod(shape, dtype=np.int64))
+    dtype = et.to_dtype(element_type)
+    data = data.strip()
+    if data.startswith("@"):
+        array = _read_binary(data[1:], dtype, count)
+    else:
+        array = parse_elements(data, element_type, count)
+    return HostTensor(array.reshape(shape), element_type)
+
+
+def _read_binary(path: str, dtype: np.dtype, count: int) -> np.ndarray:
+    try:
+        raw = open(path, "rb").read()
+    except OSError as error:
+        raise StatusError(StatusCode.NOT_FOUND,
+                          f"failed to open file '{path}': {error.strerror}") from None
+    needed = count * dtype.itemsize
+    if len(raw) < needed:
+        raise StatusError(StatusCode.OUT_OF_RANGE,
+                          f"file '{path}' has {len(raw)} bytes but the tensor needs {needed}")
+    return np.frombuffer(raw[:needed], dtype=dtype).copy()
+
+
+def format_element(value, element_type: int) -> str:
+    if et.numerical_type(element_type) in (0x21, 0x22):
+        return "%G" % float(value)
+    if element_type == et.BOOL_8 or et.is_opaque(element_type):
+        return np.asarray(value).tobytes().hex().upper()
+    return str(int(value))
+
+
+def format_tensor(tensor: HostTensor, max_element_count: int = 1024) -> str:
+    """`2x3xf32=[2 6 12][20 30 42]` (iree_hal_buffer_view_format)."""
+    budget = [max_element_count]
+    flat = tensor.array.reshape(tensor.array.shape or (1,))
+    body = _format_rows(flat, tensor.element_type, budget)
+    return f"{tensor.describe()}={body}"
+
+
+def _format_rows(array: np.ndarray, element_type: int, budget: list[int]) -> str:
+    if array.ndim > 1:
+        return "".join(f"[{_format_rows(row, element_type, budget)}]" for row in array)
+    shown = min(budget[0], len(array))
+    budget[0] -= shown
+    text = " ".join(format_element(v, element_type) for v in array[:shown])
+    return text + ("..." if shown < len(array) else "")

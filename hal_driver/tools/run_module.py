@@ -1,0 +1,221 @@
+"""iree-run-module for npu-sim: `--device=npu-sim` runs here with the stock tool's
+flags and output; any other device execs the stock `iree-run-module` unchanged.
+
+Extra flags: `--npu_sim_machine_<param>=V` (machine overrides), `--npu_sim_trace=FILE.json`
+(Chrome trace of NPU dispatches), `--npu_sim_stats` (dispatch and cycle counts on stderr).
+"""
+import gc
+import os
+import subprocess
+import sys
+
+from hal_driver.device.driver import DRIVER_DESCRIPTION, DRIVER_NAME, create_device
+from hal_driver.runtime import BoundModule, buffer_view_from_array
+from hal_driver.status import StatusCode, StatusError
+from hal_driver.tools.buffer_view_text import HostTensor
+from hal_driver.tools.comparison import Tolerance, compare_results
+from hal_driver.tools.flags import (Flags, exec_stock_tool, flag_values, machine_from_overrides,
+                                    wants_npu_sim)
+from hal_driver.tools.function_io import parse_inputs, print_results, to_host, write_outputs
+
+STOCK_TOOL = "iree-run-module"
+FLAGS = {
+    "device": [], "module": [], "function": "", "input": [], "output": [],
+    "expected_output": [], "output_max_element_count": 1024, "print_statistics": False,
+    "equality_mode": "approximate", "expected_f16_threshold": 0.001,
+    "expected_f32_threshold": 0.0001, "expected_f64_threshold": 0.0001,
+    "expected_bf16_threshold": 0.01, "expected_rtol": 1e-5,
+    "npu_sim_trace": "", "npu_sim_stats": False,
+}
+
+
+def annotate(status: StatusError, context: str) -> StatusError:
+    """Appends context the way IREE annotates a status (`message; context`)."""
+    return StatusError(status.code, f"{status.message}; {context}")
+
+
+def report(status: StatusError) -> int:
+    print(" ".join(str(status).split("\n")), file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if "--list_drivers" in argv:
+            return list_drivers()
+        if any(a == "--list_devices" or a.startswith("--list_devices=") for a in argv):
+            return list_devices(argv)
+        if not wants_npu_sim(argv):
+            exec_stock_tool(STOCK_TOOL, argv)
+        return run(Flags(argv, FLAGS))
+    except StatusError as status:
+        return report(status)
+
+
+def list_drivers() -> int:
+    stock = _stock_output(["--list_drivers"])
+    header = [line for line in stock if line.startswith("#") or not line.strip()]
+    drivers = [line for line in stock if line not in header]
+    drivers.append(f"{DRIVER_NAME:>16}: {DRIVER_DESCRIPTION}")
+    drivers.sort(key=lambda line: line.split(":")[0].strip())
+    print("\n".join(header + drivers))
+    return 0
+
+
+def list_devices(argv: list[str]) -> int:
+    wanted = (flag_values(argv, "list_devices") or [""])[0]
+    if wanted != DRIVER_NAME:
+        print("\n".join(_stock_output(["--list_devices" + (f"={wanted}" if wanted else "")])))
+    if wanted in ("", DRIVER_NAME):
+        print(f"{DRIVER_NAME}://")
+    return 0
+
+
+def _stock_output(args: list[str]) -> list[str]:
+    tool = os.path.join(os.path.dirname(sys.executable), STOCK_TOOL)
+    result = subprocess.run([tool] + args, capture_output=True, text=True)
+    return result.stdout.splitlines()
+
+
+def load_program(flags: Flags, device) -> BoundModule:
+    from hal_driver.vm import BytecodeModule
+    if not flags.module:
+        raise StatusError(StatusCode.INVALID_ARGUMENT, "no --module= specified")
+    modules = []
+    for path in flags.module:
+        try:
+            modules.append(BytecodeModule.from_file(path))
+        except OSError as error:
+            raise StatusError(StatusCode.NOT_FOUND, f"failed to open file '{path}': "
+                              f"{error.strerror}; loading bytecode module at '{path}'") from None
+        except StatusError as status:
+            raise annotate(status, f"loading bytecode module at '{path}'") from None
+    return BoundModule(modules[-1], device, tuple(modules[:-1]))
+
+
+def choose_function(bound: BoundModule, name: str):
+    if name:
+        try:
+            return bound.lookup(name)
+        except StatusError as status:
+            raise annotate(status, f"looking up function '{name}'") from None
+    public = [n for n in bound.function_names if not n.startswith("__")]
+    if len(public) != 1:
+        raise StatusError(StatusCode.INVALID_ARGUMENT,
+                          "more than one exported function present; --function= must be "
+                          "specified explicitly" if public else "no exported functions found")
+    return bound.lookup(public[0])
+
+
+def run(flags: Flags) -> int:
+    device = create_device(flags.device[0], machine=machine_from_overrides(flags.machine_overrides),
+                           trace=bool(flags.npu_sim_trace))
+    try:
+        try:
+            bound = load_program(flags, device)
+            function = choose_function(bound, flags.function)
+        except StatusError as status:
+            raise annotate(status, "creating run context") from None
+        try:
+            exit_code = run_function(flags, bound, function)
+        except StatusError as status:
+            raise annotate(status, f"`{function.declaration}`") from None
+        finally:
+            del function, bound   # release the context's buffers before the statistics
+            finish(flags, device)
+        return exit_code
+    finally:
+        device.close()
+
+
+def run_function(flags: Flags, bound: BoundModule, function) -> int:
+    try:
+        inputs = parse_inputs(flags.input, function.user_argument_types)
+        if len(inputs) != len(function.user_argument_types):
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"function expects {len(function.user_argument_types)} inputs but "
+                              f"{len(inputs)} were provided")
+    except StatusError as status:
+        raise annotate(status, "parsing function inputs") from None
+    arguments = [_to_vm(bound.device, value) for value in inputs]
+    print(f"EXEC @{function.name}", flush=True)
+    try:
+        results = function.invoke(arguments)
+    except StatusError as status:
+        raise annotate(status, f"invoking function '{function.name}'") from None
+    host = [to_host(value, kind) for value, kind in zip(results, function.result_types)]
+    try:
+        return process_results(flags, function, host)
+    except StatusError as status:
+        raise annotate(status, "processing function outputs") from None
+
+
+def _to_vm(device, value):
+    if isinstance(value, HostTensor):
+        return buffer_view_from_array(device, value.array, value.element_type)
+    if isinstance(value, tuple):
+        return value[1]
+    return value
+
+
+def process_results(flags: Flags, function, results: list) -> int:
+    if flags.expected_output:
+        try:
+            expected = parse_inputs(flags.expected_output, function.result_types,
+                                    allow_ignored=True)
+        except StatusError as status:
+            raise annotate(status, "parsing expected function outputs") from None
+        matched, text = compare_results(expected, results, _tolerance(flags))
+        sys.stdout.write(text)
+        if matched:
+            print("[SUCCESS] all function outputs matched their expected values.")
+        sys.stdout.flush()
+        return 0 if matched else 1
+    if flags.output:
+        write_outputs(results, flags.output, flags.output_max_element_count)
+    else:
+        print_results(results, flags.output_max_element_count)
+    sys.stdout.flush()
+    return 0
+
+
+def _tolerance(flags: Flags) -> Tolerance:
+    if flags.equality_mode not in ("approximate", "exact"):
+        raise StatusError(StatusCode.INVALID_ARGUMENT,
+                          f"--equality_mode must be approximate or exact, got `{flags.equality_mode}`")
+    return Tolerance(flags.equality_mode, flags.expected_f16_threshold,
+                     flags.expected_f32_threshold, flags.expected_f64_threshold,
+                     flags.expected_bf16_threshold, flags.expected_rtol)
+
+
+def finish(flags: Flags, device) -> None:
+    """Statistics and trace output after the program's resources are released."""
+    gc.collect()
+    if flags.print_statistics:
+        sys.stderr.write(f"Device: {device.id}\n{device.allocator.format_statistics()}\n")
+    if flags.npu_sim_stats:
+        sys.stderr.write(format_npu_statistics(device))
+    if flags.npu_sim_trace:
+        device.trace.write(flags.npu_sim_trace)
+
+
+def format_npu_statistics(device) -> str:
+    s = device.statistics.snapshot()
+    seconds = s.npu_cycles / device.machine.clock_hz
+    lines = ["[[ npu-sim statistics ]]",
+             f"dispatches: {s.dispatches} (npu: {s.npu_dispatches}, host fallback: "
+             f"{s.host_dispatches})",
+             f"npu cycles: {s.npu_cycles} ({seconds * 1e3:.6f} ms simulated at "
+             f"{device.machine.clock_hz / 1e9:g} GHz)",
+             f"stall cycles: {s.stall_cycles}",
+             f"dram bytes: {s.dram_bytes}",
+             f"macs: {s.macs}",
+             f"sram peak bytes: {s.sram_peak_bytes}"]
+    lines += [f"{engine} busy cycles: {cycles}" for engine, cycles in
+              sorted(s.engine_busy_cycles.items())]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""npu-fb executables on the npu-sim device: dispatch, statistics, trace, verification."""
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from executable_format.machine import DEFAULT_MACHINE
+from hal_driver.device.driver import create_device
+from hal_driver.hal import create_hal_module
+from hal_driver.status import StatusCode, StatusError
+from tests.format.helpers import TILE_BYTES, relu_executable
+from tests.hal.conftest import FakeVmBuffer, vm_str
+
+USAGE = 0xC03 | 0x9000000
+DEVICE_LOCAL = 0x30
+
+
+def hal_functions(device):
+    return {name: f.fn for name, f in create_hal_module([device]).functions.items()}
+
+
+def run_relu(hal, device, values: np.ndarray, output_bytes: int = TILE_BYTES) -> np.ndarray:
+    exe = hal["executable.create"](device, -1, vm_str("npu-fb"), FakeVmBuffer(relu_executable()),
+                                   None)
+    allocator = hal["device.allocator"](device)
+    source = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, TILE_BYTES)
+    source.write(0, values.tobytes())
+    target = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, output_bytes)
+    cb = hal["command_buffer.create"](device, 1, 3, -1, 0)
+    hal["command_buffer.dispatch"](
+        cb, exe, hal["executable.lookup.function"](exe, vm_str("relu")), 1, 1, 1, 0, [],
+        [(0, 0, source, 0, TILE_BYTES), (0, 0, target, 0, output_bytes)])
+    hal["command_buffer.finalize"](cb)
+    fence = hal["fence.create"](device, 0)
+    hal["device.queue.execute"](device, -1, None, fence, cb, 0)
+    hal["fence.await"](-1, 0, [(fence,)])
+    return np.frombuffer(target.read(), dtype=np.float32)
+
+
+def test_npu_dispatch_runs_on_the_core_and_counts_cycles(device):
+    hal = hal_functions(device)
+    values = np.linspace(-4, 4, TILE_BYTES // 4, dtype=np.float32)
+    np.testing.assert_array_equal(run_relu(hal, device, values), np.maximum(values, 0))
+    stats = device.statistics.snapshot()
+    assert stats.dispatches == stats.npu_dispatches == 1 and stats.host_dispatches == 0
+    assert stats.npu_cycles > 0 and stats.dram_bytes == 2 * TILE_BYTES
+
+
+def test_binding_smaller_than_the_export_needs_fails_the_fence(device):
+    hal = hal_functions(device)
+    with pytest.raises(StatusError, match="binding 1 needs at least 128 bytes") as e:
+        run_relu(hal, device, np.zeros(TILE_BYTES // 4, np.float32), output_bytes=64)
+    assert e.value.code == StatusCode.INVALID_ARGUMENT
+
+
+def test_trace_places_engine_events_inside_dispatches(tmp_path):
+    device = create_device(trace=True)
+    try:
+        hal = hal_functions(device)
+        run_relu(hal, device, np.ones(TILE_BYTES // 4, np.float32))
+        run_relu(hal, device, np.ones(TILE_BYTES // 4, np.float32))
+        device.trace.write(str(tmp_path / "trace.json"))
+    finally:
+        device.close()
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    dispatches = [e for e in events if e["tid"] == "npu"]
+    assert [e["name"] for e in dispatches] == ["relu", "relu"]
+    assert dispatches[1]["ts"] == pytest.approx(dispatches[0]["dur"])
+    assert {e["tid"] for e in events} >= {"npu", "dma_in", "vector", "dma_out"}
+
+
+def test_corrupt_executable_is_rejected(hal, device):
+    data = bytearray(relu_executable())
+    data[4:8] = b"XXXX"
+    with pytest.raises(StatusError) as e:
+        hal["executable.create"](device, -1, vm_str("npu-fb"), FakeVmBuffer(bytes(data)), None)
+    assert e.value.code == StatusCode.INVALID_ARGUMENT
+    assert e.value.message.startswith("executable npu-fb verification failed: ")
+
+
+def test_executable_for_another_machine_is_rejected():
+    machine = dataclasses.replace(DEFAULT_MACHINE, sram_bytes=DEFAULT_MACHINE.sram_bytes // 2)
+    device = create_device(machine=machine)
+    try:
+        with pytest.raises(StatusError) as e:
+            hal_functions(device)["executable.create"](
+                device, -1, vm_str("npu-fb"), FakeVmBuffer(relu_executable()), None)
+    finally:
+        device.close()
+    assert e.value.code == StatusCode.FAILED_PRECONDITION
+    assert f"sram_bytes={DEFAULT_MACHINE.sram_bytes} (device: {machine.sram_bytes})" in str(e.value)
