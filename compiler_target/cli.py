@@ -1,7 +1,7 @@
 """`iree-compile` with the npu target (`bin/iree-compile`, console script iree-npu-compile).
 
-Without `--iree-hal-target-backends=npu` / `--iree-hal-target-device=npu` the stock
-`iree-compile` of this venv runs with the arguments unchanged. With it, the split pipeline
+Without `--iree-hal-target-backends=npu` / `--iree-hal-target-device=npu` (or with
+--help/--version) the stock `iree-compile` of this venv runs with the arguments unchanged. With it, the split pipeline
 runs in this process (compiler_target.pipeline); every other stock flag still applies.
 """
 import os
@@ -15,7 +15,7 @@ _TOOL = "iree-compile"
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not cli_options.targets_npu(argv):
+    if not cli_options.targets_npu(argv) or cli_options.asks_for_help(argv):
         _exec_stock_compiler(argv)
     try:
         return _compile_npu(argv)

@@ -51,6 +51,10 @@ def targets_npu(argv: list[str]) -> bool:
     return False
 
 
+def asks_for_help(argv: list[str]) -> bool:
+    return any(arg in ("-h", "--help", "--help-hidden", "--help-list", "--version") for arg in argv)
+
+
 def parse(argv: list[str]) -> CompileOptions:
     options = CompileOptions()
     args = _join_separate_values(argv)

@@ -1,4 +1,5 @@
-"""The dispatches of a module in execution order, with the buffers they read and write
+"""The dispatches of a module in program order (functions and initializers in module
+order, dispatches in order within them), with the buffers they read and write
 and which earlier dispatches they depend on, read from the stream IR at the
 executable-sources phase (`stream.cmd.dispatch` inside `stream.cmd.execute`)."""
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ class BufferUse:
 
 @dataclass
 class DispatchSite:
-    order: int          # position in execution order
+    order: int          # position in program order
     executable: str     # hal.executable symbol
     export: str         # entry point symbol
     uses: list[BufferUse]
@@ -66,8 +67,8 @@ def _site(order: int, op, buffers: "_BufferNames") -> DispatchSite:
 
 
 def _link_dependencies(sites: list[DispatchSite]) -> None:
-    """A site depends on the last earlier site that wrote a buffer range it touches, and
-    a write also waits for earlier reads of that range."""
+    """For each buffer range it uses, a site depends on the latest earlier site whose
+    access conflicts with it (read after write, write after read, write after write)."""
     for site in sites:
         for use in site.uses:
             for earlier in reversed(sites[:site.order]):
