@@ -1,0 +1,111 @@
+"""NPU code generation for one dispatch: NpuOp -> NPU IR -> tiled, double-buffered,
+scheduled NPU program -> npu-fb.
+
+    lower     NpuOp -> one `npu.<kind>` op on DRAM tensors            (lower.py)
+    tile      tile sizes from the machine, SRAM placement, per-tile
+              loads / fills / compute / epilogue / stores              (tile*.py, epilogue.py)
+    schedule  engines, SIGNAL/WAIT so loads and stores overlap compute (schedule.py)
+    emit      npu-fb via executable_format's builder, asm listing     (emit.py)
+
+Each stage's NPU IR (MLIR generic form) is returned in `ir_stages`. docs/compiler-codegen.md
+describes the stages and how to add an op.
+"""
+from dataclasses import dataclass
+
+from executable_format.isa import ENGINE_NAMES
+from executable_format.machine import MachineConfig
+
+from . import tile_conv, tile_elementwise, tile_matmul, tile_pool, tile_reduce
+from .emit import emit, timeline
+from .lower import Lowered, NotLowerable, lower, lowered_text
+from .npu_ir import Instr, instr_line
+from .ops import NpuOp
+from .schedule import schedule
+from .tile import TiledProgram, tiled_text
+
+__all__ = ["BindingInfo", "CompiledOp", "NotLowerable", "compile_op"]
+
+TILERS = {"conv2d": tile_conv.tile_conv, "matmul": tile_matmul.tile_matmul,
+          "elementwise": tile_elementwise.tile_elementwise, "pool2d": tile_pool.tile_pool,
+          "reduce": tile_reduce.tile_reduce}
+
+
+@dataclass
+class BindingInfo:
+    """One HAL binding of the export, in binding order."""
+    read_only: bool
+    size_bytes: int
+
+
+@dataclass
+class CompiledOp:
+    npu_fb: bytes
+    asm: str
+    ir_stages: list[tuple[str, str]]
+    estimated_cycles: int
+    detail: str
+
+
+def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: MachineConfig,
+               source_location: str = "") -> CompiledOp:
+    """Compiles one NPU op into a verified npu-fb executable with a single export `name`
+    (workgroup grid 1x1x1). Raises NotLowerable with the reason when it cannot."""
+    lowered = lower(op)
+    stages = [("lower", lowered_text(lowered, name))]
+    program = tile_program(lowered, machine)
+    stages.append(("tile", tiled_text(program, name, "tile")))
+    scheduled = schedule(program.instrs, machine)
+    stages.append(("schedule", schedule_text(program, scheduled, name, machine)))
+    header = [f"dispatch {name}", f"source {source_location or 'unknown'}",
+              f"{lowered.kind}: {program.tiles}, {program.buffers} buffers"]
+    emitted = emit(scheduled, name=name, bindings=bindings,
+                   constants=bytes(lowered.constants.data), machine=machine,
+                   source_location=source_location, npu_ir=stages[-1][1], header=header)
+    stages.append(("emit", emitted.asm))
+    cycles = emitted.stats.total_cycles
+    detail = f"{program.tiles}, {program.buffers} buffers, est. {cycles} cycles, " + \
+        efficiency(emitted.stats, machine, mac_dtype(lowered))
+    return CompiledOp(emitted.npu_fb, emitted.asm, stages, cycles, detail)
+
+
+def tile_program(lowered: Lowered, machine: MachineConfig) -> TiledProgram:
+    program = TILERS[lowered.kind](lowered, machine)
+    program.dram = list(lowered.tensors.values())
+    return program
+
+
+def mac_dtype(lowered: Lowered) -> str | None:
+    if lowered.kind == "conv2d":
+        return lowered.op.input.dtype
+    if lowered.kind == "matmul":
+        return lowered.op.a.dtype
+    return None
+
+
+def efficiency(stats, machine: MachineConfig, dtype: str | None) -> str:
+    """MAC utilization (MACs / (cycles x peak)) and the fraction of the roofline
+    max(MACs / peak, DRAM bytes / bandwidth) reached."""
+    cycles = max(1, stats.total_cycles)
+    dram = (stats.dram_read_bytes + stats.dram_write_bytes) / machine.dram_bytes_per_cycle
+    if dtype is None:
+        return f"{dram / cycles:.2f} of DRAM roofline"
+    peak = machine.peak_macs_per_cycle(dtype)
+    compute = stats.macs / peak
+    return f"MAC util {compute / cycles:.2f}, {max(compute, dram) / cycles:.2f} of roofline"
+
+
+def schedule_text(program: TiledProgram, scheduled: list[Instr], name: str,
+                  machine: MachineConfig) -> str:
+    """The scheduled program in execution order, each instruction with its engine and the
+    cycle model's start/end times."""
+    stats = timeline(scheduled, machine, events=True)
+    times = {index: (start, end) for _, start, end, _, index in stats.events}
+    lines = []
+    for order, instr in enumerate(scheduled):
+        extra = {"order": order, "engine": instr.engine_name}
+        if instr.op in ("signal", "wait"):
+            extra["engine"] = ENGINE_NAMES[instr.engine]
+        elif order in times:
+            extra["cycles"] = list(times[order])
+        lines.append(instr_line(instr, extra))
+    return tiled_text(program, name, "schedule", lines)

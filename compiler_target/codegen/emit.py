@@ -1,0 +1,64 @@
+"""Stage 4, emit: the scheduled program as a verified npu-fb executable and its listing.
+
+Instructions are encoded as isa records through executable_format's ProgramBuilder; the
+constant pool holds the inlined constants lowering placed; the export's bindings carry
+the HAL binding flags and sizes; debug info keeps the dispatch name, source location and
+the final NPU IR. The assembly listing is the format's own disassembly under a header
+naming the dispatch.
+"""
+from dataclasses import dataclass
+
+from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
+from executable_format.cost import TimelineStats, simulate_timeline
+from executable_format.isa import OPCODES_BY_NAME
+from executable_format.machine import MachineConfig
+
+from .npu_ir import DTYPES, Instr
+
+
+@dataclass
+class Emitted:
+    npu_fb: bytes
+    asm: str
+    stats: TimelineStats
+
+
+def records(instrs: list[Instr]) -> list[tuple[int, int, int, list[int]]]:
+    """(opcode, dtype, flags, a[15]) per instruction, END appended."""
+    out = []
+    for instr in instrs + [Instr("end")]:
+        info = OPCODES_BY_NAME[instr.op]
+        unknown = set(instr.fields) - set(info.fields)
+        if unknown:
+            raise ValueError(f"{instr.op} has no fields {sorted(unknown)}")
+        a = [int(instr.fields.get(name, 0)) for name in info.fields]
+        out.append((info.code, int(DTYPES[instr.dtype]), int(instr.flags), a + [0] * (15 - len(a))))
+    return out
+
+
+def timeline(instrs: list[Instr], machine: MachineConfig, events: bool = False) -> TimelineStats:
+    return simulate_timeline(machine, records(instrs), record_events=events)
+
+
+def emit(instrs: list[Instr], *, name: str, bindings, constants: bytes, machine: MachineConfig,
+         source_location: str, npu_ir: str, header: list[str]) -> Emitted:
+    program = ProgramBuilder()
+    encoded = records(instrs)
+    for opcode, dtype, flags, a in encoded:
+        program.emit_raw(opcode, dtype, flags, a)
+    builder = ExecutableBuilder(machine)
+    if constants:
+        builder.add_constants(constants)
+    builder.add_export(name, bindings=[(READ_ONLY if b.read_only else 0, b.size_bytes)
+                                       for b in bindings],
+                       constant_count=0, program=program,
+                       debug={"dispatch_name": name, "source_location": source_location,
+                              "npu_ir": npu_ir})
+    npu_fb = builder.finish()
+    stats = simulate_timeline(machine, encoded)
+    return Emitted(npu_fb, listing(npu_fb, header), stats)
+
+
+def listing(npu_fb: bytes, header: list[str]) -> str:
+    from executable_format.disasm import disassemble
+    return "".join(f"// {line}\n" for line in header) + disassemble(npu_fb)

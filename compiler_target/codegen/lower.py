@@ -1,0 +1,131 @@
+"""Stage 1, lower: an NpuOp becomes one NPU IR op on DRAM tensors.
+
+Each TensorRef becomes a DRAM `Buffer` (binding, byte offset, element strides); inlined
+constants are placed in the executable's constant pool (binding isa.CONST_POOL). The
+result keeps the NpuOp for the tiling stage and prints as
+`"npu.conv2d"(%input, %weight, %epilogue.0, %out) {stride = ..., epilogue = [...]}`.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from executable_format.isa import CONST_POOL
+
+from .npu_ir import Buffer, dispatch_text, dtype_bytes, op_line
+from .ops import Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce, TensorRef
+
+CONSTANT_ALIGN = 64
+NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32}
+
+
+class NotLowerable(Exception):
+    """The op cannot run on the NPU; str(exc) is the reason."""
+
+
+@dataclass
+class ConstantPool:
+    data: bytearray = field(default_factory=bytearray)
+
+    def add(self, payload: bytes) -> int:
+        self.data.extend(b"\0" * (-len(self.data) % CONSTANT_ALIGN))
+        offset = len(self.data)
+        self.data.extend(payload)
+        return offset
+
+
+@dataclass
+class Lowered:
+    """An NpuOp with its tensors as named DRAM buffers."""
+    kind: str                          # conv2d, matmul, elementwise, pool2d, reduce
+    op: NpuOp
+    tensors: dict[str, Buffer]         # role -> DRAM buffer; epilogue inputs "epilogue.k"
+    attrs: dict
+    constants: ConstantPool
+
+    @property
+    def epilogue_inputs(self) -> list[Buffer]:
+        return [b for role, b in self.tensors.items() if role.startswith("epilogue.")]
+
+
+def dense_strides(shape) -> tuple[int, ...]:
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+
+
+def _constant_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:
+    if ref.dtype not in NUMPY_DTYPES:
+        raise NotLowerable(f"inlined {ref.dtype} constants are not supported")
+    data = np.ascontiguousarray(ref.constant, dtype=NUMPY_DTYPES[ref.dtype]).reshape(-1)
+    extent = 1 + sum((n - 1) * s for n, s in zip(ref.shape, ref.strides))
+    strides = ref.strides if extent <= data.size else dense_strides(ref.shape)
+    offset = pool.add(data.tobytes())
+    return Buffer(role, ref.dtype, tuple(ref.shape), "dram", binding=CONST_POOL,
+                  offset=offset, strides=tuple(strides))
+
+
+def dram_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:
+    if ref.binding < 0:
+        return _constant_buffer(role, ref, pool)
+    if ref.offset % dtype_bytes(ref.dtype):
+        raise NotLowerable(f"{role} offset {ref.offset} is not aligned to {ref.dtype}")
+    return Buffer(role, ref.dtype, tuple(ref.shape), "dram", binding=ref.binding,
+                  offset=ref.offset, strides=tuple(ref.strides))
+
+
+def expr_text(expr) -> list[str]:
+    """The expression nodes as `%k = op(%a, %b) params` strings."""
+    lines = []
+    for index, node in enumerate(expr):
+        kind = node[0]
+        if kind == "input":
+            body = f"input({node[1]})"
+        elif kind == "acc":
+            body = "acc"
+        elif kind == "const":
+            body = f"const({node[1]})"
+        else:
+            args = ", ".join(f"%{a}" for a in node[1])
+            params = "".join(f", {p}" for p in node[2:])
+            body = f"{kind}({args}{params})"
+        lines.append(f"%{index} = {body}")
+    return lines
+
+
+def _roles(op: NpuOp) -> tuple[str, list[tuple[str, TensorRef]], dict]:
+    if isinstance(op, Conv2D):
+        return "conv2d", [("input", op.input), ("weight", op.weight), ("out", op.out)], {
+            "stride": list(op.stride), "dilation": list(op.dilation), "pads": list(op.pads),
+            "groups": op.groups, "epilogue": expr_text(op.epilogue)}
+    if isinstance(op, Matmul):
+        return "matmul", [("a", op.a), ("b", op.b), ("out", op.out)], {
+            "epilogue": expr_text(op.epilogue)}
+    if isinstance(op, Pool2D):
+        return "pool2d", [("input", op.input), ("out", op.out)], {
+            "kind": op.kind, "kernel": list(op.kernel), "stride": list(op.stride),
+            "dilation": list(op.dilation), "pads": list(op.pads),
+            "count_include_pad": op.count_include_pad, "epilogue": expr_text(op.epilogue)}
+    if isinstance(op, Reduce):
+        return "reduce", [("input", op.input), ("out", op.out)], {
+            "kind": op.kind, "epilogue": expr_text(op.epilogue)}
+    if isinstance(op, Elementwise):
+        return "elementwise", [(f"in.{k}", ref) for k, ref in enumerate(op.inputs)] + \
+            [("out", op.out)], {"expr": expr_text(op.expr)}
+    raise NotLowerable(f"unknown NPU op {type(op).__name__}")
+
+
+def lower(op: NpuOp) -> Lowered:
+    kind, roles, attrs = _roles(op)
+    pool = ConstantPool()
+    extra = getattr(op, "epilogue_inputs", [])
+    roles = roles[:-1] + [(f"epilogue.{k}", ref) for k, ref in enumerate(extra)] + roles[-1:]
+    tensors = {role: dram_buffer(role, ref, pool) for role, ref in roles}
+    return Lowered(kind, op, tensors, attrs, pool)
+
+
+def lowered_text(lowered: Lowered, name: str) -> str:
+    tensors = list(lowered.tensors.values())
+    line = op_line(lowered.kind, tensors, lowered.attrs)
+    return dispatch_text(name, tensors, [line], {"stage": "lower"})

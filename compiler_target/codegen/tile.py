@@ -1,0 +1,239 @@
+"""Stage 2, tile: SRAM placement and the per-tile instruction stream, before scheduling.
+
+The op-specific tilers (tile_conv, tile_matmul, tile_elementwise, tile_pool,
+tile_reduce) choose tile sizes from the machine and write an unsynchronised program:
+instructions in a valid sequential order, each naming the buffers it reads and writes.
+This module holds what they share:
+
+- `Sram`: a bump allocator over the scratchpad (64-byte aligned buffers).
+- `Slots`: a double-buffered operand. Acquiring a key that a slot already holds reuses
+  it (no reload); a new key takes the least recently used slot. With two slots, the load
+  of tile i+1 goes to the other buffer than the one tile i computes from, so scheduling
+  can overlap them.
+- `dma_instrs` / `fill_instrs`: strided boxes between a DRAM tensor and a dense SRAM
+  tile, ordered so the innermost DMA dimension is the DRAM-contiguous one.
+"""
+from dataclasses import dataclass, field
+
+from executable_format.machine import MachineConfig
+
+from .lower import NotLowerable
+from .npu_ir import Buffer, Instr, alloc_line, dispatch_text, dtype_bytes, instr_line
+
+SRAM_ALIGN = 64
+DMA_DIMS = 4
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def prod(values) -> int:
+    result = 1
+    for v in values:
+        result *= v
+    return result
+
+
+def block_candidates(total: int, step: int, most: int = 16) -> list[int]:
+    """Block sizes for a dimension: the whole extent, and ceil(total / k) rounded up to a
+    multiple of `step` for k up to `most` (multiples of the MAC array's lanes)."""
+    sizes = {total}
+    for k in range(1, min(total, most) + 1):
+        size = ceil_div(ceil_div(total, k), step) * step
+        if size < total:
+            sizes.add(size)
+    return sorted(sizes)
+
+
+def split_candidates(total: int, most: int = 64) -> list[int]:
+    """ceil(total / k) for k up to `most`, and small sizes below that."""
+    return sorted({ceil_div(total, k) for k in range(1, min(total, most) + 1)} |
+                  set(range(1, min(total, 8) + 1)))
+
+
+class Sram:
+    """Bump allocator over [0, sram_bytes)."""
+
+    def __init__(self, machine: MachineConfig):
+        self.capacity = machine.sram_bytes
+        self.top = 0
+        self.buffers: list[Buffer] = []
+
+    def alloc(self, name: str, dtype: str, shape: tuple[int, ...]) -> Buffer:
+        buffer = Buffer(name, dtype, tuple(shape), "sram", addr=self.top)
+        end = self.top + buffer.size_bytes
+        if end > self.capacity:
+            raise NotLowerable(f"does not fit SRAM: {name} needs {buffer.size_bytes} bytes "
+                               f"at {self.top}, SRAM has {self.capacity}")
+        self.top = end + (-end % SRAM_ALIGN)
+        self.buffers.append(buffer)
+        return buffer
+
+
+def aligned(nbytes: int) -> int:
+    return nbytes + (-nbytes % SRAM_ALIGN)
+
+
+class Slots:
+    """`count` SRAM buffers for one operand, keyed by which block they hold."""
+
+    def __init__(self, sram: Sram, name: str, dtype: str, shape: tuple[int, ...], count: int = 2):
+        self.buffers = [sram.alloc(f"{name}.{i}", dtype, shape) for i in range(count)]
+        self.keys = [None] * count
+        self.last = count - 1
+
+    def acquire(self, key) -> tuple[Buffer, bool]:
+        """The buffer holding `key`, and whether it must be (re)loaded."""
+        if key is not None and key in self.keys:
+            self.last = self.keys.index(key)
+            return self.buffers[self.last], False
+        self.last = (self.last + 1) % len(self.buffers)
+        self.keys[self.last] = key
+        return self.buffers[self.last], True
+
+
+# ---------------------------------------------------------------------- DMA box helpers
+
+@dataclass(frozen=True)
+class Dim:
+    """One dimension of a transfer: element count, DRAM element stride, SRAM element stride."""
+    count: int
+    dram: int
+    sram: int
+
+
+def _canonical(dims: list[Dim]) -> list[Dim]:
+    """Drops unit dims, orders by DRAM stride (innermost = smallest), merges dims that
+    are contiguous in both memories."""
+    dims = sorted((d for d in dims if d.count > 1), key=lambda d: (d.dram, d.sram), reverse=True)
+    merged: list[Dim] = []
+    for d in dims:
+        if merged:
+            outer = merged[-1]
+            if outer.dram == d.count * d.dram and outer.sram == d.count * d.sram:
+                merged[-1] = Dim(outer.count * d.count, d.dram, d.sram)
+                continue
+        merged.append(d)
+    return merged
+
+
+def _split_outer(dims: list[Dim]):
+    """Yields (dram_elem_offset, sram_elem_offset, 4 dims) covering `dims`."""
+    if len(dims) <= DMA_DIMS:
+        yield 0, 0, [Dim(1, 0, 0)] * (DMA_DIMS - len(dims)) + dims
+        return
+    outer, rest = dims[0], dims[1:]
+    for i in range(outer.count):
+        for dram, sram, box in _split_outer(rest):
+            yield i * outer.dram + dram, i * outer.sram + sram, box
+
+
+def dma_instrs(op: str, dram: Buffer, dram_elem_offset: int, sram: Buffer, sram_elem_offset: int,
+               dims: list[Dim], note: str) -> list[Instr]:
+    """dma.load (DRAM -> SRAM) or dma.store (SRAM -> DRAM) of a strided box."""
+    elem = dtype_bytes(dram.dtype)
+    instrs = []
+    for d_off, s_off, box in _split_outer(_canonical(dims)):
+        fields = {"binding": dram.binding,
+                  "dram_offset": dram.offset + (dram_elem_offset + d_off) * elem,
+                  "sram_addr": sram.addr + (sram_elem_offset + s_off) * elem}
+        for i, d in enumerate(box):
+            fields[f"n{i}"] = d.count
+        for i, d in enumerate(box):
+            fields[f"dram_s{i}"] = d.dram
+        for i, d in enumerate(box):
+            fields[f"sram_s{i}"] = d.sram
+        reads, writes = ((dram,), (sram,)) if op == "dma.load" else ((sram,), (dram,))
+        instrs.append(Instr(op, dram.dtype, fields, reads=reads, writes=writes, note=note))
+    return instrs
+
+
+def fill_instrs(sram: Buffer, elem_offset: int, dims: list[tuple[int, int]], value_bits: int,
+                note: str) -> list[Instr]:
+    """fill of an SRAM box given as (count, element stride) dims."""
+    if any(count == 0 for count, _ in dims):
+        return []
+    box = _canonical([Dim(count, stride, stride) for count, stride in dims]) or [Dim(1, 1, 1)]
+    elem = dtype_bytes(sram.dtype)
+    instrs = []
+    for off, _, padded in _split_outer(box):
+        fields = {"sram_addr": sram.addr + (elem_offset + off) * elem}
+        for i, d in enumerate(padded):
+            fields[f"n{i}"] = d.count
+        for i, d in enumerate(padded):
+            fields[f"s{i}"] = d.sram
+        fields["value"] = value_bits
+        instrs.append(Instr("fill", sram.dtype, fields, writes=(sram,), note=note))
+    return instrs
+
+
+def dense_sram_strides(counts: list[int]) -> list[int]:
+    strides, step = [], 1
+    for count in reversed(counts):
+        strides.append(step)
+        step *= count
+    return list(reversed(strides))
+
+
+# ------------------------------------------------------------------------- the result
+
+@dataclass
+class TiledProgram:
+    """The unsynchronised program of one dispatch with its SRAM placement."""
+    instrs: list[Instr]
+    sram: list[Buffer]
+    tiles: str                         # e.g. "tiles 8x8x498 (f x rows x cols)"
+    buffers: int                       # buffering depth of the streamed operands
+    dram: list[Buffer] = field(default_factory=list)
+
+    @property
+    def sram_bytes(self) -> int:
+        return max((b.addr + b.size_bytes for b in self.sram), default=0)
+
+
+def tiled_text(program: TiledProgram, name: str, stage: str, lines: list[str] | None = None) -> str:
+    body = [alloc_line(b) for b in program.sram]
+    body += lines if lines is not None else [instr_line(i) for i in program.instrs]
+    return dispatch_text(name, program.dram, body, {"stage": stage, "tiling": program.tiles,
+                                                    "buffers": program.buffers})
+
+
+
+# ------------------------------------------------------------------- streamed tensors
+
+class Streamed:
+    """A DRAM tensor read tile by tile into double-buffered dense SRAM tiles. Broadcast
+    dimensions (DRAM stride 0) are not loaded: the SRAM tile is dense over the other
+    dimensions, and compute reads it with stride 0 along the broadcast ones."""
+
+    def __init__(self, sram: Sram, dram: Buffer, max_counts: list[int], count: int = 2,
+                 dtype: str | None = None):
+        self.dram = dram
+        live = [c for c, s in zip(max_counts, dram.strides) if s != 0]
+        self.slots = Slots(sram, dram.name + ".tile", dtype or dram.dtype, (prod(live),), count)
+
+    def load(self, starts: list[int], counts: list[int], note: str):
+        """(buffer, SRAM element stride per logical dim (0 if broadcast), load instrs)."""
+        strides = self.dram.strides
+        key = tuple((start, n) if s else (0, 1) for start, n, s in zip(starts, counts, strides))
+        buffer, fresh = self.slots.acquire(key)
+        live = [i for i, s in enumerate(strides) if s != 0]
+        dense = dense_sram_strides([counts[i] for i in live])
+        sram_strides = [0] * len(strides)
+        for i, stride in zip(live, dense):
+            sram_strides[i] = stride
+        instrs = []
+        if fresh:
+            origin = sum(start * s for start, s in zip(starts, strides))
+            dims = [Dim(counts[i], strides[i], sram_strides[i]) for i in live]
+            instrs = dma_instrs("dma.load", self.dram, origin, buffer, 0, dims, note)
+        return buffer, sram_strides, instrs
+
+
+def store_instrs(dram: Buffer, starts: list[int], counts: list[int], sram: Buffer,
+                 sram_strides: list[int], note: str) -> list[Instr]:
+    """dma.store of an SRAM tile to the DRAM tensor's box at `starts`."""
+    origin = sum(start * s for start, s in zip(starts, dram.strides))
+    dims = [Dim(n, s, t) for n, s, t in zip(counts, dram.strides, sram_strides)]
+    return dma_instrs("dma.store", dram, origin, sram, 0, dims, note)

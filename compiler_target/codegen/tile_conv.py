@@ -1,0 +1,313 @@
+"""Tiling of Conv2D: output-channel blocks x output-row blocks (x column blocks), with
+the input channels split into chunks accumulated by the MAC (ACCUMULATE) when a tile's
+input and weights do not fit otherwise.
+
+A tile is the output box out[n][f0:f0+fb][y0:y0+rows][x0:x0+cols]. Its input is the
+padded window in[n][channels][rows·sh + halo][cols·sw + halo] as a dense SRAM tile
+[c][hi][wi]: the part inside the image is one strided DMA box (any layout: the box
+strides are the tensor's), the part in the padding is zero-filled (`fill` of the
+halo bands). Weights are a dense [f][c/groups][kh][kw] SRAM tile, kept resident across
+tiles of the same channel block. A per-channel bias add at the start of the epilogue
+becomes the MAC BIAS flag; the rest of the epilogue runs on the vector engine over the
+output tile before its store.
+
+Tile sizes come from an analytic estimate of each engine's busy time (the cost model's
+formulas) over all candidate tilings that fit the SRAM budget with double buffering.
+"""
+from dataclasses import dataclass
+
+from executable_format.isa import ACCUMULATOR, Flag, pack_pair
+from executable_format.machine import MachineConfig
+
+from .epilogue import EpiloguePlan, Operand, fold_bias, temp_count, used_inputs
+from .lower import Lowered, NotLowerable
+from .npu_ir import Instr, dtype_bytes, DTYPES
+from .tile import (SRAM_ALIGN, Dim, Slots, Sram, Streamed, TiledProgram, aligned,
+                   block_candidates, ceil_div, dma_instrs, fill_instrs, prod,
+                   split_candidates, store_instrs)
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    n: int
+    c: int
+    h: int
+    w: int
+    f: int
+    cg: int
+    kh: int
+    kw: int
+    ho: int
+    wo: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+    groups: int
+
+    @property
+    def fg(self) -> int:
+        return self.f // self.groups
+
+    def in_rows(self, rows: int) -> int:
+        return (rows - 1) * self.sh + (self.kh - 1) * self.dh + 1
+
+    def in_cols(self, cols: int) -> int:
+        return (cols - 1) * self.sw + (self.kw - 1) * self.dw + 1
+
+
+@dataclass(frozen=True)
+class ConvTiling:
+    fb: int          # output channels per tile (whole groups when groups > 1)
+    cb: int          # input channels per MAC instruction (chunk of C, or the tile's groups)
+    rows: int
+    cols: int
+
+
+def conv_shape(lowered: Lowered) -> ConvShape:
+    op = lowered.op
+    n, c, h, w = op.input.shape
+    f, cg, kh, kw = op.weight.shape
+    on, of, ho, wo = op.out.shape
+    if c != cg * op.groups or f % op.groups or (on, of) != (n, f):
+        raise NotLowerable(f"inconsistent conv shapes: input {op.input.shape}, weight "
+                           f"{op.weight.shape}, out {op.out.shape}, groups {op.groups}")
+    return ConvShape(n, c, h, w, f, cg, kh, kw, ho, wo, *op.stride, *op.dilation,
+                     op.pads[0], op.pads[1], op.groups)
+
+
+class ConvPlanner:
+    """Footprint and estimated cycles of a tiling."""
+
+    def __init__(self, s: ConvShape, m: MachineConfig, dtype: str, bias: bool,
+                 epilogue_elems: list[int], temps: int):
+        self.s, self.m, self.dtype, self.bias = s, m, dtype, bias
+        self.e = dtype_bytes(dtype)
+        self.acc_e = 4
+        self.epilogue_elems = epilogue_elems      # per epilogue input: its SRAM tile size fn
+        self.temps = temps
+
+    def counts(self, t: ConvTiling) -> tuple[int, int, int, int]:
+        s = self.s
+        nc = ceil_div(s.c, t.cb) if s.groups == 1 else 1
+        return ceil_div(s.f, t.fb), ceil_div(s.ho, t.rows), ceil_div(s.wo, t.cols), nc
+
+    def weight_slots(self, t: ConvTiling) -> int:
+        nf, _, _, nc = self.counts(t)
+        return 1 if nf * nc == 1 else 2
+
+    def weight_elems(self, t: ConvTiling) -> int:
+        s = self.s
+        return t.fb * (t.cb if s.groups == 1 else s.cg) * s.kh * s.kw
+
+    def footprint(self, t: ConvTiling) -> int:
+        s = self.s
+        out_elems = t.fb * t.rows * t.cols
+        total = 2 * aligned(t.cb * s.in_rows(t.rows) * s.in_cols(t.cols) * self.e)
+        total += self.weight_slots(t) * aligned(self.weight_elems(t) * self.e)
+        total += 2 * aligned(out_elems * self.acc_e)
+        total += 2 * aligned(t.fb * self.acc_e) if self.bias else 0
+        total += sum(2 * aligned(fn(t) * self.acc_e) for fn in self.epilogue_elems)
+        total += self.temps * aligned(out_elems * self.acc_e) + 4 * SRAM_ALIGN
+        return total
+
+    def _dma(self, nbytes: int, run_bytes: int) -> int:
+        burst = self.m.dma_burst_bytes
+        runs = max(1, nbytes // max(1, run_bytes))
+        moved = runs * ceil_div(run_bytes, burst) * burst
+        return self.m.dma_latency_cycles + ceil_div(moved, self.m.dram_bytes_per_cycle)
+
+    def mac_cycles(self, t: ConvTiling) -> int:
+        s, m = self.s, self.m
+        lanes = m.mac_k_lanes(self.dtype)
+        if s.groups == 1:
+            per = t.rows * t.cols * ceil_div(t.fb, m.mac_cols) * ceil_div(t.cb * s.kh * s.kw, lanes)
+        else:
+            per = (t.fb // s.fg) * t.rows * t.cols * ceil_div(s.fg, m.mac_cols) * \
+                ceil_div(s.cg * s.kh * s.kw, lanes)
+        return m.mac_latency_cycles + per
+
+    def estimate(self, t: ConvTiling) -> int:
+        s, m = self.s, self.m
+        nf, ny, nx, nc = self.counts(t)
+        tiles = s.n * nf * ny * nx
+        mac = tiles * nc * self.mac_cycles(t)
+        in_bytes = t.cb * s.in_rows(t.rows) * s.in_cols(t.cols) * self.e
+        load_in = self._dma(in_bytes, min(s.w, s.in_cols(t.cols)) * self.e)
+        weight_loads = nf * nc if nc == 1 else tiles * nc
+        load_w = self._dma(self.weight_elems(t) * self.e, s.kh * s.kw * self.e)
+        dma_in = tiles * nc * load_in + weight_loads * load_w
+        out_bytes = t.fb * t.rows * t.cols * self.acc_e
+        store = self._dma(out_bytes, t.cols * self.acc_e)
+        dma_out = tiles * store
+        return max(mac, dma_in, dma_out) + load_in + load_w + store + self.mac_cycles(t)
+
+    def choose(self) -> ConvTiling:
+        s, m = self.s, self.m
+        budget = m.sram_bytes
+        if s.groups == 1:
+            fbs = block_candidates(s.f, m.mac_cols)
+            cbs = block_candidates(s.c, m.mac_k_lanes(self.dtype))
+        else:
+            fbs = sorted({s.fg * g for g in split_candidates(s.groups)})
+            cbs = [None]
+        best = None
+        for fb in fbs:
+            for cb in cbs:
+                cb = cb if cb is not None else fb // s.fg * s.cg
+                for cols in ([s.wo] if self.footprint(ConvTiling(fb, cb, 1, s.wo)) <= budget
+                             else split_candidates(s.wo)):
+                    for rows in split_candidates(s.ho):
+                        t = ConvTiling(fb, cb, rows, cols)
+                        if self.footprint(t) > budget:
+                            continue
+                        key = (self.estimate(t), -rows * cols * fb)
+                        if best is None or key < best[0]:
+                            best = (key, t)
+        if best is None:
+            raise NotLowerable(f"does not fit SRAM even tiled: conv {s.c}->{s.f} channels, "
+                               f"{s.kh}x{s.kw} kernel, width {s.w}")
+        return best[1]
+
+
+def tile_conv(lowered: Lowered, m: MachineConfig) -> TiledProgram:
+    op = lowered.op
+    s = conv_shape(lowered)
+    dtype = op.input.dtype
+    if dtype not in ("f32", "f16", "bf16", "i8") or op.weight.dtype != dtype:
+        raise NotLowerable(f"conv operand dtypes {dtype}/{op.weight.dtype} not supported")
+    acc_dtype = {v: k for k, v in DTYPES.items()}[ACCUMULATOR[DTYPES[dtype]]]
+    if op.out.dtype != acc_dtype:
+        raise NotLowerable(f"conv output {op.out.dtype} from a {dtype} conv needs a "
+                           f"conversion (only {acc_dtype} output supported)")
+    bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, 1, acc_dtype)
+    inputs_used = used_inputs(expr)
+    epi_refs = {k: op.epilogue_inputs[k] for k in inputs_used}
+
+    def epi_elems(k):
+        strides = epi_refs[k].strides
+        return lambda t: prod(n for n, st in zip((1, t.fb, t.rows, t.cols), strides) if st)
+
+    planner = ConvPlanner(s, m, dtype, bias_index is not None,
+                          [epi_elems(k) for k in inputs_used], temp_count(expr))
+    t = planner.choose()
+    return ConvEmitter(lowered, s, t, planner, expr, bias_index, inputs_used, acc_dtype).run()
+
+
+class ConvEmitter:
+    """Writes the tile loop of a chosen tiling as NPU instructions."""
+
+    def __init__(self, lowered, s: ConvShape, t: ConvTiling, planner: ConvPlanner, expr,
+                 bias_index, inputs_used, acc_dtype):
+        self.lowered, self.s, self.t, self.planner = lowered, s, t, planner
+        self.tensors = lowered.tensors
+        self.dtype = lowered.op.input.dtype
+        self.acc_dtype = acc_dtype
+        sram = Sram(planner.m)
+        self.sram = sram
+        self.inputs = Slots(sram, "in", self.dtype,
+                            (t.cb * s.in_rows(t.rows) * s.in_cols(t.cols),))
+        self.weights = Slots(sram, "w", self.dtype, (planner.weight_elems(t),),
+                             planner.weight_slots(t))
+        self.outs = Slots(sram, "acc", acc_dtype, (t.fb * t.rows * t.cols,))
+        self.bias = None
+        if bias_index is not None:
+            self.bias = Streamed(sram, self.tensors[f"epilogue.{bias_index}"],
+                                 [1, t.fb, t.rows, t.cols])
+        self.epi_inputs = {k: Streamed(sram, self.tensors[f"epilogue.{k}"],
+                                       [1, t.fb, t.rows, t.cols]) for k in inputs_used}
+        self.plan = EpiloguePlan(expr, sram, acc_dtype, t.fb * t.rows * t.cols)
+        self.instrs: list[Instr] = list(self.plan.setup)
+
+    def run(self) -> TiledProgram:
+        s, t = self.s, self.t
+        nf, ny, nx, nc = self.planner.counts(t)
+        for fi in range(nf):
+            for n in range(s.n):
+                for yi in range(ny):
+                    for xi in range(nx):
+                        self._tile(fi, n, yi, xi, nc)
+        desc = (f"tiles {t.fb}x{t.rows}x{t.cols} (out channels x rows x cols)"
+                + (f", {nc} input-channel chunks of {t.cb}" if nc > 1 else ""))
+        return TiledProgram(self.instrs, self.sram.buffers, desc, 2)
+
+    def _tile(self, fi, n, yi, xi, nc):
+        s, t = self.s, self.t
+        f0, y0, x0 = fi * t.fb, yi * t.rows, xi * t.cols
+        fb, rows, cols = min(t.fb, s.f - f0), min(t.rows, s.ho - y0), min(t.cols, s.wo - x0)
+        note = f"n{n} f{f0}+{fb} y{y0}+{rows} x{x0}+{cols}"
+        out, _ = self.outs.acquire(None)
+        bias_addr, flags = 0, Flag.NONE
+        if self.bias is not None:
+            bias_buf, _, loads = self.bias.load([n, f0, y0, x0], [1, fb, rows, cols], note)
+            self.instrs += loads
+            bias_addr, flags = bias_buf.addr, Flag.BIAS
+        for ci in range(nc):
+            if s.groups == 1:
+                c0, cc, groups = ci * t.cb, min(t.cb, s.c - ci * t.cb), 1
+            else:
+                c0, cc, groups = f0 // s.fg * s.cg, fb // s.fg * s.cg, fb // s.fg
+            in_buf = self._load_input(n, c0, cc, y0, rows, x0, cols, note)
+            w_buf = self._load_weights(fi, ci, f0, fb, c0 if s.groups == 1 else 0,
+                                       cc if s.groups == 1 else s.cg, note)
+            fields = {"in": in_buf.addr, "w": w_buf.addr, "out": out.addr, "c": cc,
+                      "hi": s.in_rows(rows), "wi": s.in_cols(cols), "f": fb, "ho": rows,
+                      "wo": cols, "kh_kw": pack_pair(s.kh, s.kw), "sh_sw": pack_pair(s.sh, s.sw),
+                      "dh_dw": pack_pair(s.dh, s.dw), "groups": groups,
+                      "bias": 0 if ci else bias_addr}
+            reads = (in_buf, w_buf) + ((bias_buf,) if flags & Flag.BIAS else ())
+            if ci:
+                flags, reads = Flag.ACCUMULATE, (in_buf, w_buf, out)
+            self.instrs.append(Instr("conv2d", self.dtype, fields, int(flags), reads=reads,
+                                     writes=(out,), note=note + f" c{c0}+{cc}"))
+        dense = [rows * cols, cols, 1]
+        acc = Operand(out, tuple(dense))
+        operands = {}
+        for k, stream in self.epi_inputs.items():
+            buf, strides, loads = stream.load([n, f0, y0, x0], [1, fb, rows, cols], note)
+            self.instrs += loads
+            operands[k] = Operand(buf, tuple(strides[1:]))
+        epi_inputs = [operands.get(k) for k in range(len(self.lowered.op.epilogue_inputs))]
+        self.instrs += self.plan.emit((fb, rows, cols), acc, epi_inputs, acc, note)
+        self.instrs += store_instrs(self.tensors["out"], [n, f0, y0, x0], [1, fb, rows, cols],
+                                    out, [0] + dense, note)
+
+    def _load_input(self, n, c0, cc, y0, rows, x0, cols, note):
+        s = self.s
+        buf, fresh = self.inputs.acquire((n, c0, cc, y0, rows, x0, cols))
+        if not fresh:
+            return buf
+        hi, wi = s.in_rows(rows), s.in_cols(cols)
+        iy, ix = y0 * s.sh - s.pt, x0 * s.sw - s.pl
+        r0, r1 = max(iy, 0) - iy, min(iy + hi, s.h) - iy
+        q0, q1 = max(ix, 0) - ix, min(ix + wi, s.w) - ix
+        plane = hi * wi
+        note = note + f" input c{c0}+{cc}"
+        if r1 <= r0 or q1 <= q0:
+            self.instrs += fill_instrs(buf, 0, [(cc, plane), (hi, wi), (wi, 1)], 0, note)
+            return buf
+        self.instrs += fill_instrs(buf, 0, [(cc, plane), (r0, wi), (wi, 1)], 0, note)
+        self.instrs += fill_instrs(buf, r1 * wi, [(cc, plane), (hi - r1, wi), (wi, 1)], 0, note)
+        self.instrs += fill_instrs(buf, r0 * wi, [(cc, plane), (r1 - r0, wi), (q0, 1)], 0, note)
+        self.instrs += fill_instrs(buf, r0 * wi + q1, [(cc, plane), (r1 - r0, wi), (wi - q1, 1)],
+                                   0, note)
+        src = self.tensors["input"]
+        sn, sc, sy, sx = src.strides
+        origin = n * sn + c0 * sc + (iy + r0) * sy + (ix + q0) * sx
+        dims = [Dim(cc, sc, plane), Dim(r1 - r0, sy, wi), Dim(q1 - q0, sx, 1)]
+        self.instrs += dma_instrs("dma.load", src, origin, buf, r0 * wi + q0, dims, note)
+        return buf
+
+    def _load_weights(self, fi, ci, f0, fb, c0, cc, note):
+        s = self.s
+        buf, fresh = self.weights.acquire((fi, ci))
+        if fresh:
+            src = self.tensors["weight"]
+            sf, sc, sy, sx = src.strides
+            k = s.kh * s.kw
+            dims = [Dim(fb, sf, cc * k), Dim(cc, sc, k), Dim(s.kh, sy, s.kw), Dim(s.kw, sx, 1)]
+            self.instrs += dma_instrs("dma.load", src, f0 * sf + c0 * sc, buf, 0, dims,
+                                      note + f" weights c{c0}+{cc}")
+        return buf

@@ -1,0 +1,104 @@
+"""Tiling of Elementwise: chunks of the iteration space, each loaded, computed on the
+vector engine and stored, double-buffered.
+
+The iteration space is first simplified: unit dimensions are dropped and neighbouring
+dimensions that are contiguous in every tensor are merged (so a dense 4-D add is one
+long dimension). A tile then keeps the innermost (at most three) dimensions, chunks one
+of them and steps through the outer ones, so every tile is one vector box. Broadcast
+inputs (stride 0) are loaded compactly and read with stride 0; a broadcast tile that
+does not change between tiles is not reloaded.
+"""
+from executable_format.machine import MachineConfig
+
+from .epilogue import EpiloguePlan, Operand, temp_count, used_inputs
+from .lower import Lowered, NotLowerable
+from .npu_ir import Buffer, dtype_bytes
+from .tile import (SRAM_ALIGN, Slots, Sram, Streamed, TiledProgram, ceil_div,
+                   dense_sram_strides, prod, store_instrs)
+
+MIN_TILE_BYTES = 32 * 1024       # amortises the DMA latency (100 cycles ~ 6.4 KB)
+PIPELINE_TILES = 8               # enough tiles that the first load and last store are small
+
+
+def simplify(shape: tuple[int, ...], strides: list[tuple[int, ...]]):
+    """(shape, per-tensor strides) without unit dims, contiguous neighbours merged."""
+    dims = [(n, [s[i] for s in strides]) for i, n in enumerate(shape) if n != 1]
+    merged: list[tuple[int, list[int]]] = []
+    for n, st in dims:
+        if merged:
+            outer_n, outer_st = merged[-1]
+            if all(o == n * i for o, i in zip(outer_st, st)):
+                merged[-1] = (outer_n * n, st)
+                continue
+        merged.append((n, st))
+    if not merged:
+        merged = [(1, [0 for _ in strides])]
+    return [n for n, _ in merged], [tuple(st[t] for _, st in merged) for t in range(len(strides))]
+
+
+def view(buffer: Buffer, shape, strides) -> Buffer:
+    return Buffer(buffer.name, buffer.dtype, tuple(shape), "dram", binding=buffer.binding,
+                  offset=buffer.offset, strides=tuple(strides), view_of=buffer)
+
+
+def split(shape: list[int], target: int) -> tuple[int, int]:
+    """(k, chunk): tiles cover dims k.. (dim k in chunks), dims before k one at a time."""
+    k = max(0, len(shape) - 3)
+    while k < len(shape) - 1 and prod(shape[k + 1:]) > target:
+        k += 1
+    inner = prod(shape[k + 1:])
+    return k, max(1, min(shape[k], target // inner))
+
+
+def tile_elementwise(lowered: Lowered, m: MachineConfig) -> TiledProgram:
+    op = lowered.op
+    out = lowered.tensors["out"]
+    used = used_inputs(op.expr)
+    ins = [lowered.tensors[f"in.{k}"] for k in range(len(op.inputs))]
+    if any(ins[k].dtype != out.dtype for k in used):
+        raise NotLowerable("elementwise inputs and output differ in dtype")
+    if len(out.shape) > 4:
+        raise NotLowerable(f"elementwise rank {len(out.shape)} > 4")
+    shape, strides = simplify(out.shape, [out.strides] + [ins[k].strides for k in used])
+    out_view = view(out, shape, strides[0])
+    in_views = {k: view(ins[k], shape, st) for k, st in zip(used, strides[1:])}
+    elem = dtype_bytes(out.dtype)
+    per_element = elem * (2 + 2 * len(used) + temp_count(op.expr))
+    budget = (m.sram_bytes - SRAM_ALIGN * (8 + 2 * len(used))) // per_element
+    total = prod(shape)
+    target = min(budget, max(ceil_div(total, PIPELINE_TILES), MIN_TILE_BYTES // elem))
+    if target < 1:
+        raise NotLowerable("does not fit SRAM even tiled")
+    k, chunk = split(shape, target)
+    tile_counts = [1] * k + [chunk] + shape[k + 1:]
+    tile_elems = prod(tile_counts)
+    sram = Sram(m)
+    streams = {i: Streamed(sram, v, tile_counts) for i, v in in_views.items()}
+    outs = Slots(sram, "out", out.dtype, (tile_elems,))
+    plan = EpiloguePlan(op.expr, sram, out.dtype, tile_elems)
+    instrs = list(plan.setup)
+    outer = shape[:k]
+    for index in range(prod(outer)):
+        prefix = []
+        for extent in reversed(outer):
+            prefix.insert(0, index % extent)
+            index //= extent
+        for start in range(0, shape[k], chunk):
+            starts = prefix + [start] + [0] * (len(shape) - k - 1)
+            counts = [1] * k + [min(chunk, shape[k] - start)] + shape[k + 1:]
+            note = "at " + ",".join(map(str, starts)) + " size " + "x".join(map(str, counts))
+            box_counts = counts[k:]
+            pad = 3 - len(box_counts)
+            box = tuple([1] * pad + box_counts)
+            operands = {}
+            for i, stream in streams.items():
+                buf, st, loads = stream.load(starts, counts, note)
+                instrs += loads
+                operands[i] = Operand(buf, tuple([0] * pad + st[k:]))
+            dst, _ = outs.acquire(None)
+            dense = dense_sram_strides(counts)
+            instrs += plan.emit(box, Operand(dst, tuple([0] * pad + dense[k:])),
+                                [operands.get(i) for i in range(len(ins))], None, note)
+            instrs += store_instrs(out_view, starts, counts, dst, dense, note)
+    tiles = "x".join(map(str, tile_counts))
+    return TiledProgram(instrs, sram.buffers, f"tiles {tiles} (of {'x'.join(map(str, shape))})", 2)

@@ -1,0 +1,127 @@
+"""Conv2D: randomized shapes, strides, dilations, asymmetric pads, groups, layouts and
+epilogues, compiled and run on the native NPU core against numpy."""
+import numpy as np
+import pytest
+
+from compiler_target.codegen.backend import NotLowerable, compile_op
+from compiler_target.codegen.ops import Conv2D, TensorRef
+from executable_format.machine import MachineConfig
+
+from . import reference
+from .helpers import MACHINE, Bindings, compile_and_run
+
+NCHW, NHWC = (0, 1, 2, 3), (0, 2, 3, 1)
+FCHW, HWCF = (0, 1, 2, 3), (2, 3, 1, 0)
+SMALL_SRAM = MachineConfig(sram_bytes=48 * 1024)
+
+
+def random_conv(rng):
+    groups = int(rng.choice([1, 1, 2, 3]))
+    cg, fg = int(rng.integers(1, 9)), int(rng.integers(1, 12))
+    kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    stride = tuple(int(v) for v in rng.integers(1, 3, 2))
+    dilation = tuple(int(v) for v in rng.integers(1, 3, 2))
+    pads = tuple(int(v) for v in rng.integers(0, 3, 4))
+    n = int(rng.integers(1, 3))
+    h, w = int(rng.integers(kh * 2, 24)), int(rng.integers(kw * 2, 24))
+    return dict(n=n, c=cg * groups, h=h, w=w, f=fg * groups, kh=kh, kw=kw, stride=stride,
+                dilation=dilation, pads=pads, groups=groups)
+
+
+EPILOGUES = {
+    "none": ([("acc",)], []),
+    "bias": ([("acc",), ("input", 0), ("add", (0, 1))], ["channel"]),
+    "bias_relu": ([("acc",), ("input", 0), ("add", (0, 1)), ("relu", (2,))], ["channel"]),
+    "residual_clamp": ([("acc",), ("input", 0), ("add", (0, 1)), ("input", 1),
+                        ("add", (2, 3)), ("clamp", (4,), 0.0, 6.0)], ["channel", "full"]),
+    "scale_abs": ([("acc",), ("const", 0.5), ("mul", (0, 1)), ("abs", (2,)),
+                   ("input", 0), ("sub", (3, 4))], ["full"]),
+}
+
+
+def build_conv(rng, case, epilogue, layout, wlayout, constant_bias=False):
+    b = Bindings()
+    x = rng.standard_normal((case["n"], case["c"], case["h"], case["w"])).astype(np.float32)
+    wt = rng.standard_normal((case["f"], case["c"] // case["groups"], case["kh"], case["kw"]))
+    wt = wt.astype(np.float32)
+    acc = reference.conv2d(x, wt, case["stride"], case["dilation"], case["pads"], case["groups"])
+    xr = b.add(x, layout, offset_elems=int(rng.integers(0, 5)))
+    wr = b.add(wt, wlayout)
+    expr, kinds = EPILOGUES[epilogue]
+    refs, values = [], []
+    for kind in kinds:
+        if kind == "channel":
+            bias = rng.standard_normal((1, case["f"], 1, 1)).astype(np.float32)
+            if constant_bias:
+                refs.append(TensorRef("f32", acc.shape, (0, 1, 0, 0), constant=bias.reshape(-1)))
+            else:
+                refs.append(b.add_broadcast(bias, acc.shape))
+            values.append(np.broadcast_to(bias, acc.shape))
+        else:
+            full = rng.standard_normal(acc.shape).astype(np.float32)
+            refs.append(b.add(full, layout))
+            values.append(full)
+    out = b.output(acc.shape, order=layout)
+    op = Conv2D(xr, wr, out, stride=case["stride"], dilation=case["dilation"],
+                pads=case["pads"], groups=case["groups"], epilogue=expr, epilogue_inputs=refs)
+    return op, b, reference.expression(expr, values, acc)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_conv(seed, rng):
+    rng = np.random.default_rng(1000 + seed)
+    case = random_conv(rng)
+    epilogue = list(EPILOGUES)[seed % len(EPILOGUES)]
+    layout = (NCHW, NHWC)[seed % 2]
+    wlayout = (FCHW, HWCF)[(seed // 2) % 2]
+    machine = SMALL_SRAM if seed % 3 == 0 else MACHINE
+    op, b, expected = build_conv(rng, case, epilogue, layout, wlayout, constant_bias=seed % 4 == 1)
+    compiled, stats = compile_and_run(op, b, machine=machine)
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_depthwise_conv_with_bias(rng):
+    case = dict(n=1, c=16, h=20, w=18, f=16, kh=3, kw=3, stride=(2, 2), dilation=(1, 1),
+                pads=(1, 1, 1, 1), groups=16)
+    op, b, expected = build_conv(rng, case, "bias_relu", NHWC, FCHW)
+    compiled, stats = compile_and_run(op, b)
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_input_channel_split_accumulates(rng):
+    case = dict(n=1, c=96, h=12, w=12, f=40, kh=3, kw=3, stride=(1, 1), dilation=(1, 1),
+                pads=(1, 1, 1, 1), groups=1)
+    op, b, expected = build_conv(rng, case, "bias", NCHW, FCHW)
+    compiled, stats = compile_and_run(op, b, machine=SMALL_SRAM)
+    assert "input-channel chunks" in compiled.detail
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_compute_bound_conv_reaches_roofline(rng):
+    case = dict(n=1, c=64, h=56, w=56, f=64, kh=3, kw=3, stride=(1, 1), dilation=(1, 1),
+                pads=(1, 1, 1, 1), groups=1)
+    op, b, expected = build_conv(rng, case, "bias_relu", NCHW, FCHW)
+    compiled, stats = compile_and_run(op, b)
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-3)
+    assert stats.roofline_cycles(MACHINE, "f32") / stats.total_cycles >= 0.85
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+@pytest.mark.parametrize("c,f", [(64, 256), (256, 64)])
+def test_pointwise_conv_reaches_roofline(rng, c, f):
+    case = dict(n=1, c=c, h=56, w=56, f=f, kh=1, kw=1, stride=(1, 1), dilation=(1, 1),
+                pads=(0, 0, 0, 0), groups=1)
+    op, b, expected = build_conv(rng, case, "bias", NHWC, HWCF)
+    compiled, stats = compile_and_run(op, b)
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-3)
+    assert stats.roofline_cycles(MACHINE, "f32") / stats.total_cycles >= 0.85
+
+
+def test_too_big_for_sram_is_not_lowerable(rng):
+    case = dict(n=1, c=1, h=64, w=64, f=1, kh=40, kw=40, stride=(1, 1), dilation=(1, 1),
+                pads=(0, 0, 0, 0), groups=1)
+    op, b, _ = build_conv(rng, case, "none", NCHW, FCHW)
+    with pytest.raises(NotLowerable, match="does not fit SRAM"):
+        compile_op(op, name="big", bindings=b.infos(), machine=MachineConfig(sram_bytes=8192))
