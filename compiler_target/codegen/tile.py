@@ -237,3 +237,28 @@ def store_instrs(dram: Buffer, starts: list[int], counts: list[int], sram: Buffe
     origin = sum(start * s for start, s in zip(starts, dram.strides))
     dims = [Dim(n, s, t) for n, s, t in zip(counts, dram.strides, sram_strides)]
     return dma_instrs("dma.store", dram, origin, sram, 0, dims, note)
+
+
+def load_window(src: Buffer, buf: Buffer, n: int, c0: int, cc: int, iy: int, ix: int,
+                hi: int, wi: int, pad_bits: int, note: str):
+    """Loads the window rows [iy, iy+hi) x cols [ix, ix+wi) of channels [c0, c0+cc) of
+    image n of an (N, C, H, W) tensor into the dense SRAM tile buf[cc][hi][wi]: the part
+    inside the image as one strided DMA box, the halo bands filled with `pad_bits`.
+    Returns (instrs, (r0, r1, q0, q1)): the valid rows and cols within the tile."""
+    _, _, h, w = src.shape
+    r0, r1 = max(iy, 0) - iy, min(iy + hi, h) - iy
+    q0, q1 = max(ix, 0) - ix, min(ix + wi, w) - ix
+    plane = hi * wi
+    if r1 <= r0 or q1 <= q0:
+        return fill_instrs(buf, 0, [(cc, plane), (hi, wi), (wi, 1)], pad_bits, note), (0, 0, 0, 0)
+    instrs = []
+    for offset, dims in ((0, [(cc, plane), (r0, wi), (wi, 1)]),
+                         (r1 * wi, [(cc, plane), (hi - r1, wi), (wi, 1)]),
+                         (r0 * wi, [(cc, plane), (r1 - r0, wi), (q0, 1)]),
+                         (r0 * wi + q1, [(cc, plane), (r1 - r0, wi), (wi - q1, 1)])):
+        instrs += fill_instrs(buf, offset, dims, pad_bits, note)
+    sn, sc, sy, sx = src.strides
+    origin = n * sn + c0 * sc + (iy + r0) * sy + (ix + q0) * sx
+    dims = [Dim(cc, sc, plane), Dim(r1 - r0, sy, wi), Dim(q1 - q0, sx, 1)]
+    instrs += dma_instrs("dma.load", src, origin, buf, r0 * wi + q0, dims, note)
+    return instrs, (r0, r1, q0, q1)

@@ -23,7 +23,7 @@ from .epilogue import EpiloguePlan, Operand, fold_bias, temp_count, used_inputs
 from .lower import Lowered, NotLowerable
 from .npu_ir import Instr, dtype_bytes, DTYPES
 from .tile import (SRAM_ALIGN, Dim, Slots, Sram, Streamed, TiledProgram, aligned,
-                   block_candidates, ceil_div, dma_instrs, fill_instrs, prod,
+                   block_candidates, ceil_div, dma_instrs, load_window, prod,
                    split_candidates, store_instrs)
 
 
@@ -277,27 +277,11 @@ class ConvEmitter:
     def _load_input(self, n, c0, cc, y0, rows, x0, cols, note):
         s = self.s
         buf, fresh = self.inputs.acquire((n, c0, cc, y0, rows, x0, cols))
-        if not fresh:
-            return buf
-        hi, wi = s.in_rows(rows), s.in_cols(cols)
-        iy, ix = y0 * s.sh - s.pt, x0 * s.sw - s.pl
-        r0, r1 = max(iy, 0) - iy, min(iy + hi, s.h) - iy
-        q0, q1 = max(ix, 0) - ix, min(ix + wi, s.w) - ix
-        plane = hi * wi
-        note = note + f" input c{c0}+{cc}"
-        if r1 <= r0 or q1 <= q0:
-            self.instrs += fill_instrs(buf, 0, [(cc, plane), (hi, wi), (wi, 1)], 0, note)
-            return buf
-        self.instrs += fill_instrs(buf, 0, [(cc, plane), (r0, wi), (wi, 1)], 0, note)
-        self.instrs += fill_instrs(buf, r1 * wi, [(cc, plane), (hi - r1, wi), (wi, 1)], 0, note)
-        self.instrs += fill_instrs(buf, r0 * wi, [(cc, plane), (r1 - r0, wi), (q0, 1)], 0, note)
-        self.instrs += fill_instrs(buf, r0 * wi + q1, [(cc, plane), (r1 - r0, wi), (wi - q1, 1)],
-                                   0, note)
-        src = self.tensors["input"]
-        sn, sc, sy, sx = src.strides
-        origin = n * sn + c0 * sc + (iy + r0) * sy + (ix + q0) * sx
-        dims = [Dim(cc, sc, plane), Dim(r1 - r0, sy, wi), Dim(q1 - q0, sx, 1)]
-        self.instrs += dma_instrs("dma.load", src, origin, buf, r0 * wi + q0, dims, note)
+        if fresh:
+            instrs, _ = load_window(self.tensors["input"], buf, n, c0, cc, y0 * s.sh - s.pt,
+                                    x0 * s.sw - s.pl, s.in_rows(rows), s.in_cols(cols), 0,
+                                    note + f" input c{c0}+{cc}")
+            self.instrs += instrs
         return buf
 
     def _load_weights(self, fi, ci, f0, fb, c0, cc, note):

@@ -1,0 +1,157 @@
+"""Tiling of Pool2D: channel blocks x output-row blocks (x column blocks) on the vector
+engine's `vpool`.
+
+Like convolution, a tile's padded input window is a dense SRAM tile [c][hi][wi]: the
+part inside the image is one strided DMA box, the halo is filled with -inf (max) or 0
+(avg, sum). The tile's valid region is passed to vpool (pt_pl, vh_vw) so average
+pooling without count_include_pad divides by the taps inside the image. Sum pooling is
+average pooling counting the padding, scaled by kh·kw. The epilogue runs on the pooled
+tile before its store.
+"""
+from dataclasses import dataclass
+
+from executable_format.isa import Flag, f32_bits, pack_pair
+from executable_format.machine import MachineConfig
+
+from .epilogue import EpiloguePlan, Operand, temp_count, used_inputs
+from .lower import Lowered, NotLowerable
+from .npu_ir import Instr, dtype_bytes
+from .tile import (SRAM_ALIGN, Slots, Sram, Streamed, TiledProgram, aligned, ceil_div,
+                   load_window, split_candidates, store_instrs)
+
+
+@dataclass(frozen=True)
+class PoolTiling:
+    cb: int
+    rows: int
+    cols: int
+
+
+class PoolGeometry:
+    def __init__(self, op):
+        self.n, self.c, self.h, self.w = op.input.shape
+        _, _, self.ho, self.wo = op.out.shape
+        self.kh, self.kw = op.kernel
+        self.sh, self.sw = op.stride
+        self.dh, self.dw = op.dilation
+        self.pt, self.pl = op.pads[0], op.pads[1]
+
+    def in_rows(self, rows):
+        return (rows - 1) * self.sh + (self.kh - 1) * self.dh + 1
+
+    def in_cols(self, cols):
+        return (cols - 1) * self.sw + (self.kw - 1) * self.dw + 1
+
+
+def _choose(g: PoolGeometry, m: MachineConfig, e: int, per_out_extra: int) -> PoolTiling:
+    best = None
+    col_options = [g.wo] + [c for c in split_candidates(g.wo) if c != g.wo]
+    for cb in split_candidates(g.c, 16):
+        for cols in col_options:
+            for rows in split_candidates(g.ho):
+                t = PoolTiling(cb, rows, cols)
+                in_elems = cb * g.in_rows(rows) * g.in_cols(cols)
+                out_elems = cb * rows * cols
+                need = 2 * aligned(in_elems * e) + 2 * aligned(out_elems * e) + \
+                    per_out_extra * out_elems + 8 * SRAM_ALIGN
+                if need > m.sram_bytes:
+                    continue
+                tiles = g.n * ceil_div(g.c, cb) * ceil_div(g.ho, rows) * ceil_div(g.wo, cols)
+                load = m.dma_latency_cycles + ceil_div(in_elems * e, m.dram_bytes_per_cycle)
+                store = m.dma_latency_cycles + ceil_div(out_elems * e, m.dram_bytes_per_cycle)
+                vec = m.vector_latency_cycles + ceil_div(out_elems * g.kh * g.kw * e,
+                                                         m.vector_bytes_per_cycle)
+                cost = max(tiles * load, tiles * store, tiles * vec) + load + store + vec
+                key = (cost, -out_elems)
+                if best is None or key < best[0]:
+                    best = (key, t)
+            if best is not None:
+                break
+    if best is None:
+        raise NotLowerable(f"does not fit SRAM even tiled: {g.kh}x{g.kw} pooling window")
+    return best[1]
+
+
+def tile_pool(lowered: Lowered, m: MachineConfig) -> TiledProgram:
+    op = lowered.op
+    dtype = op.input.dtype
+    if dtype != "f32" or op.out.dtype != dtype:
+        raise NotLowerable(f"{dtype} pooling is not supported (f32 only)")
+    if op.kind not in ("max", "avg", "sum"):
+        raise NotLowerable(f"pooling kind '{op.kind}' is not supported")
+    g = PoolGeometry(op)
+    e = dtype_bytes(dtype)
+    used = used_inputs(op.epilogue)
+    extra = (temp_count(op.epilogue) + 2 * len(used)) * e
+    t = _choose(g, m, e, extra)
+    return PoolEmitter(lowered, g, t, m, used).run()
+
+
+class PoolEmitter:
+    def __init__(self, lowered, g: PoolGeometry, t: PoolTiling, m: MachineConfig, used):
+        self.op, self.g, self.t, self.tensors = lowered.op, g, t, lowered.tensors
+        sram = Sram(m)
+        self.sram = sram
+        self.dtype = self.op.input.dtype
+        self.inputs = Slots(sram, "in", self.dtype, (t.cb * g.in_rows(t.rows) * g.in_cols(t.cols),))
+        self.outs = Slots(sram, "pool", self.dtype, (t.cb * t.rows * t.cols,))
+        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [1, t.cb, t.rows, t.cols])
+                    for k in used}
+        self.plan = EpiloguePlan(self.op.epilogue, sram, self.dtype, t.cb * t.rows * t.cols)
+        self.pad_bits = f32_bits(float("-inf")) if self.op.kind == "max" else 0
+        self.instrs: list[Instr] = list(self.plan.setup)
+
+    def run(self) -> TiledProgram:
+        g, t = self.g, self.t
+        for n in range(g.n):
+            for c0 in range(0, g.c, t.cb):
+                for y0 in range(0, g.ho, t.rows):
+                    for x0 in range(0, g.wo, t.cols):
+                        self._tile(n, c0, min(t.cb, g.c - c0), y0, min(t.rows, g.ho - y0),
+                                   x0, min(t.cols, g.wo - x0))
+        return TiledProgram(self.instrs, self.sram.buffers,
+                            f"tiles {t.cb}x{t.rows}x{t.cols} (channels x rows x cols)", 2)
+
+    def _tile(self, n, c0, cb, y0, rows, x0, cols):
+        g = self.g
+        note = f"n{n} c{c0}+{cb} y{y0}+{rows} x{x0}+{cols}"
+        src, (r0, r1, q0, q1) = self._load_input(n, c0, cb, y0, rows, x0, cols, note)
+        dst, _ = self.outs.acquire(None)
+        hi, wi = g.in_rows(rows), g.in_cols(cols)
+        flags = {"max": Flag.NONE, "avg": Flag.POOL_AVG,
+                 "sum": Flag.POOL_AVG | Flag.COUNT_INCLUDE_PAD}[self.op.kind]
+        if self.op.kind == "avg" and self.op.count_include_pad:
+            flags |= Flag.COUNT_INCLUDE_PAD
+        fields = {"dst": dst.addr, "src": src.addr, "c": cb, "hi": hi, "wi": wi, "ho": rows,
+                  "wo": cols, "kh_kw": pack_pair(g.kh, g.kw), "sh_sw": pack_pair(g.sh, g.sw),
+                  "dh_dw": pack_pair(g.dh, g.dw), "pt_pl": pack_pair(r0, q0),
+                  "vh_vw": pack_pair(max(0, r1 - r0), max(0, q1 - q0))}
+        self.instrs.append(Instr("vpool", self.dtype, fields, int(flags), reads=(src,),
+                                 writes=(dst,), note=note))
+        dense = (rows * cols, cols, 1)
+        box = (cb, rows, cols)
+        pooled = Operand(dst, dense)
+        if self.op.kind == "sum":
+            self.instrs.append(Instr("vscale", self.dtype, {
+                "dst": dst.addr, "src": dst.addr, "n0": cb, "n1": rows, "n2": cols,
+                "dst_s0": dense[0], "dst_s1": dense[1], "dst_s2": 1, "src_s0": dense[0],
+                "src_s1": dense[1], "src_s2": 1, "p0": f32_bits(float(g.kh * g.kw)), "p1": 0},
+                reads=(dst,), writes=(dst,), note=note))
+        operands = {}
+        for k, stream in self.epi.items():
+            buf, strides, loads = stream.load([n, c0, y0, x0], [1, cb, rows, cols], note)
+            self.instrs += loads
+            operands[k] = Operand(buf, tuple(strides[1:]))
+        inputs = [operands.get(k) for k in range(len(self.op.epilogue_inputs))]
+        self.instrs += self.plan.emit(box, pooled, inputs, pooled, note)
+        self.instrs += store_instrs(self.tensors["out"], [n, c0, y0, x0], [1, cb, rows, cols],
+                                    dst, [0, *dense], note)
+
+    def _load_input(self, n, c0, cb, y0, rows, x0, cols, note):
+        g = self.g
+        buf, _ = self.inputs.acquire(None)
+        instrs, valid = load_window(self.tensors["input"], buf, n, c0, cb, y0 * g.sh - g.pt,
+                                    x0 * g.sw - g.pl, g.in_rows(rows), g.in_cols(cols),
+                                    self.pad_bits, note + " input")
+        self.instrs += instrs
+        return buf, valid

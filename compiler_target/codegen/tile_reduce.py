@@ -1,0 +1,128 @@
+"""Tiling of Reduce: blocks of output rows on the vector engine's `vreduce`.
+
+A tile holds `ot` rows of the (O, I) input, dense [o][i] in SRAM. When the input's
+reduced dimension is not the contiguous one (channels-last global pooling: O stride 1),
+the tile is loaded [i][o] so the DMA reads whole runs, and a vcopy relayouts it to
+[o][i] in SRAM. When even one row does not fit, I is split into chunks whose partial
+results are combined with vadd / vmax (mean divides by I at the end with vscale).
+"""
+from executable_format.isa import Flag, f32_bits
+from executable_format.machine import MachineConfig
+
+from .epilogue import EpiloguePlan, Operand, temp_count, used_inputs
+from .lower import Lowered, NotLowerable
+from .npu_ir import Buffer, Instr, dtype_bytes
+from .tile import (SRAM_ALIGN, Dim, Slots, Sram, Streamed, TiledProgram, ceil_div,
+                   dma_instrs, store_instrs)
+
+MIN_TILE_BYTES = 32 * 1024
+PIPELINE_TILES = 8
+
+
+def _vector(op: str, dtype: str, dst: Buffer, srcs: list[Buffer], count: int, note: str,
+            **params) -> Instr:
+    """A flat vector op over `count` elements (dense operands)."""
+    fields = {"dst": dst.addr, "n0": 1, "n1": 1, "n2": count, "dst_s0": 0, "dst_s1": 0,
+              "dst_s2": 1}
+    names = ("lhs", "rhs") if len(srcs) == 2 else ("src",)
+    for name, src in zip(names, srcs):
+        fields.update({name: src.addr, f"{name}_s0": 0, f"{name}_s1": 0, f"{name}_s2": 1})
+    fields.update(params)
+    return Instr(op, dtype, fields, reads=tuple(srcs), writes=(dst,), note=note)
+
+
+def tile_reduce(lowered: Lowered, m: MachineConfig) -> TiledProgram:
+    op = lowered.op
+    dtype = op.input.dtype
+    if dtype != "f32" or op.out.dtype != dtype:
+        raise NotLowerable(f"{dtype} reductions are not supported (f32 only)")
+    if op.kind not in ("sum", "max", "mean"):
+        raise NotLowerable(f"reduction kind '{op.kind}' is not supported")
+    outer, inner = op.input.shape
+    so, si = op.input.strides
+    transposed = abs(so) < abs(si)           # load [i][o], relayout with vcopy
+    e = dtype_bytes(dtype)
+    used = used_inputs(op.epilogue)
+    # Per input element: 2 load slots (+1 relayout buffer); per output element: 2 result
+    # slots, a partial, the epilogue's temps and inputs.
+    per_in = e * (3 if transposed else 2)
+    per_out = e * (3 + temp_count(op.epilogue) + 2 * len(used))
+    budget = m.sram_bytes - SRAM_ALIGN * 16
+    if per_in * min(inner, 64) + per_out > budget:
+        raise NotLowerable("does not fit SRAM even tiled")
+    chunk = min(inner, (budget - per_out) // per_in)
+    rows_fit = max(1, budget // (per_in * chunk + per_out))
+    target = max(ceil_div(outer, PIPELINE_TILES), ceil_div(MIN_TILE_BYTES, chunk * e))
+    ot = max(1, min(outer, rows_fit, target))
+    return ReduceEmitter(lowered, m, ot, chunk, transposed, used).run()
+
+
+class ReduceEmitter:
+    def __init__(self, lowered, m, ot, chunk, transposed, used):
+        self.op, self.tensors = lowered.op, lowered.tensors
+        self.ot, self.chunk, self.transposed = ot, chunk, transposed
+        self.dtype = self.op.input.dtype
+        sram = Sram(m)
+        self.sram = sram
+        self.loads = Slots(sram, "in", self.dtype, (ot * chunk,))
+        self.relayout = sram.alloc("in.oi", self.dtype, (ot * chunk,)) if transposed else None
+        self.outs = Slots(sram, "red", self.dtype, (ot,))
+        self.partial = sram.alloc("partial", self.dtype, (ot,))
+        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [ot]) for k in used}
+        self.plan = EpiloguePlan(self.op.epilogue, sram, self.dtype, ot)
+        self.instrs: list[Instr] = list(self.plan.setup)
+
+    def run(self) -> TiledProgram:
+        outer, inner = self.op.input.shape
+        for o0 in range(0, outer, self.ot):
+            self._tile(o0, min(self.ot, outer - o0), inner)
+        split = f", {ceil_div(inner, self.chunk)} chunks of {self.chunk}" if self.chunk < inner else ""
+        return TiledProgram(self.instrs, self.sram.buffers,
+                            f"tiles {self.ot}x{min(self.chunk, inner)} (rows x reduced){split}", 2)
+
+    def _tile(self, o0, ot, inner):
+        kind = self.op.kind
+        note = f"o{o0}+{ot}"
+        out, _ = self.outs.acquire(None)
+        chunks = list(range(0, inner, self.chunk))
+        for index, i0 in enumerate(chunks):
+            ic = min(self.chunk, inner - i0)
+            rows = self._load(o0, ot, i0, ic, note)
+            target = out if index == 0 else self.partial
+            flags = {"max": Flag.REDUCE_MAX, "sum": Flag.NONE,
+                     "mean": Flag.REDUCE_MEAN if len(chunks) == 1 else Flag.NONE}[kind]
+            self.instrs.append(Instr("vreduce", self.dtype,
+                                     {"dst": target.addr, "src": rows.addr, "outer": ot,
+                                      "inner": ic}, int(flags), reads=(rows,),
+                                     writes=(target,), note=note + f" i{i0}+{ic}"))
+            if index:
+                combine = "vmax" if kind == "max" else "vadd"
+                self.instrs.append(_vector(combine, self.dtype, out, [out, self.partial], ot, note))
+        if kind == "mean" and len(chunks) > 1:
+            self.instrs.append(_vector("vscale", self.dtype, out, [out], ot, note,
+                                       p0=f32_bits(1.0 / inner), p1=0))
+        result = Operand(out, (0, 0, 1))
+        operands = {}
+        for k, stream in self.epi.items():
+            buf, strides, loads = stream.load([o0], [ot], note)
+            self.instrs += loads
+            operands[k] = Operand(buf, (0, 0, strides[0]))
+        inputs = [operands.get(k) for k in range(len(self.op.epilogue_inputs))]
+        self.instrs += self.plan.emit((1, 1, ot), result, inputs, result, note)
+        self.instrs += store_instrs(self.tensors["out"], [o0], [ot], out, [1], note)
+
+    def _load(self, o0, ot, i0, ic, note) -> Buffer:
+        """The rows [o0, o0+ot) x [i0, i0+ic) as a dense [o][i] SRAM tile."""
+        src = self.tensors["input"]
+        so, si = src.strides
+        buf, _ = self.loads.acquire(None)
+        sram_o, sram_i = (1, ot) if self.transposed else (ic, 1)
+        dims = [Dim(ot, so, sram_o), Dim(ic, si, sram_i)]
+        self.instrs += dma_instrs("dma.load", src, o0 * so + i0 * si, buf, 0, dims, note)
+        if not self.transposed:
+            return buf
+        self.instrs.append(Instr("vcopy", self.dtype, {
+            "dst": self.relayout.addr, "src": buf.addr, "n0": 1, "n1": ot, "n2": ic,
+            "dst_s0": 0, "dst_s1": ic, "dst_s2": 1, "src_s0": 0, "src_s1": 1, "src_s2": ot},
+            reads=(buf,), writes=(self.relayout,), note=note + " relayout [i][o] -> [o][i]"))
+        return self.relayout

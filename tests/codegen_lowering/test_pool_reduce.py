@@ -1,0 +1,72 @@
+"""Pool2D (max / avg with and without count_include_pad / sum) and Reduce (sum / max /
+mean, row- and column-major inputs), on the native NPU core against numpy."""
+import numpy as np
+import pytest
+
+from compiler_target.codegen.ops import Pool2D, Reduce
+from executable_format.machine import MachineConfig
+
+from . import reference
+from .helpers import MACHINE, Bindings, compile_and_run
+
+NCHW, NHWC = (0, 1, 2, 3), (0, 2, 3, 1)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_pool(seed):
+    rng = np.random.default_rng(4000 + seed)
+    kind = ("max", "avg", "avg", "sum")[seed % 4]
+    kernel = tuple(int(v) for v in rng.integers(1, 4, 2))
+    stride = tuple(int(v) for v in rng.integers(1, 3, 2))
+    dilation = (1, 1) if seed % 3 else (2, 1)
+    pads = tuple(int(rng.integers(0, kernel[i % 2])) for i in range(4))
+    include = bool(seed & 2) and kind == "avg"
+    shape = (int(rng.integers(1, 3)), int(rng.integers(1, 20)), int(rng.integers(6, 30)),
+             int(rng.integers(6, 30)))
+    x = rng.standard_normal(shape).astype(np.float32)
+    layout = (NCHW, NHWC)[seed % 2]
+    b = Bindings()
+    xr = b.add(x, layout)
+    pooled = reference.pool2d(x, "avg" if kind == "sum" else kind, kernel, stride, dilation,
+                              pads, include or kind == "sum")
+    if kind == "sum":
+        pooled = pooled * kernel[0] * kernel[1]
+    expr = [("acc",), ("relu", (0,))] if seed % 2 else [("acc",)]
+    out = b.output(pooled.shape, order=layout)
+    op = Pool2D(xr, out, kind, kernel, stride, dilation, pads, include, epilogue=expr)
+    machine = MachineConfig(sram_bytes=16 * 1024) if seed % 3 == 0 else MACHINE
+    compiled, stats = compile_and_run(op, b, machine=machine)
+    np.testing.assert_allclose(b.read(out), reference.expression(expr, [], pooled),
+                               rtol=1e-5, atol=1e-5)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "mean"])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_reduce(kind, transposed, rng):
+    outer, inner = 70, 300
+    x = rng.standard_normal((outer, inner)).astype(np.float32)
+    b = Bindings()
+    xr = b.add(x, (1, 0) if transposed else None)
+    out = b.output((outer,))
+    op = Reduce(xr, out, kind)
+    compiled, stats = compile_and_run(op, b)
+    expected = {"sum": x.sum(1), "max": x.max(1), "mean": x.mean(1)}[kind]
+    np.testing.assert_allclose(b.read(out), expected, rtol=1e-4, atol=1e-4)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "mean"])
+def test_reduce_split_rows_combines_partials(kind, rng):
+    x = rng.standard_normal((5, 3000)).astype(np.float32)
+    b = Bindings()
+    xr = b.add(x)
+    bias = rng.standard_normal(5).astype(np.float32)
+    br = b.add(bias)
+    out = b.output((5,))
+    op = Reduce(xr, out, kind, epilogue=[("acc",), ("input", 0), ("add", (0, 1))],
+                epilogue_inputs=[br])
+    compiled, stats = compile_and_run(op, b, machine=MachineConfig(sram_bytes=8 * 1024))
+    assert "chunks" in compiled.detail
+    expected = {"sum": x.sum(1), "max": x.max(1), "mean": x.mean(1)}[kind] + bias
+    np.testing.assert_allclose(b.read(out), expected, rtol=1e-4, atol=1e-4)
