@@ -9,9 +9,8 @@ import time
 from hal_driver.device.driver import create_device
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.tools.flags import Flags, exec_stock_tool, machine_from_overrides, wants_npu_sim
-from hal_driver.tools.run_module import (_to_vm, annotate, choose_function, load_program,
-                                         report)
-from hal_driver.tools.function_io import parse_inputs
+from hal_driver.tools.run_module import (annotate, choose_function, function_arguments,
+                                         load_program, report)
 
 STOCK_TOOL = "iree-benchmark-module"
 FLAGS = {"device": [], "module": [], "function": "", "input": [],
@@ -46,10 +45,9 @@ def benchmark(flags: Flags) -> int:
         try:
             bound = load_program(flags, device)
             function = choose_function(bound, flags.function)
-            inputs = parse_inputs(flags.input, function.user_argument_types)
+            arguments = function_arguments(flags.input, function, device)
         except StatusError as status:
             raise annotate(status, "setting up the benchmark") from None
-        arguments = [_to_vm(device, value) for value in inputs]
         min_seconds, min_iterations = parse_min_time(flags.benchmark_min_time)
         print(RULE)
         print(f"{'Benchmark':<40}{'Time':>15}{'CPU':>15}{'Iterations':>13} UserCounters...")

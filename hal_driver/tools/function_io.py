@@ -136,20 +136,19 @@ def _list_items(vm_list) -> list:
     return [to_host(v, "r") for v in (items if items is not None else [])]
 
 
-def print_results(results: list, max_element_count: int, out=sys.stdout) -> None:
+def print_results(results: list, max_element_count: int) -> None:
     for i, value in enumerate(results):
-        out.write(f"result[{i}]: {format_value(value, max_element_count)}\n")
+        sys.stdout.write(f"result[{i}]: {format_value(value, max_element_count)}\n")
 
 
-def write_outputs(results: list, specs: list[str], max_element_count: int,
-                  out=sys.stdout) -> None:
+def write_outputs(results: list, specs: list[str], max_element_count: int) -> None:
     if len(results) != len(specs):
         raise StatusError(StatusCode.OUT_OF_RANGE,
                           f"{len(specs)} outputs specified but the provided variant list only "
                           f"has {len(results)} elements")
     for value, spec in zip(results, specs):
         if spec == "-":
-            out.write(format_value(value, max_element_count) + "\n")
+            sys.stdout.write(format_value(value, max_element_count) + "\n")
         elif spec:
             _write_file(value, spec)
 

@@ -129,16 +129,21 @@ def run(flags: Flags) -> int:
         device.close()
 
 
-def run_function(flags: Flags, bound: BoundModule, function) -> int:
+def function_arguments(specs: list[str], function, device) -> list:
+    """The `--input=` values as VM arguments of `function`, checked against its arity."""
     try:
-        inputs = parse_inputs(flags.input, function.user_argument_types)
+        inputs = parse_inputs(specs, function.user_argument_types)
         if len(inputs) != len(function.user_argument_types):
             raise StatusError(StatusCode.INVALID_ARGUMENT,
                               f"function expects {len(function.user_argument_types)} inputs but "
                               f"{len(inputs)} were provided")
     except StatusError as status:
         raise annotate(status, "parsing function inputs") from None
-    arguments = [_to_vm(bound.device, value) for value in inputs]
+    return [_to_vm(device, value) for value in inputs]
+
+
+def run_function(flags: Flags, bound: BoundModule, function) -> int:
+    arguments = function_arguments(flags.input, function, bound.device)
     print(f"EXEC @{function.name}", flush=True)
     try:
         results = function.invoke(arguments)

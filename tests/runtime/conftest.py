@@ -1,0 +1,81 @@
+"""Models compiled with the stock iree-compile for llvm-cpu: one vmfb for the stock
+runtime (local-task) and the same program retargeted to npu-sim by rewriting its
+device query from `local*` to `npu*` (what the npu compiler target does)."""
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+BIN = pathlib.Path(sys.executable).parent
+LLVM_CPU = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+            "--iree-llvmcpu-target-cpu=generic"]
+
+MODELS = {
+    "elementwise": """
+func.func @main(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = arith.addf %a, %b : tensor<2x3xf32>
+  %1 = arith.mulf %0, %a : tensor<2x3xf32>
+  return %1 : tensor<2x3xf32>
+}
+func.func @two(%a: tensor<4xi32>) -> (tensor<4xi32>, tensor<4xi32>) {
+  %0 = arith.addi %a, %a : tensor<4xi32>
+  return %0, %a : tensor<4xi32>, tensor<4xi32>
+}
+func.func @dynamic(%a: tensor<?xf32>) -> tensor<?xf32> {
+  %0 = math.exp %a : tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+""",
+    "mlp": """
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x16xf32> {
+  %w = arith.constant dense<0.125> : tensor<8x16xf32>
+  %b = arith.constant dense<-0.5> : tensor<16xf32>
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<4x16xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%init : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %mm = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x16xf32>)
+                      outs(%fill : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %out = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>,
+                                          affine_map<(i, j) -> (j)>,
+                                          affine_map<(i, j) -> (i, j)>],
+                         iterator_types = ["parallel", "parallel"]}
+      ins(%mm, %b : tensor<4x16xf32>, tensor<16xf32>) outs(%init : tensor<4x16xf32>) {
+  ^bb0(%m: f32, %bias: f32, %o: f32):
+    %s = arith.addf %m, %bias : f32
+    %r = arith.maximumf %s, %zero : f32
+    linalg.yield %r : f32
+  } -> tensor<4x16xf32>
+  return %out : tensor<4x16xf32>
+}
+""",
+}
+
+
+def compile_pair(name: str, directory: pathlib.Path,
+                 flags: tuple = ()) -> tuple[pathlib.Path, pathlib.Path]:
+    """(stock local vmfb, npu-sim vmfb) of MODELS[name] compiled with extra `flags`."""
+    tag = name + "".join(f.split("=")[-1] for f in flags)
+    source = directory / f"{tag}.mlir"
+    source.write_text(MODELS[name])
+    stock, vm_ir, npu = (directory / f"{tag}_local.vmfb", directory / f"{tag}.vm.mlir",
+                         directory / f"{tag}_npu.vmfb")
+    compiler = str(BIN / "iree-compile")
+    flags = [*LLVM_CPU, *flags]
+    subprocess.run([compiler, str(source), *flags, "-o", str(stock)], check=True)
+    subprocess.run([compiler, str(source), *flags, "--compile-to=vm", "-o", str(vm_ir)],
+                   check=True)
+    text = vm_ir.read_text()
+    assert text.count('"local*"') == 1
+    vm_ir.write_text(text.replace('"local*"', '"npu*"'))
+    subprocess.run([compiler, "--compile-from=vm", str(vm_ir), "-o", str(npu)], check=True)
+    return stock, npu
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory) -> dict[str, tuple[pathlib.Path, pathlib.Path]]:
+    directory = tmp_path_factory.mktemp("models")
+    pairs = {name: compile_pair(name, directory) for name in MODELS}
+    pairs["async"] = compile_pair("elementwise", directory,
+                                  ("--iree-execution-model=async-external",))
+    return pairs

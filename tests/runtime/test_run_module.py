@@ -1,0 +1,135 @@
+"""bin/iree-run-module --device=npu-sim against the stock iree-run-module on local-task:
+same stdout, same exit codes; user errors are one line on stderr."""
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from hal_driver.tools import run_module
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+STOCK = pathlib.Path(sys.executable).parent / "iree-run-module"
+
+
+def stock(vmfb, *args):
+    result = subprocess.run([str(STOCK), "--device=local-task", f"--module={vmfb}", *args],
+                            capture_output=True, text=True)
+    return result.returncode, result.stdout
+
+
+def ours(capsys, vmfb, *args):
+    code = run_module.main(["--device=npu-sim", f"--module={vmfb}", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+CASES = [
+    ["--function=main", "--input=2x3xf32=1 2 3 4 5 6", "--input=2x3xf32=1"],
+    ["--function=main", "--input=2x3xf32=[1 2 3][4 5 6]", "--input=2x3xf32=0.1,0.2,0.3,1e8,-5,7"],
+    ["--function=two", "--input=4xi32=1 2 3 4"],
+    ["--function=dynamic", "--input=5xf32=0 1 2 3 -1"],
+    ["--function=dynamic", "--input=2000xf32=0.5", "--output_max_element_count=7"],
+    ["--function=main", "--input=2x3xf32=1 2 3 4 5 6", "--input=2x3xf32=1",
+     "--expected_output=2x3xf32=2 6 12 20 30 42"],
+    ["--function=main", "--input=2x3xf32=1 2 3 4 5 6", "--input=2x3xf32=1",
+     "--expected_output=2x3xf32=2 6 12 20 30 43"],
+    ["--function=main", "--input=2x3xf32=1 2 3 4 5 6", "--input=2x3xf32=1",
+     "--expected_output=2x3xf32=2 6 12 20 30 42.00001"],
+    ["--function=two", "--input=4xi32=1 2 3 4", "--expected_output=4xi32=2 4 6 8",
+     "--expected_output=4xi32=1 2 3 5"],
+    ["--function=two", "--input=4xi32=1 2 3 4", "--expected_output=(ignored)",
+     "--expected_output=4xf32=1 2 3 4"],
+    ["--function=two", "--input=4xi32=1 2 3 4", "--output=-", "--output="],
+]
+
+
+@pytest.mark.parametrize("args", CASES, ids=range(len(CASES)))
+def test_output_matches_the_stock_tool(capsys, models, args):
+    stock_vmfb, npu_vmfb = models["elementwise"]
+    code, out, err = ours(capsys, npu_vmfb, *args)
+    assert (code, out) == stock(stock_vmfb, *args), err
+
+
+def test_npy_and_binary_files(capsys, models, tmp_path):
+    stock_vmfb, npu_vmfb = models["elementwise"]
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with open(tmp_path / "in.npy", "wb") as f:
+        np.save(f, a)
+        np.save(f, a * 2)
+    (tmp_path / "b.bin").write_bytes(np.full(6, 3, np.float32).tobytes())
+    for tool, vmfb in (("stock", stock_vmfb), ("ours", npu_vmfb)):
+        args = [f"--input=@{tmp_path}/in.npy", f"--input=+{tmp_path}/in.npy", "--function=main",
+                f"--output=@{tmp_path}/{tool}.npy"]
+        assert (ours(capsys, vmfb, *args)[0] if tool == "ours" else stock(vmfb, *args)[0]) == 0
+        args = [f"--input=2x3xf32=@{tmp_path}/b.bin", f"--input=@{tmp_path}/in.npy",
+                "--function=main", f"--output=+{tmp_path}/{tool}.npy"]
+        assert (ours(capsys, vmfb, *args)[0] if tool == "ours" else stock(vmfb, *args)[0]) == 0
+    for tool in ("stock", "ours"):
+        with open(tmp_path / f"{tool}.npy", "rb") as f:
+            first, second = np.load(f), np.load(f)
+        np.testing.assert_array_equal(first, (a + 2 * a) * a)
+        np.testing.assert_array_equal(second, (3 + a) * 3)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--module=/nonexistent.vmfb", "--function=main"], "NOT_FOUND; failed to open file"),
+    (["--function=nope"], "NOT_FOUND; no function `nope` exported by module"),
+    ([], "more than one exported function present; --function= must be specified explicitly"),
+    (["--function=main", "--input=2x2xf32=1 2 3 4 5 6", "--input=2x3xf32=1"],
+     "OUT_OF_RANGE; output data buffer overflow: element_capacity=4 < dst_i=4+; parsing input "
+     "`2x2xf32=1 2 3 4 5 6`; parsing function inputs; `sync func @main("),
+    (["--function=main", "--input=2x3xq32=1", "--input=2x3xf32=1"],
+     "unsupported element type 'q32'"),
+    (["--function=main", "--input=3x3xf32=1", "--input=2x3xf32=1"],
+     "input0 shape dimension 0 mismatch; expected 2 but have 3; expected shape `2x3`, actual "
+     "shape `3x3`"),
+    (["--function=main", "--input=2x3xf32=1"], "function expects 2 inputs but 1 were provided"),
+    (["--function=main", "--bogus=1"], "unknown flag `--bogus`"),
+    (["--function=main", "--npu_sim_machine_sram_bytes=0"], "must be positive"),
+])
+def test_user_errors_are_one_line(capsys, models, args, message):
+    npu_vmfb = models["elementwise"][1]
+    argv = ["--device=npu-sim", *([] if any(a.startswith("--module") for a in args)
+                                  else [f"--module={npu_vmfb}"]), *args]
+    code = run_module.main(argv)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_launcher_statistics_and_trace(models, tmp_path):
+    npu_vmfb = models["elementwise"][1]
+    result = subprocess.run(
+        [str(REPO / "bin/iree-run-module"), "--device=npu-sim://", f"--module={npu_vmfb}",
+         "--function=two", "--input=4xi32=1 2 3 4", "--print_statistics", "--npu_sim_stats",
+         f"--npu_sim_trace={tmp_path}/trace.json", "--npu_sim_machine_clock_hz=2000000000"],
+        capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("EXEC @two\nresult[0]: hal.buffer_view\n4xi32=2 4 6 8\n")
+    assert "Device: npu-sim\n[[ iree_hal_allocator_t memory statistics ]]" in result.stderr
+    assert "0B live" in result.stderr
+    assert "dispatches: 1 (npu: 0, host fallback: 1)" in result.stderr
+    assert "at 2 GHz" in result.stderr
+    assert (tmp_path / "trace.json").exists()
+
+
+def test_launcher_runs_other_devices_with_the_stock_tool(models):
+    stock_vmfb = models["elementwise"][0]
+    args = [f"--module={stock_vmfb}", "--function=two", "--input=4xi32=1 2 3 4"]
+    ours = subprocess.run([str(REPO / "bin/iree-run-module"), "--device=local-sync", *args],
+                          capture_output=True, text=True)
+    theirs = subprocess.run([str(STOCK), "--device=local-sync", *args], capture_output=True,
+                            text=True)
+    assert (ours.returncode, ours.stdout) == (theirs.returncode, theirs.stdout) == \
+        (0, theirs.stdout)
+
+
+def test_listings_include_npu_sim(capsys):
+    assert run_module.main(["--list_drivers"]) == 0
+    drivers = capsys.readouterr().out
+    assert "         npu-sim: " in drivers and "      local-task: " in drivers
+    assert run_module.main(["--list_devices"]) == 0
+    assert capsys.readouterr().out.splitlines()[-3:] == ["local-sync://", "local-task://",
+                                                         "npu-sim://"]
