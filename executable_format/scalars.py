@@ -12,17 +12,26 @@ from .isa import DTYPE_BYTES, DTYPE_NAMES, DType, bits_f32, f32_bits
 
 
 def encode_value(dtype: DType, value: int | float) -> int:
-    """The bit pattern of `value` in `dtype` (floats round to nearest even)."""
-    if dtype == DType.F32:
-        return f32_bits(value)
-    if dtype == DType.F16:
-        return int(np.array(value, dtype=np.float16).view(np.uint16))
-    if dtype == DType.BF16:
-        return _f32_bits_to_bf16(f32_bits(value))
+    """The bit pattern of `value` in `dtype` (floats round to nearest even; a finite value
+    beyond the dtype's range is a FormatError)."""
+    if dtype in (DType.F32, DType.F16, DType.BF16):
+        bits = _encode_float(dtype, value)
+        if math.isfinite(value) and math.isinf(decode_value(dtype, bits)):
+            raise FormatError(f"value {value} overflows {DTYPE_NAMES[dtype]}")
+        return bits
     low, high = _int_range(dtype)
     if value != int(value) or not low <= value <= high:
-        raise FormatError(f"value {value} is not a {DTYPE_NAMES[dtype]}")
+        raise FormatError(f"value {value} does not fit {DTYPE_NAMES[dtype]}")
     return int(value) & ((1 << (8 * DTYPE_BYTES[dtype])) - 1)
+
+
+def _encode_float(dtype: DType, value: float) -> int:
+    with np.errstate(over="ignore"):
+        if dtype == DType.F32:
+            return f32_bits(value)
+        if dtype == DType.F16:
+            return int(np.array(value, dtype=np.float16).view(np.uint16))
+        return _f32_bits_to_bf16(f32_bits(value))
 
 
 def decode_value(dtype: DType, bits: int) -> int | float:

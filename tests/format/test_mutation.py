@@ -36,7 +36,7 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
 def test_mutants_verify_or_raise_format_error():
     rng = random.Random(20261122)
     original = relu_executable()
-    started = time.monotonic()
+    started = time.process_time()
     outcomes = {"valid": 0, "rejected": 0}
     for _ in range(MUTANTS):
         mutant = mutate(original, rng)
@@ -47,4 +47,4 @@ def test_mutants_verify_or_raise_format_error():
             assert "\n" not in str(error)
             outcomes["rejected"] += 1
     assert outcomes["rejected"] > MUTANTS // 4 and outcomes["valid"] > 0, outcomes
-    assert time.monotonic() - started < 15
+    assert time.process_time() - started < 15

@@ -1,0 +1,166 @@
+"""Random valid npu-fb executables: every opcode, dtype, flag and odd float/string value."""
+import random
+
+from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
+from executable_format.isa import (CONST_POOL, OPCODE_FLAGS, OPCODES_BY_NAME, DType, Flag,
+                                   pack_pair)
+from executable_format.machine import MachineConfig
+
+BINDINGS = [(READ_ONLY, 1 << 20), (0, 1 << 20), (0, 1 << 16)]
+CONSTANTS_BYTES = 4096
+SIGNAL_ENGINES = (0, 1, 2, 3)
+NAMES = ["main_dispatch_0", "conv 3x3 #1", 'quote " and \\ backslash', "ünïcødé", "a" * 80]
+STRINGS = ["", "loc(\"model.onnx\":12:3)", "line one\nline two\t# not a comment", "∑ ≠ ∞"]
+FLOAT_BITS = (0, 0x80000000, 0x3F800000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7FA00001,
+              0x00000001, 0x007FFFFF, 0x3DCCCCCD)
+
+
+class _Generator:
+    def __init__(self, rng: random.Random, semaphores: int):
+        self.rng = rng
+        self.semaphores = semaphores
+        self.signal_engine: dict[int, int] = {}
+        self.signals: dict[int, int] = {}
+
+    def address(self) -> int:
+        return self.rng.randrange(0, 1 << 14) * 4
+
+    def counts(self, rank: int) -> list[int]:
+        return [self.rng.randint(1, 4) for _ in range(rank)]
+
+    def strides(self, rank: int) -> list[int]:
+        return [self.rng.randint(0, 8) for _ in range(rank)]
+
+    def f32(self) -> int:
+        return self.rng.choice(FLOAT_BITS) if self.rng.random() < 0.5 else self.rng.getrandbits(32)
+
+    def dtype(self, opcode: str) -> int:
+        return int(self.rng.choice(OPCODES_BY_NAME[opcode].dtypes))
+
+    def flags(self, opcode: str, exclusive=()) -> int:
+        bits = 0
+        for bit in OPCODE_FLAGS.get(opcode, {}).values():
+            if self.rng.random() < 0.5:
+                bits |= bit
+        for first, second in exclusive:
+            if bits & first and bits & second:
+                bits &= ~second
+        return bits
+
+    def emit(self, p: ProgramBuilder) -> None:
+        kind = self.rng.choice(["dma", "fill", "matmul", "conv2d", "binary", "unary", "vcvt",
+                                "vpool", "vreduce", "sync", "sync", "barrier"])
+        getattr(self, kind)(p)
+
+    def dma(self, p):
+        load = self.rng.random() < 0.6
+        opcode = "dma.load" if load else "dma.store"
+        binding = self.rng.choice([0, 1, 2, CONST_POOL] if load else [1, 2])
+        a = [binding, self.rng.randrange(0, 256) * 4, self.address(),
+             *self.counts(4), *self.strides(4), *self.strides(4)]
+        p.emit_raw(OPCODES_BY_NAME[opcode].code, self.dtype(opcode), 0, a)
+
+    def fill(self, p):
+        dtype = self.dtype("fill")
+        width = {0: 32, 1: 16, 2: 16, 3: 8, 4: 32}[dtype]
+        a = [self.address(), *self.counts(4), *self.strides(4), self.rng.getrandbits(width)]
+        p.emit_raw(OPCODES_BY_NAME["fill"].code, dtype, 0, a)
+
+    def _bias(self, flags: int) -> int:
+        return self.address() if flags & Flag.BIAS else 0
+
+    def matmul(self, p):
+        flags = self.flags("matmul", [(Flag.ACCUMULATE, Flag.BIAS)])
+        m, n, k = self.counts(3)
+        a_row = m if flags & Flag.TRANSPOSE_A else k
+        b_row = k if flags & Flag.TRANSPOSE_B else n
+        a = [self.address(), self.address(), self.address(), m, n, k,
+             a_row + self.rng.randint(0, 3), b_row + self.rng.randint(0, 3),
+             n + self.rng.randint(0, 3), self._bias(flags)]
+        p.emit_raw(OPCODES_BY_NAME["matmul"].code, self.dtype("matmul"), flags, a)
+
+    def _window(self):
+        kh, kw, sh, sw, dh, dw, ho, wo = (self.rng.randint(1, 3) for _ in range(8))
+        hi = (ho - 1) * sh + (kh - 1) * dh + 1 + self.rng.randint(0, 2)
+        wi = (wo - 1) * sw + (kw - 1) * dw + 1 + self.rng.randint(0, 2)
+        return hi, wi, ho, wo, pack_pair(kh, kw), pack_pair(sh, sw), pack_pair(dh, dw)
+
+    def conv2d(self, p):
+        flags = self.flags("conv2d", [(Flag.ACCUMULATE, Flag.BIAS)])
+        groups = self.rng.randint(1, 3)
+        hi, wi, ho, wo, k, s, d = self._window()
+        c, f = groups * self.rng.randint(1, 3), groups * self.rng.randint(1, 3)
+        a = [self.address(), self.address(), self.address(), c, hi, wi, f, ho, wo, k, s, d,
+             groups, self._bias(flags)]
+        p.emit_raw(OPCODES_BY_NAME["conv2d"].code, self.dtype("conv2d"), flags, a)
+
+    def binary(self, p):
+        opcode = self.rng.choice(["vadd", "vsub", "vmul", "vmax", "vmin", "vdiv"])
+        a = [self.address(), self.address(), self.address(), *self.counts(3),
+             *self.strides(3), *self.strides(3), *self.strides(3)]
+        p.emit_raw(OPCODES_BY_NAME[opcode].code, self.dtype(opcode), 0, a)
+
+    def unary(self, p):
+        opcode = self.rng.choice(["vcopy", "vrelu", "vclamp", "vleakyrelu", "vsigmoid",
+                                  "vtanh", "vexp", "vscale"])
+        params = {"vclamp": 2, "vscale": 2, "vleakyrelu": 1}.get(opcode, 0)
+        a = [self.address(), self.address(), *self.counts(3), *self.strides(3),
+             *self.strides(3), *(self.f32() for _ in range(params))]
+        p.emit_raw(OPCODES_BY_NAME[opcode].code, self.dtype(opcode), 0, a)
+
+    def vcvt(self, p):
+        a = [self.address(), self.address(), *self.counts(3), *self.strides(3),
+             *self.strides(3), self.f32(), self.rng.choice(list(DType))]
+        p.emit_raw(OPCODES_BY_NAME["vcvt"].code, self.dtype("vcvt"), 0, a)
+
+    def vpool(self, p):
+        flags = self.flags("vpool")
+        if flags & Flag.COUNT_INCLUDE_PAD:
+            flags |= Flag.POOL_AVG
+        hi, wi, ho, wo, k, s, d = self._window()
+        pt, pl = self.rng.randint(0, hi - 1), self.rng.randint(0, wi - 1)
+        valid = pack_pair(self.rng.randint(0, hi - pt), self.rng.randint(0, wi - pl))
+        a = [self.address(), self.address(), self.rng.randint(1, 4), hi, wi, ho, wo, k, s, d,
+             pack_pair(pt, pl), valid]
+        p.emit_raw(OPCODES_BY_NAME["vpool"].code, self.dtype("vpool"), flags, a)
+
+    def vreduce(self, p):
+        flags = self.flags("vreduce", [(Flag.REDUCE_MAX, Flag.REDUCE_MEAN)])
+        a = [self.address(), self.address(), *self.counts(2)]
+        p.emit_raw(OPCODES_BY_NAME["vreduce"].code, self.dtype("vreduce"), flags, a)
+
+    def sync(self, p):
+        sem = self.rng.randrange(self.semaphores)
+        if self.signals.get(sem) and self.rng.random() < 0.5:
+            value = self.rng.randint(0, self.signals[sem])
+            p.emit_raw(OPCODES_BY_NAME["wait"].code, 0, 0,
+                       [self.rng.choice(SIGNAL_ENGINES), sem, value])
+            return
+        engine = self.signal_engine.setdefault(sem, self.rng.choice(SIGNAL_ENGINES))
+        self.signals[sem] = self.signals.get(sem, 0) + 1
+        p.emit_raw(OPCODES_BY_NAME["signal"].code, self.rng.choice([0, 0, 3]), 0, [engine, sem])
+
+    def barrier(self, p):
+        p.emit_raw(OPCODES_BY_NAME["barrier"].code, 0, 0, [])
+
+
+def random_executable(rng: random.Random) -> bytes:
+    machine = MachineConfig.from_overrides(rng.choice(
+        [{}, {"semaphores": 32}, {"sram_bytes": 4 << 20, "mac_cols": 64}]))
+    b = ExecutableBuilder(machine=machine)
+    b.add_constants(rng.randbytes(CONSTANTS_BYTES))
+    for _ in range(rng.randint(0, 2)):
+        b.add_constants(rng.randbytes(rng.randint(1, 100)))
+    names = rng.sample(NAMES, rng.randint(1, 3))
+    for name in names:
+        generator = _Generator(rng, machine.semaphores)
+        p = ProgramBuilder(sram_bytes=rng.choice([None, machine.sram_bytes]))
+        for _ in range(rng.randint(0, 40)):
+            generator.emit(p)
+        p.end()
+        debug = {key: rng.choice(STRINGS) for key in ("dispatch_name", "source_location",
+                                                      "npu_ir") if rng.random() < 0.5}
+        b.add_export(name, BINDINGS,
+                     constant_count=rng.randint(0, 4), program=p,
+                     workgroup_count=tuple(rng.randint(1, 3) for _ in range(3)), debug=debug)
+    return b.finish()
