@@ -60,7 +60,7 @@ def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: Ma
               f"{lowered.kind}: {program.tiles}, {program.buffers} buffers"]
     emitted = emit(scheduled, name=name, bindings=bindings,
                    constants=bytes(lowered.constants.data), machine=machine,
-                   source_location=source_location, npu_ir=stages[-1][1], header=header)
+                   source_location=source_location, npu_ir=stages[0][1], header=header)
     stages.append(("emit", emitted.asm))
     cycles = emitted.stats.total_cycles
     detail = f"{program.tiles}, {program.buffers} buffers, est. {cycles} cycles, " + \

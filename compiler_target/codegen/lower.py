@@ -47,23 +47,14 @@ class Lowered:
         return [b for role, b in self.tensors.items() if role.startswith("epilogue.")]
 
 
-def dense_strides(shape) -> tuple[int, ...]:
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= extent
-    return tuple(reversed(strides))
-
-
 def _constant_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:
+    """An inlined constant in the constant pool; its strides index the flat data."""
     if ref.dtype not in NUMPY_DTYPES:
         raise NotLowerable(f"inlined {ref.dtype} constants are not supported")
     data = np.ascontiguousarray(ref.constant, dtype=NUMPY_DTYPES[ref.dtype]).reshape(-1)
-    extent = 1 + sum((n - 1) * s for n, s in zip(ref.shape, ref.strides))
-    strides = ref.strides if extent <= data.size else dense_strides(ref.shape)
     offset = pool.add(data.tobytes())
     return Buffer(role, ref.dtype, tuple(ref.shape), "dram", binding=CONST_POOL,
-                  offset=offset, strides=tuple(strides))
+                  offset=offset, strides=tuple(ref.strides))
 
 
 def dram_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:

@@ -52,6 +52,21 @@ def split_candidates(total: int, most: int = 64) -> list[int]:
                   set(range(1, min(total, 8) + 1)))
 
 
+NEAR_BEST = 1.01
+
+
+def pick(candidates: list[tuple[int, int, object]]):
+    """(estimate, tiling) from (estimated cycles, tile size, tiling) candidates: the
+    biggest tile among those within 1% of the best estimate, since fewer, bigger tiles
+    make a shorter program at no measurable cost. None if there are no candidates."""
+    if not candidates:
+        return None
+    best = min(c[0] for c in candidates)
+    estimate, _, tiling = max((c for c in candidates if c[0] <= best * NEAR_BEST),
+                              key=lambda c: (c[1], -c[0]))
+    return estimate, tiling
+
+
 class Sram:
     """Bump allocator over [0, sram_bytes)."""
 

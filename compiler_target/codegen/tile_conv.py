@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from executable_format.isa import ACCUMULATOR, Flag, pack_pair
 from executable_format.machine import MachineConfig
 
-from .epilogue import EpiloguePlan, Operand, fold_bias, temp_count, used_inputs
+from .epilogue import (LEAVES, EpiloguePlan, Operand, fold_bias, reachable, temp_count,
+                       used_inputs)
 from .lower import Lowered, NotLowerable
+from .tile_conv_im2col import Im2colEmitter, Im2colPlanner
 from .npu_ir import Instr, dtype_bytes, DTYPES
 from .tile import (SRAM_ALIGN, Dim, Slots, Sram, Streamed, TiledProgram, aligned,
-                   block_candidates, ceil_div, dma_instrs, load_window, prod,
+                   block_candidates, ceil_div, dma_instrs, load_window, pick, prod,
                    split_candidates, store_instrs)
 
 
@@ -153,7 +155,7 @@ class ConvPlanner:
         else:
             fbs = sorted({s.fg * g for g in split_candidates(s.groups)})
             cbs = [None]
-        best = None
+        candidates = []
         for fb in fbs:
             for cb in cbs:
                 cb = cb if cb is not None else fb // s.fg * s.cg
@@ -163,13 +165,12 @@ class ConvPlanner:
                         t = ConvTiling(fb, cb, rows, cols)
                         if self.footprint(t) > budget:
                             continue
-                        key = (self.estimate(t), -rows * cols * fb)
-                        if best is None or key < best[0]:
-                            best = (key, t)
-        if best is None:
+                        candidates.append((self.estimate(t), rows * cols * fb * cb, t))
+        chosen = pick(candidates)
+        if chosen is None:
             raise NotLowerable(f"does not fit SRAM even tiled: conv {s.c}->{s.f} channels, "
                                f"{s.kh}x{s.kw} kernel, width {s.w}")
-        return best[1]
+        return chosen[1]
 
 
 def tile_conv(lowered: Lowered, m: MachineConfig) -> TiledProgram:
@@ -190,9 +191,17 @@ def tile_conv(lowered: Lowered, m: MachineConfig) -> TiledProgram:
         strides = epi_refs[k].strides
         return lambda t: prod(n for n, st in zip((1, t.fb, t.rows, t.cols), strides) if st)
 
+    temps = temp_count(expr)
     planner = ConvPlanner(s, m, dtype, bias_index is not None,
-                          [epi_elems(k) for k in inputs_used], temp_count(expr))
+                          [epi_elems(k) for k in inputs_used], temps)
     t = planner.choose()
+    if s.groups == 1 and dtype == "f32":
+        ops = sum(1 for i in reachable(expr) if expr[i][0] not in LEAVES)
+        im2col = Im2colPlanner(s, m, dtype, bias_index is not None, ops, len(inputs_used), temps)
+        choice = im2col.choose()
+        if choice is not None and choice[0] < planner.estimate(t):
+            return Im2colEmitter(lowered, s, choice[1], im2col, expr, bias_index, inputs_used,
+                                 acc_dtype).run()
     return ConvEmitter(lowered, s, t, planner, expr, bias_index, inputs_used, acc_dtype).run()
 
 

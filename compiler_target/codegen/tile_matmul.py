@@ -18,7 +18,8 @@ from .epilogue import EpiloguePlan, Operand, fold_bias, temp_count, used_inputs
 from .lower import Lowered, NotLowerable
 from .npu_ir import DTYPES, Instr, dtype_bytes
 from .tile import (SRAM_ALIGN, Dim, Slots, Sram, Streamed, TiledProgram, aligned,
-                   block_candidates, ceil_div, dma_instrs, prod, split_candidates, store_instrs)
+                   block_candidates, ceil_div, dma_instrs, pick, prod, split_candidates,
+                   store_instrs)
 
 ACC_NAMES = {DTYPES["f32"]: "f32", DTYPES["i32"]: "i32"}
 
@@ -83,7 +84,7 @@ class MatmulPlanner:
 
     def choose(self) -> MatmulTiling:
         m = self.m
-        best = None
+        candidates = []
         for nt in block_candidates(self.N, m.mac_cols):
             for kt in block_candidates(self.K, m.mac_k_lanes(self.dtype)):
                 for mt in split_candidates(self.M):
@@ -91,12 +92,11 @@ class MatmulPlanner:
                         t = MatmulTiling(mt, nt, kt, m_outer)
                         if self.footprint(t) > m.sram_bytes:
                             continue
-                        key = (self.estimate(t), -mt * nt * kt)
-                        if best is None or key < best[0]:
-                            best = (key, t)
-        if best is None:
+                        candidates.append((self.estimate(t), mt * nt * kt, t))
+        chosen = pick(candidates)
+        if chosen is None:
             raise NotLowerable(f"does not fit SRAM even tiled: matmul {self.M}x{self.N}x{self.K}")
-        return best[1]
+        return chosen[1]
 
 
 def tile_matmul(lowered: Lowered, m: MachineConfig) -> TiledProgram:

@@ -17,7 +17,7 @@ from .epilogue import EpiloguePlan, Operand, temp_count, used_inputs
 from .lower import Lowered, NotLowerable
 from .npu_ir import Instr, dtype_bytes
 from .tile import (SRAM_ALIGN, Slots, Sram, Streamed, TiledProgram, aligned, ceil_div,
-                   load_window, split_candidates, store_instrs)
+                   load_window, pick, split_candidates, store_instrs)
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class PoolGeometry:
 
 
 def _choose(g: PoolGeometry, m: MachineConfig, e: int, per_out_extra: int) -> PoolTiling:
-    best = None
+    candidates = []
     col_options = [g.wo] + [c for c in split_candidates(g.wo) if c != g.wo]
     for cb in split_candidates(g.c, 16):
         for cols in col_options:
@@ -62,14 +62,13 @@ def _choose(g: PoolGeometry, m: MachineConfig, e: int, per_out_extra: int) -> Po
                 vec = m.vector_latency_cycles + ceil_div(out_elems * g.kh * g.kw * e,
                                                          m.vector_bytes_per_cycle)
                 cost = max(tiles * load, tiles * store, tiles * vec) + load + store + vec
-                key = (cost, -out_elems)
-                if best is None or key < best[0]:
-                    best = (key, t)
-            if best is not None:
+                candidates.append((cost, out_elems, t))
+            if candidates:
                 break
-    if best is None:
+    chosen = pick(candidates)
+    if chosen is None:
         raise NotLowerable(f"does not fit SRAM even tiled: {g.kh}x{g.kw} pooling window")
-    return best[1]
+    return chosen[1]
 
 
 def tile_pool(lowered: Lowered, m: MachineConfig) -> TiledProgram:
