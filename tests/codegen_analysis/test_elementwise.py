@@ -1,0 +1,64 @@
+"""Elementwise dispatches: broadcasts as stride 0, activation chains named (relu, clamp,
+sigmoid, tanh, leakyrelu), checked against onnx's reference evaluator."""
+import numpy as np
+import pytest
+from onnx import helper
+
+from compiler_target.codegen.ops import Elementwise
+
+from .models import analyses, onnx_model, onnx_reference, random, run_dispatch
+
+N = helper.make_node
+
+
+def test_add_broadcast_relu(tmp_path):
+    model = onnx_model([N("Add", ["x", "b"], ["s"]), N("Relu", ["s"], ["y"])],
+                       {"x": (2, 4, 8, 8), "b": (4, 1, 1)})
+    (ew,) = analyses(tmp_path, model)
+    op = ew.op
+    assert isinstance(op, Elementwise)
+    assert ew.summary == "linalg.generic (elementwise add relu) 2x4x64 f32"
+    assert op.expr == [("input", 0), ("input", 1), ("add", (0, 1)), ("relu", (2,))]
+    assert op.inputs[1].shape == (2, 4, 64) and op.inputs[1].strides == (0, 1, 0)
+    x, b = random(2, 4, 8, 8), random(4, 1, 1)
+    expected = onnx_reference(model, {"x": x, "b": b})
+    np.testing.assert_allclose(run_dispatch(ew, [x, b]).reshape(expected.shape), expected,
+                               rtol=1e-6)
+
+
+def test_activation_chain(tmp_path):
+    nodes = [N("Mul", ["x", "z"], ["m"]), N("Clip", ["m", "lo", "hi"], ["c"]),
+             N("Sigmoid", ["c"], ["s"]), N("Tanh", ["s"], ["t"]),
+             N("LeakyRelu", ["t"], ["y"], alpha=0.1)]
+    model = onnx_model(nodes, {"x": (4, 8, 8), "z": (8, 8)},
+                       {"lo": np.array(-1, np.float32), "hi": np.array(2, np.float32)})
+    (ew,) = analyses(tmp_path, model)
+    assert [node[0] for node in ew.op.expr] == ["input", "input", "mul", "clamp", "sigmoid",
+                                                "tanh", "leakyrelu"]
+    assert ew.op.expr[3][2:] == (-1.0, 2.0)
+    assert ew.op.expr[6][2] == pytest.approx(0.1)
+    x, z = 3 * random(4, 8, 8), random(8, 8)
+    expected = onnx_reference(model, {"x": x, "z": z})
+    np.testing.assert_allclose(run_dispatch(ew, [x, z]).reshape(expected.shape), expected,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_leakyrelu_on_negative_values(tmp_path):
+    model = onnx_model([N("Sub", ["x", "z"], ["d"]), N("LeakyRelu", ["d"], ["y"], alpha=0.2)],
+                       {"x": (16, 16), "z": (16, 16)})
+    (ew,) = analyses(tmp_path, model)
+    assert ew.op.expr[-1][0] == "leakyrelu"
+    x, z = random(16, 16), random(16, 16)
+    expected = onnx_reference(model, {"x": x, "z": z})
+    np.testing.assert_allclose(run_dispatch(ew, [x, z]).reshape(16, 16), expected, rtol=1e-6)
+
+
+def test_div_max_min_abs_neg_exp(tmp_path):
+    nodes = [N("Div", ["x", "z"], ["d"]), N("Max", ["d", "x"], ["m"]), N("Min", ["m", "z"], ["n"]),
+             N("Abs", ["n"], ["a"]), N("Neg", ["a"], ["g"]), N("Exp", ["g"], ["y"])]
+    model = onnx_model(nodes, {"x": (8, 32), "z": (8, 32)})
+    (ew,) = analyses(tmp_path, model)
+    assert ew.op is not None, ew.problem
+    x, z = random(8, 32), random(8, 32) + 2
+    expected = onnx_reference(model, {"x": x, "z": z})
+    np.testing.assert_allclose(run_dispatch(ew, [x, z]).reshape(8, 32), expected, rtol=1e-5)
