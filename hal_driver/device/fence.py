@@ -2,7 +2,7 @@
 from typing import Iterable, Optional
 
 from hal_driver.device.semaphore import Semaphore, Timepoint, wait_all
-from hal_driver.status import StatusCode, StatusError
+from hal_driver.status import StatusError
 from hal_driver.vm.ref import VmRef
 
 
@@ -43,7 +43,3 @@ class Fence(VmRef):
     def wait(self, timeout: Optional[float] = None) -> None:
         wait_all(self.timepoints, timeout)
 
-
-def fence_failure(code: int) -> StatusError:
-    """The status hal.fence.fail records for a bare status code."""
-    return StatusError(StatusCode(code & 0x1F), "fence failed by the program")

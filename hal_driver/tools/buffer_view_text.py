@@ -21,10 +21,6 @@ class HostTensor:
     array: np.ndarray
     element_type: int
 
-    @classmethod
-    def from_numpy(cls, array: np.ndarray) -> "HostTensor":
-        return cls(np.ascontiguousarray(array), et.from_dtype(array.dtype))
-
     def describe(self) -> str:
         return "x".join([str(d) for d in self.array.shape] + [et.name(self.element_type)])
 

@@ -9,7 +9,8 @@ import os
 import subprocess
 import sys
 
-from hal_driver.device.driver import DRIVER_DESCRIPTION, DRIVER_NAME, create_device
+from hal_driver.device.driver import (DRIVER_DESCRIPTION, DRIVER_NAME, create_device,
+                                      enumerate_devices)
 from hal_driver.runtime import BoundModule, buffer_view_from_array
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.tools.buffer_view_text import HostTensor
@@ -68,7 +69,8 @@ def list_devices(argv: list[str]) -> int:
     if wanted != DRIVER_NAME:
         print("\n".join(_stock_output(["--list_devices" + (f"={wanted}" if wanted else "")])))
     if wanted in ("", DRIVER_NAME):
-        print(f"{DRIVER_NAME}://")
+        for info in enumerate_devices():
+            print(f"{DRIVER_NAME}://{info.path}")
     return 0
 
 

@@ -36,10 +36,10 @@ def test_memory_type_includes_device_local_and_host_visible():
 
 def test_exhaustion_and_negative_sizes():
     allocator = Allocator(capacity=1024)
-    held = allocator.allocate(DEVICE_LOCAL, USAGE, 1000)  # noqa: F841 (kept alive)
+    held = allocator.allocate(DEVICE_LOCAL, USAGE, 1000)
     with pytest.raises(StatusError) as e:
         allocator.allocate(DEVICE_LOCAL, USAGE, 64)
-    assert e.value.code == StatusCode.RESOURCE_EXHAUSTED
+    assert e.value.code == StatusCode.RESOURCE_EXHAUSTED and held.byte_length == 1000
     with pytest.raises(StatusError) as e:
         allocator.allocate(DEVICE_LOCAL, USAGE, -1)
     assert e.value.code == StatusCode.INVALID_ARGUMENT
