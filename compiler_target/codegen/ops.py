@@ -22,6 +22,9 @@ class TensorRef:
     binding: int = -1                # HAL binding ordinal, or -1 for `constant`
     offset: int = 0                  # byte offset within the binding
     constant: np.ndarray | None = field(default=None, compare=False)  # inlined data (dense, C order of `shape`)
+    # With `constant` (offset is then 0), `strides` index the constant's flat C-order data
+    # like a binding's elements: element i is constant.ravel()[Σ i_d·strides_d], so an
+    # inlined bias can be broadcast with stride 0 without being expanded.
 
 
 # Elementwise expressions: a list of nodes in SSA order; the last node is the result.
@@ -74,10 +77,13 @@ class Matmul:
 
 @dataclass
 class Pool2D:
-    """Max or average pooling. input: (N, C, H, W); out: (N, C, Ho, Wo)."""
+    """Max, average or sum pooling. input: (N, C, H, W); out: (N, C, Ho, Wo).
+    out[n][c][y][x] = epilogue(reduce over ky, kx of in[n][c][y·sh + ky·dh - pt][x·sw + kx·dw - pl]),
+    positions outside the input skipped (max, sum) or, for avg, counted in the divisor
+    only if count_include_pad (the divisor is KH·KW when there are no pads)."""
     input: TensorRef
     out: TensorRef
-    kind: str                          # "max" or "avg"
+    kind: str                          # "max", "avg" or "sum" (window sum, no division)
     kernel: tuple[int, int]
     stride: tuple[int, int] = (1, 1)
     dilation: tuple[int, int] = (1, 1)

@@ -1,0 +1,44 @@
+"""NPU code generation for one dispatch, the `codegen.plan_dispatch` the driver calls at
+the executable-sources phase: analyse (analyse.py) -> legalize (legalize.py) -> lower,
+tile, schedule, emit (backend.compile_op). Dispatches that stop before lowering, or that
+lowering refuses, keep their host (llvm-cpu) binary with the reason in the plan."""
+from ..dispatch_plan import DispatchPlan
+from .analyse import Analysis, analyse
+from .legalize import legalize
+
+
+def plan_dispatch(index: int, executable_op, machine) -> DispatchPlan:
+    analysis = analyse(executable_op)
+    plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,
+                        target="host", task=task_of(analysis),
+                        source_location=analysis.source_location)
+    plan.reason = legalize(analysis, machine)
+    if plan.reason:
+        return plan
+    # The lowering half is imported here so analysis and its tests stand on their own.
+    from .backend import BindingInfo, NotLowerable, compile_op
+    bindings = [BindingInfo(read_only=b.read_only, size_bytes=b.size_bytes)
+                for b in analysis.bindings]
+    try:
+        compiled = compile_op(analysis.op, name=analysis.name, bindings=bindings,
+                              machine=machine, source_location=analysis.source_location)
+    except NotLowerable as error:
+        plan.reason = f"not lowerable on npu: {error}"
+        return plan
+    plan.target = "npu"
+    plan.detail = compiled.detail
+    plan.npu_fb = compiled.npu_fb
+    plan.asm = compiled.asm
+    plan.ir_stages = compiled.ir_stages
+    plan.estimated_cycles = compiled.estimated_cycles
+    return plan
+
+
+def task_of(analysis: Analysis) -> dict:
+    """The dispatch's bindings for model.npu.json: role, shape and element type."""
+    bindings = [{"binding": b.index, "role": b.role, "shape": list(b.shape), "dtype": b.dtype,
+                 "offset": b.offset, "size_bytes": b.size_bytes}
+                for b in analysis.bindings]
+    return {"bindings": bindings,
+            "inputs": [b.index for b in analysis.bindings if b.role == "input"],
+            "outputs": [b.index for b in analysis.bindings if b.role == "output"]}

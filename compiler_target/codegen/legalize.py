@@ -1,0 +1,67 @@
+"""Legalization: whether the NPU code generator takes a dispatch analysis produced, and
+if not, the reason the report shows ("not supported on npu: ...")."""
+from dataclasses import fields
+
+from .analyse import Analysis
+from .ops import Conv2D, Elementwise, NpuOp, Pool2D, Reduce, TensorRef
+
+DTYPES = ("f32", "f16", "bf16", "i8", "i32")      # the element types ops.py describes
+MAX_RANK = 4                                        # DMA boxes have at most four dims
+MAX_INPUTS = 8                                      # streamed operands of one elementwise op
+POOL_KINDS = ("max", "avg", "sum")
+REDUCE_KINDS = ("sum", "max", "mean")
+
+
+def legalize(analysis: Analysis, machine) -> str:
+    """"" if the dispatch goes to the NPU code generator, else why it stays on the host.
+    `machine` is for limits that depend on it; lowering reports what does not fit."""
+    if analysis.op is None:
+        return f"not supported on npu: {analysis.problem}"
+    problem = _problem(analysis.op)
+    return f"not supported on npu: {problem}" if problem else ""
+
+
+def _problem(op: NpuOp) -> str:
+    refs = _tensor_refs(op)
+    dtypes = sorted({ref.dtype for _, ref in refs})
+    unsupported = [f"{ref.dtype} ({role})" for role, ref in refs if ref.dtype not in DTYPES]
+    if unsupported:
+        return f"unsupported element type {unsupported[0]}"
+    if len(dtypes) > 1:
+        return f"mixed element types {'/'.join(dtypes)}"
+    for role, ref in refs:
+        if len(ref.shape) > MAX_RANK:
+            return f"rank {len(ref.shape)} {role} (at most {MAX_RANK})"
+        if 0 in ref.shape:
+            return f"empty {role} {ref.shape}"
+    inputs = op.inputs if isinstance(op, Elementwise) else op.epilogue_inputs
+    if len(inputs) > MAX_INPUTS:
+        return f"{len(inputs)} elementwise inputs (at most {MAX_INPUTS})"
+    if isinstance(op, Conv2D):
+        return _conv_problem(op)
+    if isinstance(op, Pool2D) and op.kind not in POOL_KINDS:
+        return f"pooling kind {op.kind}"
+    if isinstance(op, Reduce) and op.kind not in REDUCE_KINDS:
+        return f"reduction kind {op.kind}"
+    return ""
+
+
+def _conv_problem(op: Conv2D) -> str:
+    channels, features = op.input.shape[1], op.weight.shape[0]
+    if channels % op.groups or features % op.groups or op.weight.shape[1] * op.groups != channels:
+        return f"groups={op.groups} with C={channels} F={features}"
+    return ""
+
+
+def _tensor_refs(op: NpuOp) -> list[tuple[str, TensorRef]]:
+    """Every TensorRef of the op with a name for messages (e.g. "epilogue input 1")."""
+    refs = []
+    for field in fields(op):
+        value = getattr(op, field.name)
+        if isinstance(value, TensorRef):
+            refs.append((field.name, value))
+        elif isinstance(value, list):
+            label = field.name.replace("_", " ").rstrip("s")
+            refs += [(f"{label} {k}", ref) for k, ref in enumerate(value)
+                     if isinstance(ref, TensorRef)]
+    return refs
