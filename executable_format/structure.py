@@ -4,8 +4,10 @@ The Python flatbuffers runtime has no verifier, so this module does what the C++
 `flatbuffers::Verifier` does, driven by a small description of schemas/npu_executable.fbs:
 every table's vtable, every field, offset, vector, string and nested table must lie inside
 the buffer and be aligned, strings must be NUL-terminated, required fields present. The
-walk follows the schema (fixed depth), so it cannot recurse without bound, and it visits
-each vector element once, so it is linear in the buffer size.
+walk follows the schema (fixed depth), so it cannot recurse without bound. The sizes of
+all tables, vectors and strings it reaches must add up to at most the buffer size (they
+are disjoint in a well-formed buffer), so neither this walk nor any later reader can be
+made to do more than linear work by objects that overlap or are referenced many times.
 """
 import struct
 from dataclasses import dataclass
@@ -88,6 +90,13 @@ def _read(data, pos: int, fmt: str, what: str) -> int:
 class _Walker:
     def __init__(self, data):
         self.data = data
+        self.budget = len(data)          # bytes of objects still allowed
+
+    def charge(self, size: int, where: str) -> None:
+        self.budget -= size
+        if self.budget < 0:
+            raise FormatError(f"{where}: objects overlap (their sizes add up to more than "
+                              f"the {len(self.data)}-byte buffer)")
 
     def table(self, pos: int, table: Table, where: str) -> None:
         what = f"{where} ({table.name} table)"
@@ -98,6 +107,7 @@ class _Walker:
             raise FormatError(f"{what} vtable size {vtable_size} is invalid")
         if table_size < 4 or pos + table_size > len(self.data):
             raise FormatError(f"{what} size {table_size} exceeds the buffer")
+        self.charge(table_size, what)
         for slot, (name, kind, required) in enumerate(table.fields):
             field_where = f"{where}.{name}"
             voffset = 4 + 2 * slot
@@ -123,6 +133,7 @@ class _Walker:
             length = self.vector(target, 1, 1, where)
             if target + 4 + length >= len(self.data) or self.data[target + 4 + length] != 0:
                 raise FormatError(f"{where} string is not NUL-terminated inside the buffer")
+            self.charge(1, where)
         elif isinstance(kind, Vector):
             self.vector(target, kind.elem_size, kind.align, where)
         else:
@@ -145,4 +156,5 @@ class _Walker:
             raise FormatError(f"{where} of {count} elements at byte {pos} exceeds the buffer")
         if count and (pos + 4) % align:
             raise FormatError(f"{where} data at byte {pos + 4} is not {align}-byte aligned")
+        self.charge(4 + count * elem_size, where)
         return count

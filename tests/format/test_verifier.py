@@ -333,3 +333,22 @@ def test_fill_value_must_fit_dtype():
     rejects(patched_record(with_extra(lambda p: p.emit(
         "fill", dtype="i8", sram_addr=0, n0=1, n1=1, n2=1, n3=1, s0=0, s1=0, s2=0, s3=0,
         value=0)), 7, a9=256), "value 0x100 does not fit i8")
+
+
+def test_shared_objects_cannot_multiply_work():
+    """Ten exports repointed at export 0's 300 bindings: reading them all would take ten
+    times the buffer, so the objects must overlap and the buffer is rejected."""
+    b = ExecutableBuilder()
+    b.add_export("e0", [(0, TILE_BYTES)] * 300, program=relu_program())
+    for index in range(1, 11):
+        b.add_export(f"e{index}", [(0, TILE_BYTES)] * 2, program=relu_program())
+    data = bytearray(b.finish())
+    root = fb.Executable.GetRootAs(bytes(data), 0)
+    first = root.Exports(0)
+    shared = first._tab.Pos + first._tab.Offset(8)
+    shared += struct.unpack_from("<I", data, shared)[0]          # export 0's bindings
+    for index in range(1, 11):
+        export = root.Exports(index)
+        field = export._tab.Pos + export._tab.Offset(8)
+        data[field:field + 4] = struct.pack("<I", shared - field)
+    rejects(bytes(data), "objects overlap (their sizes add up to more than the")
