@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         return run(Flags(argv, FLAGS))
     except StatusError as status:
         return report(status)
+    except Exception as error:   # a bug of ours: still one line, never a traceback
+        return report(StatusError(StatusCode.INTERNAL, f"{type(error).__name__}: {error}"))
 
 
 def list_drivers() -> int:

@@ -26,6 +26,25 @@ func.func @dynamic(%a: tensor<?xf32>) -> tensor<?xf32> {
   %0 = math.exp %a : tensor<?xf32>
   return %0 : tensor<?xf32>
 }
+func.func @scalar(%a: tensor<f32>, %k: i32, %x: f32) -> (tensor<f32>, i32, f32) {
+  %0 = arith.addf %a, %a : tensor<f32>
+  %1 = arith.addi %k, %k : i32
+  %2 = arith.mulf %x, %x : f32
+  return %0, %1, %2 : tensor<f32>, i32, f32
+}
+func.func @ints(%a: tensor<3xi8>, %b: tensor<2xi64>, %c: tensor<2xf16>) -> (tensor<3xi8>, tensor<2xi64>, tensor<2xf16>) {
+  %0 = arith.addi %a, %a : tensor<3xi8>
+  %1 = arith.addi %b, %b : tensor<2xi64>
+  %2 = arith.addf %c, %c : tensor<2xf16>
+  return %0, %1, %2 : tensor<3xi8>, tensor<2xi64>, tensor<2xf16>
+}
+""",
+    "async": """
+func.func @main(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = arith.addf %a, %b : tensor<2x3xf32>
+  %1 = arith.mulf %0, %a : tensor<2x3xf32>
+  return %1 : tensor<2x3xf32>
+}
 """,
     "mlp": """
 func.func @main(%x: tensor<4x8xf32>) -> tensor<4x16xf32> {
@@ -55,11 +74,10 @@ func.func @main(%x: tensor<4x8xf32>) -> tensor<4x16xf32> {
 def compile_pair(name: str, directory: pathlib.Path,
                  flags: tuple = ()) -> tuple[pathlib.Path, pathlib.Path]:
     """(stock local vmfb, npu-sim vmfb) of MODELS[name] compiled with extra `flags`."""
-    tag = name + "".join(f.split("=")[-1] for f in flags)
-    source = directory / f"{tag}.mlir"
+    source = directory / f"{name}.mlir"
     source.write_text(MODELS[name])
-    stock, vm_ir, npu = (directory / f"{tag}_local.vmfb", directory / f"{tag}.vm.mlir",
-                         directory / f"{tag}_npu.vmfb")
+    stock, vm_ir, npu = (directory / f"{name}_local.vmfb", directory / f"{name}.vm.mlir",
+                         directory / f"{name}_npu.vmfb")
     compiler = str(BIN / "iree-compile")
     flags = [*LLVM_CPU, *flags]
     subprocess.run([compiler, str(source), *flags, "-o", str(stock)], check=True)
@@ -75,7 +93,6 @@ def compile_pair(name: str, directory: pathlib.Path,
 @pytest.fixture(scope="session")
 def models(tmp_path_factory) -> dict[str, tuple[pathlib.Path, pathlib.Path]]:
     directory = tmp_path_factory.mktemp("models")
-    pairs = {name: compile_pair(name, directory) for name in MODELS}
-    pairs["async"] = compile_pair("elementwise", directory,
-                                  ("--iree-execution-model=async-external",))
+    pairs = {name: compile_pair(name, directory) for name in MODELS if name != "async"}
+    pairs["async"] = compile_pair("async", directory, ("--iree-execution-model=async-external",))
     return pairs

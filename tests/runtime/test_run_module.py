@@ -42,6 +42,11 @@ CASES = [
     ["--function=two", "--input=4xi32=1 2 3 4", "--expected_output=(ignored)",
      "--expected_output=4xf32=1 2 3 4"],
     ["--function=two", "--input=4xi32=1 2 3 4", "--output=-", "--output="],
+    ["--function=scalar", "--input=f32=2.5", "--input=-7", "--input=1e-3"],
+    ["--function=scalar", "--input=f32=2.5", "--input=7", "--input=1.5", "--output=-",
+     "--output=-", "--output=-"],
+    ["--function=ints", "--input=3xi8=1 -2 100", "--input=2xi64=5 -9000000000",
+     "--input=2xf16=1.5 0.1"],
 ]
 
 
@@ -87,6 +92,8 @@ def test_npy_and_binary_files(capsys, models, tmp_path):
      "shape `3x3`"),
     (["--function=main", "--input=2x3xf32=1"], "function expects 2 inputs but 1 were provided"),
     (["--function=main", "--bogus=1"], "unknown flag `--bogus`"),
+    (["--function=scalar", "--input=f32=1", "--input=x", "--input=1"],
+     "INVALID_ARGUMENT; parsing value `x` as i32; parsing input `x`; parsing function inputs"),
     (["--function=main", "--npu_sim_machine_sram_bytes=0"], "must be positive"),
 ])
 def test_user_errors_are_one_line(capsys, models, args, message):

@@ -25,6 +25,8 @@ def test_results_match_the_stock_runtime_bit_exactly(elementwise):
     np.testing.assert_array_equal(ours.dynamic(x), stock.dynamic(x).to_host())
     doubled, same = ours.two(np.arange(4, dtype=np.int32))
     assert doubled.tolist() == [0, 2, 4, 6] and same.tolist() == [0, 1, 2, 3]
+    tensor, k, x = ours.scalar(np.array(2.5, np.float32), 7, 1.5)
+    assert tensor.shape == () and tensor == 5 and (k, x) == (14, 2.25)
 
 
 def test_constants_and_matmul_match_the_stock_runtime(models):
