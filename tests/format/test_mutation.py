@@ -1,12 +1,16 @@
 """Byte-mutated and truncated buffers: each verifies or raises FormatError, nothing else."""
+import pathlib
 import random
 import struct
 import time
 
+from executable_format.asm import assemble
 from executable_format.errors import FormatError
 from executable_format.reader import read_executable
 
 from .helpers import relu_executable
+
+CONV = pathlib.Path(__file__).resolve().parents[2] / "samples" / "asm" / "conv_tile.s"
 
 MUTANTS = 4000
 INTERESTING = (0, 1, 2, 3, 4, 7, 8, 63, 64, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF,
@@ -35,11 +39,11 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
 
 def test_mutants_verify_or_raise_format_error():
     rng = random.Random(20261122)
-    original = relu_executable()
+    originals = [relu_executable(), assemble(CONV.read_text())]
     started = time.process_time()
     outcomes = {"valid": 0, "rejected": 0}
-    for _ in range(MUTANTS):
-        mutant = mutate(original, rng)
+    for index in range(MUTANTS):
+        mutant = mutate(originals[index % 2], rng)
         try:
             read_executable(mutant)
             outcomes["valid"] += 1
