@@ -6,13 +6,12 @@ scalar constant, read with stride 0) and emitted once per tile over a box of up 
 dimensions. Every operand is an SRAM `Operand`: a buffer and per-dimension element
 strides, 0 where it broadcasts. The last node writes the destination operand.
 """
-from dataclasses import dataclass
-
-from executable_format.isa import f32_bits
+from executable_format.isa import ACCUMULATOR, DTYPE_NAMES
 
 from .lower import NotLowerable
-from .npu_ir import Buffer, Instr, dtype_bytes
-from .tile import Sram, dense_sram_strides, fill_instrs
+from .npu_ir import DTYPES, FLOATS, Buffer, Instr, value_bits
+from .tile import Slots, Sram, dense_sram_strides, fill_instrs, store_instrs
+from .vector import Operand, binary, convert, unary
 
 BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax",
           "min": "vmin"}
@@ -22,13 +21,6 @@ UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
 LEAVES = ("input", "acc", "const")
 
 
-@dataclass(frozen=True)
-class Operand:
-    buffer: Buffer
-    strides: tuple[int, int, int]
-    elem_offset: int = 0
-
-
 def _last_uses(expr) -> dict[int, int]:
     last = {}
     for index, node in enumerate(expr):
@@ -36,6 +28,11 @@ def _last_uses(expr) -> dict[int, int]:
             for arg in node[1]:
                 last[arg] = index
     return last
+
+
+def accumulator(dtype: str) -> str:
+    """The MAC array's accumulator dtype for operands of `dtype` (f32, or i32 for i8)."""
+    return DTYPE_NAMES[ACCUMULATOR[DTYPES[dtype]]]
 
 
 def reachable(expr) -> set[int]:
@@ -58,7 +55,8 @@ def used_inputs(expr) -> list[int]:
 def fold_bias(expr, inputs, channel_dim: int, acc_dtype: str):
     """If the expression starts by adding a per-channel input to the accumulator (and
     uses the accumulator nowhere else), returns (that input's index, the expression with
-    the add replaced by the accumulator) so the MAC BIAS flag does the add; else (None, expr)."""
+    the add replaced by the accumulator) so the MAC BIAS flag does the add; else (None, expr).
+    A bias of another float dtype than the accumulator is converted when loaded."""
     acc_nodes = [i for i, node in enumerate(expr) if node[0] == "acc"]
     if len(acc_nodes) != 1:
         return None, expr
@@ -72,7 +70,7 @@ def fold_bias(expr, inputs, channel_dim: int, acc_dtype: str):
         return None, expr
     k = expr[other[0]][1]
     ref = inputs[k]
-    if ref.dtype != acc_dtype or any(s != 0 for d, s in enumerate(ref.strides) if d != channel_dim):
+    if acc_dtype not in FLOATS or ref.dtype not in FLOATS or any(s != 0 for d, s in enumerate(ref.strides) if d != channel_dim):
         return None, expr
     return k, [("acc",) if i == add else node for i, node in enumerate(expr)]
 
@@ -112,8 +110,8 @@ class EpiloguePlan:
         for node in expr:
             if node[0] not in LEAVES and node[0] not in BINARY and node[0] not in UNARY:
                 raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
-        if dtype != "f32" and any(expr[i][0] not in LEAVES for i in reachable(expr)):
-            raise NotLowerable(f"{dtype} elementwise expressions are not supported (f32 only)")
+        if dtype not in FLOATS and any(expr[i][0] not in LEAVES for i in reachable(expr)):
+            raise NotLowerable(f"{dtype} elementwise expressions are not supported (floats only)")
         self.expr, self.dtype = expr, dtype
         self.setup: list[Instr] = []
         self.consts: dict[int, Buffer] = {}
@@ -121,7 +119,7 @@ class EpiloguePlan:
             if node[0] == "const":
                 cell = sram.alloc(f"{name}.const{index}", dtype, (1,))
                 self.consts[index] = cell
-                self.setup += fill_instrs(cell, 0, [(1, 1)], f32_bits(float(node[1])),
+                self.setup += fill_instrs(cell, 0, [(1, 1)], value_bits(dtype, float(node[1])),
                                           note=f"constant {node[1]}")
         self.slot_of = _assign_temps(expr)
         count = max(self.slot_of.values(), default=-1) + 1
@@ -150,40 +148,45 @@ class EpiloguePlan:
                 instrs += self._node(kind, node[2:], target, args, box, note)
                 values[index] = target
         if self.expr[final][0] in LEAVES and values[final] != dst:
-            instrs.append(_unary("vcopy", self.dtype, dst, values[final], box, note))
+            instrs.append(unary("vcopy", self.dtype, dst, values[final], box, note))
         return instrs
 
     def _node(self, kind, params, target: Operand, args: list[Operand], box, note) -> list[Instr]:
         if kind in BINARY:
-            return [_binary(BINARY[kind], self.dtype, target, args[0], args[1], box, note)]
+            return [binary(BINARY[kind], self.dtype, target, args[0], args[1], box, note)]
         src = args[0]
         if kind == "neg":
-            return [_unary("vscale", self.dtype, target, src, box, note, -1.0, 0.0)]
+            return [unary("vscale", self.dtype, target, src, box, note, -1.0, 0.0)]
         if kind == "abs":
             negated = Operand(self.scratch, tuple(dense_sram_strides(list(box))))
-            return [_unary("vscale", self.dtype, negated, src, box, note, -1.0, 0.0),
-                    _binary("vmax", self.dtype, target, src, negated, box, note)]
-        return [_unary(UNARY[kind], self.dtype, target, src, box, note, *params)]
+            return [unary("vscale", self.dtype, negated, src, box, note, -1.0, 0.0),
+                    binary("vmax", self.dtype, target, src, negated, box, note)]
+        return [unary(UNARY[kind], self.dtype, target, src, box, note, *params)]
 
 
-def _addr(operand: Operand) -> int:
-    return operand.buffer.addr + operand.elem_offset * dtype_bytes(operand.buffer.dtype)
+class OutputStage:
+    """The end of every output tile: the epilogue on the accumulator tile (in place), a
+    conversion to the output dtype when it differs (vcvt into a double-buffered tile),
+    and the store."""
 
+    def __init__(self, sram: Sram, expr, acc_dtype: str, out: Buffer, max_elements: int):
+        if out.dtype != acc_dtype and not (out.dtype in FLOATS and acc_dtype in FLOATS):
+            raise NotLowerable(f"{out.dtype} output from a {acc_dtype} result needs a "
+                               "requantization the NPU lowering does not do")
+        self.out = out
+        self.plan = EpiloguePlan(expr, sram, acc_dtype, max_elements)
+        self.cast = Slots(sram, "out", out.dtype, (max_elements,)) if out.dtype != acc_dtype \
+            else None
 
-def _binary(op, dtype, dst: Operand, lhs: Operand, rhs: Operand, box, note) -> Instr:
-    fields = {"dst": _addr(dst), "lhs": _addr(lhs), "rhs": _addr(rhs)}
-    fields.update({f"n{i}": n for i, n in enumerate(box)})
-    for name, operand in (("dst", dst), ("lhs", lhs), ("rhs", rhs)):
-        fields.update({f"{name}_s{i}": s for i, s in enumerate(operand.strides)})
-    return Instr(op, dtype, fields, reads=(lhs.buffer, rhs.buffer), writes=(dst.buffer,),
-                 note=note)
+    @property
+    def setup(self) -> list[Instr]:
+        return self.plan.setup
 
-
-def _unary(op, dtype, dst: Operand, src: Operand, box, note, *params) -> Instr:
-    fields = {"dst": _addr(dst), "src": _addr(src)}
-    fields.update({f"n{i}": n for i, n in enumerate(box)})
-    fields.update({f"dst_s{i}": s for i, s in enumerate(dst.strides)})
-    fields.update({f"src_s{i}": s for i, s in enumerate(src.strides)})
-    for i, value in enumerate(params):
-        fields[f"p{i}"] = f32_bits(float(value))
-    return Instr(op, dtype, fields, reads=(src.buffer,), writes=(dst.buffer,), note=note)
+    def emit(self, box, acc: Operand, inputs: list[Operand | None], starts, counts,
+             sram_strides, note: str) -> list[Instr]:
+        instrs = self.plan.emit(box, acc, inputs, acc, note)
+        result = acc.buffer
+        if self.cast is not None:
+            result, _ = self.cast.acquire(None)
+            instrs.append(convert(Operand(result, acc.strides), acc, box, note + " convert"))
+        return instrs + store_instrs(self.out, starts, counts, result, sram_strides, note)

@@ -20,14 +20,23 @@ parser with unregistered dialects allowed can read it:
 from dataclasses import dataclass, field
 
 from executable_format.isa import DTYPE_BYTES, DType, Engine, ENGINE_NAMES, OPCODES_BY_NAME
+from executable_format.scalars import encode_value
 
 DTYPES = {name: dtype for dtype, name in
           ((DType.F32, "f32"), (DType.F16, "f16"), (DType.BF16, "bf16"),
            (DType.I8, "i8"), (DType.I32, "i32"))}
 
 
+FLOATS = ("f32", "f16", "bf16")
+
+
 def dtype_bytes(dtype: str) -> int:
     return DTYPE_BYTES[DTYPES[dtype]]
+
+
+def value_bits(dtype: str, value: float) -> int:
+    """`value`'s bit pattern in `dtype` (a fill instruction's value field)."""
+    return encode_value(DTYPES[dtype], value)
 
 
 @dataclass(eq=False)

@@ -15,10 +15,9 @@ This module holds what they share:
 """
 from dataclasses import dataclass, field
 
-from executable_format.machine import MachineConfig
-
 from .lower import NotLowerable
 from .npu_ir import Buffer, Instr, alloc_line, dispatch_text, dtype_bytes, instr_line
+from .vector import Operand, convert
 
 SRAM_ALIGN = 64
 DMA_DIMS = 4
@@ -68,22 +67,30 @@ def pick(candidates: list[tuple[int, int, object]]):
 
 
 class Sram:
-    """Bump allocator over [0, sram_bytes)."""
+    """Bump allocator over [0, capacity) bytes (None: unbounded, to measure footprints)."""
 
-    def __init__(self, machine: MachineConfig):
-        self.capacity = machine.sram_bytes
+    def __init__(self, capacity: int | None):
+        self.capacity = capacity
         self.top = 0
         self.buffers: list[Buffer] = []
 
     def alloc(self, name: str, dtype: str, shape: tuple[int, ...]) -> Buffer:
         buffer = Buffer(name, dtype, tuple(shape), "sram", addr=self.top)
         end = self.top + buffer.size_bytes
-        if end > self.capacity:
+        if self.capacity is not None and end > self.capacity:
             raise NotLowerable(f"does not fit SRAM: {name} needs {buffer.size_bytes} bytes "
                                f"at {self.top}, SRAM has {self.capacity}")
         self.top = end + (-end % SRAM_ALIGN)
         self.buffers.append(buffer)
         return buffer
+
+
+def footprint(allocate) -> int:
+    """SRAM bytes `allocate(sram)` takes: the footprint of a tiling is what its emitter
+    allocates, measured on an unbounded allocator."""
+    sram = Sram(None)
+    allocate(sram)
+    return sram.top
 
 
 def aligned(nbytes: int) -> int:
@@ -220,13 +227,17 @@ def tiled_text(program: TiledProgram, name: str, stage: str, lines: list[str] | 
 class Streamed:
     """A DRAM tensor read tile by tile into double-buffered dense SRAM tiles. Broadcast
     dimensions (DRAM stride 0) are not loaded: the SRAM tile is dense over the other
-    dimensions, and compute reads it with stride 0 along the broadcast ones."""
+    dimensions, and compute reads it with stride 0 along the broadcast ones. With a
+    `compute_dtype` other than the tensor's, each loaded tile is converted (vcvt)."""
 
     def __init__(self, sram: Sram, dram: Buffer, max_counts: list[int], count: int = 2,
-                 dtype: str | None = None):
+                 compute_dtype: str | None = None):
         self.dram = dram
         live = [c for c, s in zip(max_counts, dram.strides) if s != 0]
-        self.slots = Slots(sram, dram.name + ".tile", dtype or dram.dtype, (prod(live),), count)
+        self.slots = Slots(sram, dram.name + ".tile", dram.dtype, (prod(live),), count)
+        self.converted = None
+        if compute_dtype not in (None, dram.dtype):
+            self.converted = Slots(sram, dram.name + ".cvt", compute_dtype, (prod(live),), count)
 
     def load(self, starts: list[int], counts: list[int], note: str):
         """(buffer, SRAM element stride per logical dim (0 if broadcast), load instrs)."""
@@ -243,6 +254,13 @@ class Streamed:
             origin = sum(start * s for start, s in zip(starts, strides))
             dims = [Dim(counts[i], strides[i], sram_strides[i]) for i in live]
             instrs = dma_instrs("dma.load", self.dram, origin, buffer, 0, dims, note)
+        if self.converted is not None:
+            raw = buffer
+            buffer, fresh = self.converted.acquire(key)
+            if fresh:
+                count = prod(counts[i] for i in live)
+                instrs.append(convert(Operand.flat(buffer), Operand.flat(raw), (1, 1, count),
+                                      note + " convert"))
         return buffer, sram_strides, instrs
 
 

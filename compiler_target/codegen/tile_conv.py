@@ -12,21 +12,23 @@ becomes the MAC BIAS flag; the rest of the epilogue runs on the vector engine ov
 output tile before its store.
 
 Tile sizes come from an analytic estimate of each engine's busy time (the cost model's
-formulas) over all candidate tilings that fit the SRAM budget with double buffering.
+formulas) over the candidate tilings whose SRAM allocation (measured by running the
+emitter's allocation) fits, double buffering included. Convolutions with few output
+channels may instead run as an im2col matmul (tile_conv_im2col) when its estimate is
+lower.
 """
 from dataclasses import dataclass
 
-from executable_format.isa import ACCUMULATOR, Flag, pack_pair
+from executable_format.isa import Flag, pack_pair
 from executable_format.machine import MachineConfig
 
-from .epilogue import (LEAVES, EpiloguePlan, Operand, fold_bias, reachable, temp_count,
-                       used_inputs)
+from .epilogue import LEAVES, OutputStage, accumulator, fold_bias, reachable, used_inputs
 from .lower import Lowered, NotLowerable
 from .tile_conv_im2col import Im2colEmitter, Im2colPlanner
-from .npu_ir import Instr, dtype_bytes, DTYPES
-from .tile import (SRAM_ALIGN, Dim, Slots, Sram, Streamed, TiledProgram, aligned,
-                   block_candidates, ceil_div, dma_instrs, load_window, pick, prod,
-                   split_candidates, store_instrs)
+from .vector import Operand
+from .npu_ir import Instr, dtype_bytes
+from .tile import (Dim, Slots, Sram, Streamed, TiledProgram, block_candidates, ceil_div,
+                   dma_instrs, footprint, load_window, pick, split_candidates)
 
 
 @dataclass(frozen=True)
@@ -80,40 +82,49 @@ def conv_shape(lowered: Lowered) -> ConvShape:
                      op.pads[0], op.pads[1], op.groups)
 
 
+@dataclass
+class ConvJob:
+    """What is fixed for the dispatch, whatever the tiling."""
+    lowered: Lowered
+    s: ConvShape
+    m: MachineConfig
+    dtype: str                 # operand dtype
+    acc_dtype: str
+    expr: list                 # epilogue, with a folded bias removed
+    bias_index: int | None     # epilogue input applied with the MAC BIAS flag
+    inputs_used: list[int]     # epilogue inputs the (folded) epilogue reads
+
+    def epilogue_ops(self) -> int:
+        return sum(1 for i in reachable(self.expr) if self.expr[i][0] not in LEAVES)
+
+
+def conv_job(lowered: Lowered, m: MachineConfig) -> ConvJob:
+    op = lowered.op
+    dtype = op.input.dtype
+    if dtype not in ("f32", "f16", "bf16", "i8") or op.weight.dtype != dtype:
+        raise NotLowerable(f"conv operand dtypes {dtype}/{op.weight.dtype} not supported")
+    acc_dtype = accumulator(dtype)
+    bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, 1, acc_dtype)
+    return ConvJob(lowered, conv_shape(lowered), m, dtype, acc_dtype, expr, bias_index,
+                   used_inputs(expr))
+
+
+def counts(s: ConvShape, t: ConvTiling) -> tuple[int, int, int, int]:
+    """Blocks of output channels, rows, cols, and input-channel chunks."""
+    nc = ceil_div(s.c, t.cb) if s.groups == 1 else 1
+    return ceil_div(s.f, t.fb), ceil_div(s.ho, t.rows), ceil_div(s.wo, t.cols), nc
+
+
+def weight_elems(s: ConvShape, t: ConvTiling) -> int:
+    return t.fb * (t.cb if s.groups == 1 else s.cg) * s.kh * s.kw
+
+
 class ConvPlanner:
-    """Footprint and estimated cycles of a tiling."""
+    """Estimated cycles of a tiling (the cost model's formulas per engine) and the choice."""
 
-    def __init__(self, s: ConvShape, m: MachineConfig, dtype: str, bias: bool,
-                 epilogue_elems: list[int], temps: int):
-        self.s, self.m, self.dtype, self.bias = s, m, dtype, bias
-        self.e = dtype_bytes(dtype)
-        self.acc_e = 4
-        self.epilogue_elems = epilogue_elems      # per epilogue input: its SRAM tile size fn
-        self.temps = temps
-
-    def counts(self, t: ConvTiling) -> tuple[int, int, int, int]:
-        s = self.s
-        nc = ceil_div(s.c, t.cb) if s.groups == 1 else 1
-        return ceil_div(s.f, t.fb), ceil_div(s.ho, t.rows), ceil_div(s.wo, t.cols), nc
-
-    def weight_slots(self, t: ConvTiling) -> int:
-        nf, _, _, nc = self.counts(t)
-        return 1 if nf * nc == 1 else 2
-
-    def weight_elems(self, t: ConvTiling) -> int:
-        s = self.s
-        return t.fb * (t.cb if s.groups == 1 else s.cg) * s.kh * s.kw
-
-    def footprint(self, t: ConvTiling) -> int:
-        s = self.s
-        out_elems = t.fb * t.rows * t.cols
-        total = 2 * aligned(t.cb * s.in_rows(t.rows) * s.in_cols(t.cols) * self.e)
-        total += self.weight_slots(t) * aligned(self.weight_elems(t) * self.e)
-        total += 2 * aligned(out_elems * self.acc_e)
-        total += 2 * aligned(t.fb * self.acc_e) if self.bias else 0
-        total += sum(2 * aligned(fn(t) * self.acc_e) for fn in self.epilogue_elems)
-        total += self.temps * aligned(out_elems * self.acc_e) + 4 * SRAM_ALIGN
-        return total
+    def __init__(self, job: ConvJob):
+        self.job, self.s, self.m = job, job.s, job.m
+        self.e = dtype_bytes(job.dtype)
 
     def _dma(self, nbytes: int, run_bytes: int) -> int:
         burst = self.m.dma_burst_bytes
@@ -123,7 +134,7 @@ class ConvPlanner:
 
     def mac_cycles(self, t: ConvTiling) -> int:
         s, m = self.s, self.m
-        lanes = m.mac_k_lanes(self.dtype)
+        lanes = m.mac_k_lanes(self.job.dtype)
         if s.groups == 1:
             per = t.rows * t.cols * ceil_div(t.fb, m.mac_cols) * ceil_div(t.cb * s.kh * s.kw, lanes)
         else:
@@ -133,25 +144,29 @@ class ConvPlanner:
 
     def estimate(self, t: ConvTiling) -> int:
         s, m = self.s, self.m
-        nf, ny, nx, nc = self.counts(t)
+        nf, ny, nx, nc = counts(s, t)
         tiles = s.n * nf * ny * nx
         mac = tiles * nc * self.mac_cycles(t)
         in_bytes = t.cb * s.in_rows(t.rows) * s.in_cols(t.cols) * self.e
         load_in = self._dma(in_bytes, min(s.w, s.in_cols(t.cols)) * self.e)
         weight_loads = nf * nc if nc == 1 else tiles * nc
-        load_w = self._dma(self.weight_elems(t) * self.e, s.kh * s.kw * self.e)
+        load_w = self._dma(weight_elems(s, t) * self.e, s.kh * s.kw * self.e)
         dma_in = tiles * nc * load_in + weight_loads * load_w
-        out_bytes = t.fb * t.rows * t.cols * self.acc_e
-        store = self._dma(out_bytes, t.cols * self.acc_e)
-        dma_out = tiles * store
-        return max(mac, dma_in, dma_out) + load_in + load_w + store + self.mac_cycles(t)
+        out_elems = t.fb * t.rows * t.cols
+        store = self._dma(out_elems * 4, t.cols * 4)
+        vector = self.job.epilogue_ops() * (m.vector_latency_cycles +
+                                            ceil_div(out_elems * 4, m.vector_bytes_per_cycle))
+        return max(mac, dma_in, tiles * store, tiles * vector) + load_in + load_w + store + \
+            self.mac_cycles(t) + vector
 
-    def choose(self) -> ConvTiling:
+    def fits(self, t: ConvTiling) -> bool:
+        return footprint(lambda sram: ConvEmitter(self.job, t, sram)) <= self.m.sram_bytes
+
+    def choose(self) -> ConvTiling | None:
         s, m = self.s, self.m
-        budget = m.sram_bytes
         if s.groups == 1:
             fbs = block_candidates(s.f, m.mac_cols)
-            cbs = block_candidates(s.c, m.mac_k_lanes(self.dtype))
+            cbs = block_candidates(s.c, m.mac_k_lanes(self.job.dtype))
         else:
             fbs = sorted({s.fg * g for g in split_candidates(s.groups)})
             cbs = [None]
@@ -159,80 +174,61 @@ class ConvPlanner:
         for fb in fbs:
             for cb in cbs:
                 cb = cb if cb is not None else fb // s.fg * s.cg
-                for cols in ([s.wo] if self.footprint(ConvTiling(fb, cb, 1, s.wo)) <= budget
-                             else split_candidates(s.wo)):
+                whole_rows = self.fits(ConvTiling(fb, cb, 1, s.wo))
+                for cols in [s.wo] if whole_rows else split_candidates(s.wo):
                     for rows in split_candidates(s.ho):
                         t = ConvTiling(fb, cb, rows, cols)
-                        if self.footprint(t) > budget:
-                            continue
-                        candidates.append((self.estimate(t), rows * cols * fb * cb, t))
+                        if self.fits(t):
+                            candidates.append((self.estimate(t), rows * cols * fb * cb, t))
         chosen = pick(candidates)
-        if chosen is None:
-            raise NotLowerable(f"does not fit SRAM even tiled: conv {s.c}->{s.f} channels, "
-                               f"{s.kh}x{s.kw} kernel, width {s.w}")
-        return chosen[1]
+        return None if chosen is None else chosen[1]
 
 
 def tile_conv(lowered: Lowered, m: MachineConfig) -> TiledProgram:
-    op = lowered.op
-    s = conv_shape(lowered)
-    dtype = op.input.dtype
-    if dtype not in ("f32", "f16", "bf16", "i8") or op.weight.dtype != dtype:
-        raise NotLowerable(f"conv operand dtypes {dtype}/{op.weight.dtype} not supported")
-    acc_dtype = {v: k for k, v in DTYPES.items()}[ACCUMULATOR[DTYPES[dtype]]]
-    if op.out.dtype != acc_dtype:
-        raise NotLowerable(f"conv output {op.out.dtype} from a {dtype} conv needs a "
-                           f"conversion (only {acc_dtype} output supported)")
-    bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, 1, acc_dtype)
-    inputs_used = used_inputs(expr)
-    epi_refs = {k: op.epilogue_inputs[k] for k in inputs_used}
-
-    def epi_elems(k):
-        strides = epi_refs[k].strides
-        return lambda t: prod(n for n, st in zip((1, t.fb, t.rows, t.cols), strides) if st)
-
-    temps = temp_count(expr)
-    planner = ConvPlanner(s, m, dtype, bias_index is not None,
-                          [epi_elems(k) for k in inputs_used], temps)
-    t = planner.choose()
-    if s.groups == 1 and dtype == "f32":
-        ops = sum(1 for i in reachable(expr) if expr[i][0] not in LEAVES)
-        im2col = Im2colPlanner(s, m, dtype, bias_index is not None, ops, len(inputs_used), temps)
-        choice = im2col.choose()
-        if choice is not None and choice[0] < planner.estimate(t):
-            return Im2colEmitter(lowered, s, choice[1], im2col, expr, bias_index, inputs_used,
-                                 acc_dtype).run()
-    return ConvEmitter(lowered, s, t, planner, expr, bias_index, inputs_used, acc_dtype).run()
+    job = conv_job(lowered, m)
+    planner = ConvPlanner(job)
+    direct = planner.choose()
+    bias_dtype = None if job.bias_index is None else \
+        job.lowered.tensors[f"epilogue.{job.bias_index}"].dtype
+    if job.s.groups == 1 and job.dtype == "f32" and bias_dtype in (None, job.dtype):
+        im2col = Im2colPlanner(job).choose()
+        if im2col is not None and (direct is None or im2col[0] < planner.estimate(direct)):
+            return Im2colEmitter(job, im2col[1], Sram(m.sram_bytes)).run()
+    if direct is None:
+        s = job.s
+        raise NotLowerable(f"does not fit SRAM even tiled: conv {s.c}->{s.f} channels, "
+                           f"{s.kh}x{s.kw} kernel, width {s.w}")
+    return ConvEmitter(job, direct, Sram(m.sram_bytes)).run()
 
 
 class ConvEmitter:
-    """Writes the tile loop of a chosen tiling as NPU instructions."""
+    """Allocates the SRAM of a tiling and writes its tile loop as NPU instructions."""
 
-    def __init__(self, lowered, s: ConvShape, t: ConvTiling, planner: ConvPlanner, expr,
-                 bias_index, inputs_used, acc_dtype):
-        self.lowered, self.s, self.t, self.planner = lowered, s, t, planner
-        self.tensors = lowered.tensors
-        self.dtype = lowered.op.input.dtype
-        self.acc_dtype = acc_dtype
-        sram = Sram(planner.m)
-        self.sram = sram
+    def __init__(self, job: ConvJob, t: ConvTiling, sram: Sram):
+        s = job.s
+        self.job, self.s, self.t, self.sram = job, s, t, sram
+        self.tensors = job.lowered.tensors
+        self.dtype = job.dtype
+        nf, _, _, nc = counts(s, t)
         self.inputs = Slots(sram, "in", self.dtype,
                             (t.cb * s.in_rows(t.rows) * s.in_cols(t.cols),))
-        self.weights = Slots(sram, "w", self.dtype, (planner.weight_elems(t),),
-                             planner.weight_slots(t))
-        self.outs = Slots(sram, "acc", acc_dtype, (t.fb * t.rows * t.cols,))
+        self.weights = Slots(sram, "w", self.dtype, (weight_elems(s, t),),
+                             1 if nf * nc == 1 else 2)
+        self.outs = Slots(sram, "acc", job.acc_dtype, (t.fb * t.rows * t.cols,))
+        tile = [1, t.fb, t.rows, t.cols]
         self.bias = None
-        if bias_index is not None:
-            self.bias = Streamed(sram, self.tensors[f"epilogue.{bias_index}"],
-                                 [1, t.fb, t.rows, t.cols])
-        self.epi_inputs = {k: Streamed(sram, self.tensors[f"epilogue.{k}"],
-                                       [1, t.fb, t.rows, t.cols]) for k in inputs_used}
-        self.plan = EpiloguePlan(expr, sram, acc_dtype, t.fb * t.rows * t.cols)
-        self.instrs: list[Instr] = list(self.plan.setup)
+        if job.bias_index is not None:
+            self.bias = Streamed(sram, self.tensors[f"epilogue.{job.bias_index}"], tile,
+                                 compute_dtype=job.acc_dtype)
+        self.epi_inputs = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], tile,
+                                       compute_dtype=job.acc_dtype) for k in job.inputs_used}
+        self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
+                                  t.fb * t.rows * t.cols)
+        self.instrs: list[Instr] = list(self.output.setup)
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t
-        nf, ny, nx, nc = self.planner.counts(t)
+        nf, ny, nx, nc = counts(s, t)
         for fi in range(nf):
             for n in range(s.n):
                 for yi in range(ny):
@@ -278,10 +274,9 @@ class ConvEmitter:
             buf, strides, loads = stream.load([n, f0, y0, x0], [1, fb, rows, cols], note)
             self.instrs += loads
             operands[k] = Operand(buf, tuple(strides[1:]))
-        epi_inputs = [operands.get(k) for k in range(len(self.lowered.op.epilogue_inputs))]
-        self.instrs += self.plan.emit((fb, rows, cols), acc, epi_inputs, acc, note)
-        self.instrs += store_instrs(self.tensors["out"], [n, f0, y0, x0], [1, fb, rows, cols],
-                                    out, [0] + dense, note)
+        epi_inputs = [operands.get(k) for k in range(len(self.job.lowered.op.epilogue_inputs))]
+        self.instrs += self.output.emit((fb, rows, cols), acc, epi_inputs, [n, f0, y0, x0],
+                                        [1, fb, rows, cols], [0] + dense, note)
 
     def _load_input(self, n, c0, cc, y0, rows, x0, cols, note):
         s = self.s

@@ -15,12 +15,12 @@ store are shared with it. tile_conv picks whichever strategy its estimate prefer
 from dataclasses import dataclass
 
 from executable_format.isa import Flag, f32_bits
-from executable_format.machine import MachineConfig
 
-from .epilogue import EpiloguePlan, Operand
+from .epilogue import OutputStage
+from .vector import Operand
 from .npu_ir import Instr, dtype_bytes
-from .tile import (SRAM_ALIGN, Dim, Slots, Sram, Streamed, TiledProgram, aligned, ceil_div,
-                   dma_instrs, fill_instrs, load_window, pick, split_candidates, store_instrs)
+from .tile import (Dim, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
+                   fill_instrs, footprint, load_window, pick, split_candidates)
 
 
 @dataclass(frozen=True)
@@ -33,34 +33,29 @@ class Im2colTiling:
         return self.rows * self.cols
 
 
+def k_rows(job) -> int:
+    """Rows of X: C·KH·KW, plus the ones row carrying a folded bias."""
+    s = job.s
+    return s.c * s.kh * s.kw + (1 if job.bias_index is not None else 0)
+
+
 class Im2colPlanner:
-    """Footprint and estimated cycles; `s` is tile_conv.ConvShape (groups == 1)."""
+    """Estimated cycles and choice of row/col blocks; `job` is tile_conv.ConvJob
+    (groups == 1, f32)."""
 
-    def __init__(self, s, m: MachineConfig, dtype: str, bias: bool, epilogue_ops: int,
-                 epi_inputs: int, temps: int):
-        self.s, self.m, self.dtype, self.bias = s, m, dtype, bias
-        self.e = dtype_bytes(dtype)
-        self.k = s.c * s.kh * s.kw
-        self.k_rows = self.k + (1 if bias else 0)
-        self.epilogue_ops, self.epi_inputs, self.temps = epilogue_ops, epi_inputs, temps
-
-    def footprint(self, t: Im2colTiling) -> int:
-        s, e = self.s, self.e
-        out = s.f * t.pixels * 4
-        total = 2 * aligned(s.c * s.in_rows(t.rows) * s.in_cols(t.cols) * e)
-        total += 2 * aligned(self.k_rows * t.pixels * e) + aligned(s.f * self.k_rows * e)
-        total += (2 + self.temps + 2 * self.epi_inputs) * aligned(out)
-        return total + 8 * SRAM_ALIGN
+    def __init__(self, job):
+        self.job, self.s, self.m = job, job.s, job.m
+        self.e = dtype_bytes(job.dtype)
 
     def estimate(self, t: Im2colTiling) -> int:
         s, m = self.s, self.m
         tiles = s.n * ceil_div(s.ho, t.rows) * ceil_div(s.wo, t.cols)
         mac = m.mac_latency_cycles + s.f * ceil_div(t.pixels, m.mac_cols) * \
-            ceil_div(self.k_rows, m.mac_k_lanes(self.dtype))
+            ceil_div(k_rows(self.job), m.mac_k_lanes(self.job.dtype))
         copy = m.vector_latency_cycles + ceil_div(s.kw * t.pixels * self.e,
                                                   m.vector_bytes_per_cycle)
-        epilogue = self.epilogue_ops * (m.vector_latency_cycles +
-                                        ceil_div(s.f * t.pixels * 4, m.vector_bytes_per_cycle))
+        epilogue = self.job.epilogue_ops() * (m.vector_latency_cycles + ceil_div(
+            s.f * t.pixels * 4, m.vector_bytes_per_cycle))
         vector = s.c * s.kh * copy + epilogue
         in_bytes = s.c * s.in_rows(t.rows) * s.in_cols(t.cols) * self.e
         load = m.dma_latency_cycles + ceil_div(in_bytes, m.dram_bytes_per_cycle)
@@ -68,13 +63,16 @@ class Im2colPlanner:
         return max(tiles * mac, tiles * vector, tiles * load, tiles * store) + \
             load + vector + mac + store
 
+    def fits(self, t: Im2colTiling) -> bool:
+        return footprint(lambda sram: Im2colEmitter(self.job, t, sram)) <= self.m.sram_bytes
+
     def choose(self) -> tuple[int, Im2colTiling] | None:
         s = self.s
         candidates = []
         for cols in [s.wo] + [c for c in split_candidates(s.wo) if c != s.wo]:
             for rows in split_candidates(s.ho):
                 t = Im2colTiling(rows, cols)
-                if self.footprint(t) <= self.m.sram_bytes:
+                if self.fits(t):
                     candidates.append((self.estimate(t), t.pixels, t))
             if candidates:
                 break
@@ -82,29 +80,28 @@ class Im2colPlanner:
 
 
 class Im2colEmitter:
-    def __init__(self, lowered, s, t: Im2colTiling, planner: Im2colPlanner, expr, bias_index,
-                 inputs_used, acc_dtype):
-        self.lowered, self.s, self.t, self.p = lowered, s, t, planner
-        self.tensors = lowered.tensors
-        self.dtype = lowered.op.input.dtype
-        self.bias_index = bias_index
-        sram = Sram(planner.m)
-        self.sram = sram
+    def __init__(self, job, t: Im2colTiling, sram: Sram):
+        s = job.s
+        self.job, self.s, self.t, self.sram = job, s, t, sram
+        self.tensors = job.lowered.tensors
+        self.dtype = job.dtype
+        self.k_rows = k_rows(job)
         self.inputs = Slots(sram, "in", self.dtype, (s.c * s.in_rows(t.rows) * s.in_cols(t.cols),))
-        self.cols = Slots(sram, "im2col", self.dtype, (planner.k_rows * t.pixels,))
-        self.weights = sram.alloc("w", self.dtype, (s.f * planner.k_rows,))
-        self.outs = Slots(sram, "acc", acc_dtype, (s.f * t.pixels,))
-        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [1, s.f, t.rows, t.cols])
-                    for k in inputs_used}
-        self.plan = EpiloguePlan(expr, sram, acc_dtype, s.f * t.pixels)
-        self.instrs: list[Instr] = list(self.plan.setup)
+        self.cols = Slots(sram, "im2col", self.dtype, (self.k_rows * t.pixels,))
+        self.weights = sram.alloc("w", self.dtype, (s.f * self.k_rows,))
+        self.outs = Slots(sram, "acc", job.acc_dtype, (s.f * t.pixels,))
+        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [1, s.f, t.rows, t.cols],
+                                compute_dtype=job.acc_dtype) for k in job.inputs_used}
+        self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
+                                  s.f * t.pixels)
+        self.instrs: list[Instr] = list(self.output.setup)
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t
         self._load_weights()
-        if self.bias_index is not None:
+        if self.job.bias_index is not None:
             for buf in self.cols.buffers:
-                self.instrs += fill_instrs(buf, self.p.k * t.pixels, [(t.pixels, 1)],
+                self.instrs += fill_instrs(buf, (self.k_rows - 1) * t.pixels, [(t.pixels, 1)],
                                            f32_bits(1.0), "ones row (bias)")
         for n in range(s.n):
             for y0 in range(0, s.ho, t.rows):
@@ -112,18 +109,18 @@ class Im2colEmitter:
                     self._tile(n, y0, min(t.rows, s.ho - y0), x0, min(t.cols, s.wo - x0))
         return TiledProgram(self.instrs, self.sram.buffers,
                             f"tiles {s.f}x{t.rows}x{t.cols} (out channels x rows x cols), "
-                            f"im2col matmul K={self.p.k_rows}", 2)
+                            f"im2col matmul K={self.k_rows}", 2)
 
     def _load_weights(self):
-        s, k_rows = self.s, self.p.k_rows
+        s, k_rows = self.s, self.k_rows
         w = self.tensors["weight"]
         sf, sc, sy, sx = w.strides
         dims = [Dim(s.f, sf, k_rows), Dim(s.c, sc, s.kh * s.kw), Dim(s.kh, sy, s.kw),
                 Dim(s.kw, sx, 1)]
         self.instrs += dma_instrs("dma.load", w, 0, self.weights, 0, dims, "weights")
-        if self.bias_index is not None:
-            bias = self.tensors[f"epilogue.{self.bias_index}"]
-            self.instrs += dma_instrs("dma.load", bias, 0, self.weights, self.p.k,
+        if self.job.bias_index is not None:
+            bias = self.tensors[f"epilogue.{self.job.bias_index}"]
+            self.instrs += dma_instrs("dma.load", bias, 0, self.weights, self.k_rows - 1,
                                       [Dim(s.f, bias.strides[1], k_rows)], "bias column")
 
     def _tile(self, n, y0, rows, x0, cols):
@@ -149,7 +146,7 @@ class Im2colEmitter:
         pixels = rows * cols
         self.instrs.append(Instr("matmul", self.dtype, {
             "a": self.weights.addr, "b": x.addr, "out": out.addr, "m": s.f, "n": pixels,
-            "k": self.p.k_rows, "lda": self.p.k_rows, "ldb": t.pixels, "ldo": pixels},
+            "k": self.k_rows, "lda": self.k_rows, "ldb": t.pixels, "ldo": pixels},
             int(Flag.NONE), reads=(self.weights, x), writes=(out,), note=note))
         dense = (pixels, cols, 1)
         acc = Operand(out, dense)
@@ -158,7 +155,6 @@ class Im2colEmitter:
             buf, strides, loads = stream.load([n, 0, y0, x0], [1, s.f, rows, cols], note)
             self.instrs += loads
             operands[k] = Operand(buf, tuple(strides[1:]))
-        inputs = [operands.get(k) for k in range(len(self.lowered.op.epilogue_inputs))]
-        self.instrs += self.plan.emit((s.f, rows, cols), acc, inputs, acc, note)
-        self.instrs += store_instrs(self.tensors["out"], [n, 0, y0, x0], [1, s.f, rows, cols],
-                                    out, [0, *dense], note)
+        inputs = [operands.get(k) for k in range(len(self.job.lowered.op.epilogue_inputs))]
+        self.instrs += self.output.emit((s.f, rows, cols), acc, inputs, [n, 0, y0, x0],
+                                        [1, s.f, rows, cols], [0, *dense], note)

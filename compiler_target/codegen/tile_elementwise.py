@@ -10,9 +10,10 @@ does not change between tiles is not reloaded.
 """
 from executable_format.machine import MachineConfig
 
-from .epilogue import EpiloguePlan, Operand, temp_count, used_inputs
+from .epilogue import EpiloguePlan, temp_count, used_inputs
 from .lower import Lowered, NotLowerable
-from .npu_ir import Buffer, dtype_bytes
+from .npu_ir import FLOATS, Buffer, dtype_bytes
+from .vector import Operand
 from .tile import (SRAM_ALIGN, Slots, Sram, Streamed, TiledProgram, ceil_div,
                    dense_sram_strides, prod, store_instrs)
 
@@ -55,16 +56,19 @@ def tile_elementwise(lowered: Lowered, m: MachineConfig) -> TiledProgram:
     out = lowered.tensors["out"]
     used = used_inputs(op.expr)
     ins = [lowered.tensors[f"in.{k}"] for k in range(len(op.inputs))]
-    if any(ins[k].dtype != out.dtype for k in used):
-        raise NotLowerable("elementwise inputs and output differ in dtype")
+    if any(ins[k].dtype != out.dtype and FLOATS.count(ins[k].dtype) + FLOATS.count(out.dtype) < 2
+           for k in used):
+        raise NotLowerable("elementwise inputs and output differ in dtype (not both floats)")
     if len(out.shape) > 4:
         raise NotLowerable(f"elementwise rank {len(out.shape)} > 4")
     shape, strides = simplify(out.shape, [out.strides] + [ins[k].strides for k in used])
     out_view = view(out, shape, strides[0])
     in_views = {k: view(ins[k], shape, st) for k, st in zip(used, strides[1:])}
     elem = dtype_bytes(out.dtype)
-    per_element = elem * (2 + 2 * len(used) + temp_count(op.expr))
-    budget = (m.sram_bytes - SRAM_ALIGN * (8 + 2 * len(used))) // per_element
+    per_element = elem * (2 + temp_count(op.expr)) + sum(
+        2 * dtype_bytes(ins[k].dtype) + (2 * elem if ins[k].dtype != out.dtype else 0)
+        for k in used)
+    budget = (m.sram_bytes - SRAM_ALIGN * (8 + 4 * len(used) + len(op.expr))) // per_element
     total = prod(shape)
     target = min(budget, max(ceil_div(total, PIPELINE_TILES), MIN_TILE_BYTES // elem))
     if target < 1:
@@ -72,8 +76,9 @@ def tile_elementwise(lowered: Lowered, m: MachineConfig) -> TiledProgram:
     k, chunk = split(shape, target)
     tile_counts = [1] * k + [chunk] + shape[k + 1:]
     tile_elems = prod(tile_counts)
-    sram = Sram(m)
-    streams = {i: Streamed(sram, v, tile_counts) for i, v in in_views.items()}
+    sram = Sram(m.sram_bytes)
+    streams = {i: Streamed(sram, v, tile_counts, compute_dtype=out.dtype)
+               for i, v in in_views.items()}
     outs = Slots(sram, "out", out.dtype, (tile_elems,))
     plan = EpiloguePlan(op.expr, sram, out.dtype, tile_elems)
     instrs = list(plan.setup)

@@ -11,18 +11,15 @@ the epilogue becomes the MAC BIAS flag; the rest runs on the vector engine.
 """
 from dataclasses import dataclass
 
-from executable_format.isa import ACCUMULATOR, Flag
+from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
-from .epilogue import EpiloguePlan, Operand, fold_bias, temp_count, used_inputs
+from .epilogue import OutputStage, accumulator, fold_bias, temp_count, used_inputs
 from .lower import Lowered, NotLowerable
-from .npu_ir import DTYPES, Instr, dtype_bytes
+from .npu_ir import Instr, dtype_bytes
+from .vector import Operand
 from .tile import (SRAM_ALIGN, Dim, Slots, Sram, Streamed, TiledProgram, aligned,
-                   block_candidates, ceil_div, dma_instrs, pick, prod, split_candidates,
-                   store_instrs)
-
-ACC_NAMES = {DTYPES["f32"]: "f32", DTYPES["i32"]: "i32"}
-
+                   block_candidates, ceil_div, dma_instrs, pick, prod, split_candidates)
 
 @dataclass(frozen=True)
 class MatmulTiling:
@@ -33,13 +30,20 @@ class MatmulTiling:
 
 
 class MatmulPlanner:
-    def __init__(self, lowered: Lowered, m: MachineConfig, bias: bool, epi_fns, temps: int):
+    def __init__(self, lowered: Lowered, m: MachineConfig, expr, bias_index, used, acc_dtype):
         op = lowered.op
         self.batch, self.M, self.K = op.a.shape
         _, _, self.N = op.b.shape
         self.m, self.dtype = m, op.a.dtype
         self.e = dtype_bytes(self.dtype)
-        self.bias, self.epi_fns, self.temps = bias, epi_fns, temps
+        self.acc_e = dtype_bytes(acc_dtype)
+        # Streamed epilogue tensors (the bias included): their strides, and the bytes per
+        # element of their SRAM tiles (a converted copy when the dtype differs).
+        self.streamed = [(lowered.tensors[f"epilogue.{k}"], acc_dtype)
+                         for k in used + ([bias_index] if bias_index is not None else [])]
+        self.cast_e = dtype_bytes(op.out.dtype) if op.out.dtype != acc_dtype else 0
+        self.temps = temp_count(expr)
+        self.consts = sum(1 for node in expr if node[0] == "const")
 
     def counts(self, t: MatmulTiling):
         return ceil_div(self.M, t.mt), ceil_div(self.N, t.nt), ceil_div(self.K, t.kt)
@@ -51,13 +55,17 @@ class MatmulPlanner:
         return (1 if a_single else 2), (1 if b_single else 2)
 
     def footprint(self, t: MatmulTiling) -> int:
+        """The SRAM MatmulEmitter allocates (slots are 64-byte aligned)."""
         a_slots, b_slots = self.slots(t)
-        out = t.mt * t.nt * 4
+        out = t.mt * t.nt
         total = a_slots * aligned(t.mt * t.kt * self.e) + b_slots * aligned(t.kt * t.nt * self.e)
-        total += 2 * aligned(out) + self.temps * aligned(out)
-        total += 2 * aligned(t.nt * 4) if self.bias else 0
-        total += sum(2 * aligned(fn(t) * 4) for fn in self.epi_fns)
-        return total + 4 * SRAM_ALIGN
+        total += (2 + self.temps) * aligned(out * self.acc_e) + 2 * aligned(out * self.cast_e)
+        for dram, compute in self.streamed:
+            live = prod(n for n, st in zip((1, t.mt, t.nt), dram.strides) if st)
+            total += 2 * aligned(live * dtype_bytes(dram.dtype))
+            if dram.dtype != compute:
+                total += 2 * aligned(live * dtype_bytes(compute))
+        return total + (self.consts + 1) * SRAM_ALIGN
 
     def _dma(self, nbytes: int, run: int) -> int:
         m = self.m
@@ -104,21 +112,12 @@ def tile_matmul(lowered: Lowered, m: MachineConfig) -> TiledProgram:
     dtype = op.a.dtype
     if dtype not in ("f32", "f16", "bf16", "i8") or op.b.dtype != dtype:
         raise NotLowerable(f"matmul operand dtypes {dtype}/{op.b.dtype} not supported")
-    acc_dtype = ACC_NAMES[ACCUMULATOR[DTYPES[dtype]]]
-    if op.out.dtype != acc_dtype:
-        raise NotLowerable(f"matmul output {op.out.dtype} from {dtype} operands needs a "
-                           f"conversion (only {acc_dtype} output supported)")
+    acc_dtype = accumulator(dtype)
     if op.a.shape[0] != op.out.shape[0] or op.b.shape[0] != op.out.shape[0]:
         raise NotLowerable("matmul batch sizes differ")
     bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, 2, acc_dtype)
     used = used_inputs(expr)
-
-    def epi_fn(k):
-        strides = op.epilogue_inputs[k].strides
-        return lambda t: prod(n for n, s in zip((1, t.mt, t.nt), strides) if s)
-
-    planner = MatmulPlanner(lowered, m, bias_index is not None, [epi_fn(k) for k in used],
-                            temp_count(expr))
+    planner = MatmulPlanner(lowered, m, expr, bias_index, used, acc_dtype)
     t = planner.choose()
     return MatmulEmitter(lowered, planner, t, expr, bias_index, used, acc_dtype).run()
 
@@ -131,17 +130,18 @@ class MatmulEmitter:
         a, b = self.tensors["a"], self.tensors["b"]
         self.a_transposed = abs(a.strides[1]) < abs(a.strides[2])     # stored [k][m]
         self.b_transposed = abs(b.strides[1]) < abs(b.strides[2])     # stored [n][k]
-        sram = Sram(planner.m)
+        sram = Sram(planner.m.sram_bytes)
         self.sram = sram
         a_slots, b_slots = planner.slots(t)
         self.a_slots = Slots(sram, "a", planner.dtype, (t.mt * t.kt,), a_slots)
         self.b_slots = Slots(sram, "b", planner.dtype, (t.kt * t.nt,), b_slots)
         self.outs = Slots(sram, "acc", acc_dtype, (t.mt * t.nt,))
-        self.bias = Streamed(sram, self.tensors[f"epilogue.{bias_index}"], [1, t.mt, t.nt]) \
-            if bias_index is not None else None
-        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [1, t.mt, t.nt]) for k in used}
-        self.plan = EpiloguePlan(expr, sram, acc_dtype, t.mt * t.nt)
-        self.instrs: list[Instr] = list(self.plan.setup)
+        self.bias = Streamed(sram, self.tensors[f"epilogue.{bias_index}"], [1, t.mt, t.nt],
+                             compute_dtype=acc_dtype) if bias_index is not None else None
+        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [1, t.mt, t.nt],
+                                compute_dtype=acc_dtype) for k in used}
+        self.output = OutputStage(sram, expr, acc_dtype, self.tensors["out"], t.mt * t.nt)
+        self.instrs: list[Instr] = list(self.output.setup)
 
     def run(self) -> TiledProgram:
         p, t = self.p, self.t
@@ -187,10 +187,9 @@ class MatmulEmitter:
             buf, strides, loads = stream.load([b, m0, n0], [1, mt, nt], note)
             self.instrs += loads
             operands[k] = Operand(buf, tuple(strides))
-        self.instrs += self.plan.emit((1, mt, nt), acc, [operands.get(k) for k in range(self.n_epi)],
-                                      acc, note)
-        self.instrs += store_instrs(self.tensors["out"], [b, m0, n0], [1, mt, nt], out,
-                                    [0, nt, 1], note)
+        inputs = [operands.get(k) for k in range(self.n_epi)]
+        self.instrs += self.output.emit((1, mt, nt), acc, inputs, [b, m0, n0], [1, mt, nt],
+                                        [0, nt, 1], note)
 
     def _load_a(self, b, m0, mt, k0, kt, note):
         buf, fresh = self.a_slots.acquire((b * (self.tensors["a"].strides[0] != 0), m0, k0))

@@ -10,12 +10,13 @@ tile before its store.
 """
 from dataclasses import dataclass
 
-from executable_format.isa import Flag, f32_bits, pack_pair
+from executable_format.isa import Flag, pack_pair
 from executable_format.machine import MachineConfig
 
-from .epilogue import EpiloguePlan, Operand, temp_count, used_inputs
+from .epilogue import EpiloguePlan, temp_count, used_inputs
 from .lower import Lowered, NotLowerable
-from .npu_ir import Instr, dtype_bytes
+from .npu_ir import FLOATS, Instr, dtype_bytes, value_bits
+from .vector import Operand, unary
 from .tile import (SRAM_ALIGN, Slots, Sram, Streamed, TiledProgram, aligned, ceil_div,
                    load_window, pick, split_candidates, store_instrs)
 
@@ -53,7 +54,7 @@ def _choose(g: PoolGeometry, m: MachineConfig, e: int, per_out_extra: int) -> Po
                 in_elems = cb * g.in_rows(rows) * g.in_cols(cols)
                 out_elems = cb * rows * cols
                 need = 2 * aligned(in_elems * e) + 2 * aligned(out_elems * e) + \
-                    per_out_extra * out_elems + 8 * SRAM_ALIGN
+                    per_out_extra * out_elems + 16 * SRAM_ALIGN
                 if need > m.sram_bytes:
                     continue
                 tiles = g.n * ceil_div(g.c, cb) * ceil_div(g.ho, rows) * ceil_div(g.wo, cols)
@@ -74,14 +75,15 @@ def _choose(g: PoolGeometry, m: MachineConfig, e: int, per_out_extra: int) -> Po
 def tile_pool(lowered: Lowered, m: MachineConfig) -> TiledProgram:
     op = lowered.op
     dtype = op.input.dtype
-    if dtype != "f32" or op.out.dtype != dtype:
-        raise NotLowerable(f"{dtype} pooling is not supported (f32 only)")
+    if dtype not in FLOATS or op.out.dtype != dtype:
+        raise NotLowerable(f"{dtype} -> {op.out.dtype} pooling is not supported (floats only)")
     if op.kind not in ("max", "avg", "sum"):
         raise NotLowerable(f"pooling kind '{op.kind}' is not supported")
     g = PoolGeometry(op)
     e = dtype_bytes(dtype)
     used = used_inputs(op.epilogue)
-    extra = (temp_count(op.epilogue) + 2 * len(used)) * e
+    extra = temp_count(op.epilogue) * e + sum(
+        2 * (e + dtype_bytes(op.epilogue_inputs[k].dtype)) for k in used)
     t = _choose(g, m, e, extra)
     return PoolEmitter(lowered, g, t, m, used).run()
 
@@ -89,15 +91,15 @@ def tile_pool(lowered: Lowered, m: MachineConfig) -> TiledProgram:
 class PoolEmitter:
     def __init__(self, lowered, g: PoolGeometry, t: PoolTiling, m: MachineConfig, used):
         self.op, self.g, self.t, self.tensors = lowered.op, g, t, lowered.tensors
-        sram = Sram(m)
+        sram = Sram(m.sram_bytes)
         self.sram = sram
         self.dtype = self.op.input.dtype
         self.inputs = Slots(sram, "in", self.dtype, (t.cb * g.in_rows(t.rows) * g.in_cols(t.cols),))
         self.outs = Slots(sram, "pool", self.dtype, (t.cb * t.rows * t.cols,))
-        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [1, t.cb, t.rows, t.cols])
-                    for k in used}
+        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [1, t.cb, t.rows, t.cols],
+                                compute_dtype=self.dtype) for k in used}
         self.plan = EpiloguePlan(self.op.epilogue, sram, self.dtype, t.cb * t.rows * t.cols)
-        self.pad_bits = f32_bits(float("-inf")) if self.op.kind == "max" else 0
+        self.pad_bits = value_bits(self.dtype, float("-inf")) if self.op.kind == "max" else 0
         self.instrs: list[Instr] = list(self.plan.setup)
 
     def run(self) -> TiledProgram:
@@ -131,11 +133,8 @@ class PoolEmitter:
         box = (cb, rows, cols)
         pooled = Operand(dst, dense)
         if self.op.kind == "sum":
-            self.instrs.append(Instr("vscale", self.dtype, {
-                "dst": dst.addr, "src": dst.addr, "n0": cb, "n1": rows, "n2": cols,
-                "dst_s0": dense[0], "dst_s1": dense[1], "dst_s2": 1, "src_s0": dense[0],
-                "src_s1": dense[1], "src_s2": 1, "p0": f32_bits(float(g.kh * g.kw)), "p1": 0},
-                reads=(dst,), writes=(dst,), note=note))
+            self.instrs.append(unary("vscale", self.dtype, pooled, pooled, box, note,
+                                     float(g.kh * g.kw), 0.0))
         operands = {}
         for k, stream in self.epi.items():
             buf, strides, loads = stream.load([n, c0, y0, x0], [1, cb, rows, cols], note)

@@ -6,12 +6,13 @@ the tile is loaded [i][o] so the DMA reads whole runs, and a vcopy relayouts it 
 [o][i] in SRAM. When even one row does not fit, I is split into chunks whose partial
 results are combined with vadd / vmax (mean divides by I at the end with vscale).
 """
-from executable_format.isa import Flag, f32_bits
+from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
-from .epilogue import EpiloguePlan, Operand, temp_count, used_inputs
+from .epilogue import EpiloguePlan, temp_count, used_inputs
 from .lower import Lowered, NotLowerable
-from .npu_ir import Buffer, Instr, dtype_bytes
+from .npu_ir import FLOATS, Buffer, Instr, dtype_bytes
+from .vector import Operand, binary, unary
 from .tile import (SRAM_ALIGN, Dim, Slots, Sram, Streamed, TiledProgram, ceil_div,
                    dma_instrs, store_instrs)
 
@@ -19,23 +20,11 @@ MIN_TILE_BYTES = 32 * 1024
 PIPELINE_TILES = 8
 
 
-def _vector(op: str, dtype: str, dst: Buffer, srcs: list[Buffer], count: int, note: str,
-            **params) -> Instr:
-    """A flat vector op over `count` elements (dense operands)."""
-    fields = {"dst": dst.addr, "n0": 1, "n1": 1, "n2": count, "dst_s0": 0, "dst_s1": 0,
-              "dst_s2": 1}
-    names = ("lhs", "rhs") if len(srcs) == 2 else ("src",)
-    for name, src in zip(names, srcs):
-        fields.update({name: src.addr, f"{name}_s0": 0, f"{name}_s1": 0, f"{name}_s2": 1})
-    fields.update(params)
-    return Instr(op, dtype, fields, reads=tuple(srcs), writes=(dst,), note=note)
-
-
 def tile_reduce(lowered: Lowered, m: MachineConfig) -> TiledProgram:
     op = lowered.op
     dtype = op.input.dtype
-    if dtype != "f32" or op.out.dtype != dtype:
-        raise NotLowerable(f"{dtype} reductions are not supported (f32 only)")
+    if dtype not in FLOATS or op.out.dtype != dtype:
+        raise NotLowerable(f"{dtype} -> {op.out.dtype} reductions are not supported (floats only)")
     if op.kind not in ("sum", "max", "mean"):
         raise NotLowerable(f"reduction kind '{op.kind}' is not supported")
     outer, inner = op.input.shape
@@ -46,7 +35,8 @@ def tile_reduce(lowered: Lowered, m: MachineConfig) -> TiledProgram:
     # Per input element: 2 load slots (+1 relayout buffer); per output element: 2 result
     # slots, a partial, the epilogue's temps and inputs.
     per_in = e * (3 if transposed else 2)
-    per_out = e * (3 + temp_count(op.epilogue) + 2 * len(used))
+    per_out = e * (3 + temp_count(op.epilogue)) + sum(
+        2 * (e + dtype_bytes(op.epilogue_inputs[k].dtype)) for k in used)
     budget = m.sram_bytes - SRAM_ALIGN * 16
     if per_in * min(inner, 64) + per_out > budget:
         raise NotLowerable("does not fit SRAM even tiled")
@@ -62,13 +52,14 @@ class ReduceEmitter:
         self.op, self.tensors = lowered.op, lowered.tensors
         self.ot, self.chunk, self.transposed = ot, chunk, transposed
         self.dtype = self.op.input.dtype
-        sram = Sram(m)
+        sram = Sram(m.sram_bytes)
         self.sram = sram
         self.loads = Slots(sram, "in", self.dtype, (ot * chunk,))
         self.relayout = sram.alloc("in.oi", self.dtype, (ot * chunk,)) if transposed else None
         self.outs = Slots(sram, "red", self.dtype, (ot,))
         self.partial = sram.alloc("partial", self.dtype, (ot,))
-        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [ot]) for k in used}
+        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [ot],
+                                compute_dtype=self.dtype) for k in used}
         self.plan = EpiloguePlan(self.op.epilogue, sram, self.dtype, ot)
         self.instrs: list[Instr] = list(self.plan.setup)
 
@@ -97,10 +88,11 @@ class ReduceEmitter:
                                      writes=(target,), note=note + f" i{i0}+{ic}"))
             if index:
                 combine = "vmax" if kind == "max" else "vadd"
-                self.instrs.append(_vector(combine, self.dtype, out, [out, self.partial], ot, note))
+                self.instrs.append(binary(combine, self.dtype, Operand.flat(out), Operand.flat(out),
+                                          Operand.flat(self.partial), (1, 1, ot), note))
         if kind == "mean" and len(chunks) > 1:
-            self.instrs.append(_vector("vscale", self.dtype, out, [out], ot, note,
-                                       p0=f32_bits(1.0 / inner), p1=0))
+            self.instrs.append(unary("vscale", self.dtype, Operand.flat(out), Operand.flat(out),
+                                     (1, 1, ot), note, 1.0 / inner, 0.0))
         result = Operand(out, (0, 0, 1))
         operands = {}
         for k, stream in self.epi.items():

@@ -60,14 +60,17 @@ class Bindings:
         return [BindingInfo(ro, a.size) for ro, a in zip(self.read_only, self.arrays)]
 
     def read(self, ref: TensorRef) -> np.ndarray:
-        dtype = {"f32": np.float32, "i32": np.int32}[ref.dtype]
+        dtype = NUMPY[ref.dtype]
         flat = self.arrays[ref.binding][ref.offset:].view(dtype)
         return np.lib.stride_tricks.as_strided(
             flat, shape=ref.shape, strides=[s * flat.itemsize for s in ref.strides]).copy()
 
 
+NUMPY = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32}
+
+
 def _dtype_name(dtype) -> str:
-    return {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32"}[np.dtype(dtype)]
+    return {np.dtype(v): k for k, v in NUMPY.items()}[np.dtype(dtype)]
 
 
 def core(machine=MACHINE) -> NpuCore:

@@ -1,0 +1,67 @@
+"""f16 and i8 where natural: f16 operands accumulate in f32 on the MAC array and are
+converted (vcvt) to f16 outputs; f16 epilogue inputs are converted to the accumulator
+type; vector ops compute in f16; i8 matmuls accumulate in i32."""
+import numpy as np
+
+from compiler_target.codegen.ops import Conv2D, Elementwise, Matmul, Pool2D
+
+from . import reference
+from .helpers import Bindings, compile_and_run
+
+
+def test_f16_matmul_with_f16_bias_and_output(rng):
+    b = Bindings()
+    a = rng.standard_normal((1, 70, 96)).astype(np.float16)
+    w = rng.standard_normal((1, 96, 50)).astype(np.float16)
+    bias = rng.standard_normal((1, 1, 50)).astype(np.float16)
+    out = b.output((1, 70, 50), np.float16)
+    op = Matmul(b.add(a), b.add(w), out, epilogue=[("acc",), ("input", 0), ("add", (0, 1)),
+                                                   ("relu", (2,))],
+                epilogue_inputs=[b.add_broadcast(bias, (1, 70, 50))])
+    compiled, stats = compile_and_run(op, b)
+    expected = np.maximum(np.einsum("bmk,bkn->bmn", a.astype(np.float64), w) + bias, 0)
+    np.testing.assert_allclose(b.read(out).astype(np.float64), expected, rtol=2e-3, atol=2e-2)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_f16_conv_with_f32_output(rng):
+    b = Bindings()
+    x = rng.standard_normal((1, 16, 14, 14)).astype(np.float16)
+    w = rng.standard_normal((24, 16, 3, 3)).astype(np.float16)
+    out = b.output((1, 24, 14, 14))
+    op = Conv2D(b.add(x, (0, 2, 3, 1)), b.add(w), out, pads=(1, 1, 1, 1))
+    compiled, stats = compile_and_run(op, b)
+    expected = reference.conv2d(x.astype(np.float64), w.astype(np.float64), pads=(1, 1, 1, 1))
+    np.testing.assert_allclose(b.read(out), expected, rtol=1e-3, atol=1e-3)
+
+
+def test_i8_matmul_accumulates_in_i32(rng):
+    b = Bindings()
+    a = rng.integers(-128, 128, (1, 40, 200)).astype(np.int8)
+    w = rng.integers(-128, 128, (1, 200, 72)).astype(np.int8)
+    out = b.output((1, 40, 72), np.int32)
+    compiled, stats = compile_and_run(Matmul(b.add(a), b.add(w), out), b)
+    np.testing.assert_array_equal(b.read(out), np.einsum("bmk,bkn->bmn", a.astype(np.int64), w))
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_f16_elementwise_with_f32_input(rng):
+    b = Bindings()
+    x = rng.standard_normal((3, 50, 40)).astype(np.float16)
+    y = rng.standard_normal((3, 50, 40)).astype(np.float32)
+    out = b.output((3, 50, 40), np.float16)
+    op = Elementwise(out, [b.add(x), b.add(y)], [("input", 0), ("input", 1), ("mul", (0, 1)),
+                                                 ("const", 0.5), ("add", (2, 3))])
+    compile_and_run(op, b)
+    expected = x.astype(np.float64) * y.astype(np.float16) + 0.5
+    np.testing.assert_allclose(b.read(out).astype(np.float64), expected, rtol=2e-3, atol=2e-3)
+
+
+def test_f16_max_pool(rng):
+    b = Bindings()
+    x = rng.standard_normal((1, 8, 17, 17)).astype(np.float16)
+    out = b.output((1, 8, 9, 9), np.float16)
+    op = Pool2D(b.add(x), out, "max", (3, 3), (2, 2), pads=(1, 1, 1, 1))
+    compile_and_run(op, b)
+    expected = reference.pool2d(x, "max", (3, 3), (2, 2), pads=(1, 1, 1, 1))
+    np.testing.assert_array_equal(b.read(out).astype(np.float64), expected)
