@@ -104,11 +104,13 @@ def choose_function(bound: BoundModule, name: str):
             return bound.lookup(name)
         except StatusError as status:
             raise annotate(status, f"looking up function '{name}'") from None
-    public = [n for n in bound.function_names if not n.startswith("__")]
-    if len(public) != 1:
-        raise StatusError(StatusCode.INVALID_ARGUMENT,
-                          "more than one exported function present; --function= must be "
-                          "specified explicitly" if public else "no exported functions found")
+    public = [n for n in bound.function_names if not n.startswith("__") and "$" not in n]
+    if not public:
+        raise StatusError(StatusCode.INVALID_ARGUMENT, "no exported functions found in module; "
+                          "at least one must be present")
+    if len(public) > 1:
+        raise StatusError(StatusCode.INVALID_ARGUMENT, "more than one exported function present; "
+                          "--function= must be specified explicitly")
     return bound.lookup(public[0])
 
 

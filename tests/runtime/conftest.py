@@ -96,3 +96,14 @@ def models(tmp_path_factory) -> dict[str, tuple[pathlib.Path, pathlib.Path]]:
     pairs = {name: compile_pair(name, directory) for name in MODELS if name != "async"}
     pairs["async"] = compile_pair("async", directory, ("--iree-execution-model=async-external",))
     return pairs
+
+
+@pytest.fixture(scope="session")
+def small_cnn(tmp_path_factory) -> pathlib.Path:
+    """samples/small_cnn imported with iree-import-onnx, compiled for npu-sim (host code)."""
+    directory = tmp_path_factory.mktemp("small_cnn")
+    onnx_file = pathlib.Path(__file__).resolve().parents[2] / "samples/small_cnn/small_cnn.onnx"
+    subprocess.run([str(BIN / "iree-import-onnx"), str(onnx_file), "-o",
+                    str(directory / "small_cnn.mlir")], check=True)
+    MODELS["small_cnn"] = (directory / "small_cnn.mlir").read_text()
+    return compile_pair("small_cnn", directory)[1]

@@ -140,3 +140,13 @@ def test_listings_include_npu_sim(capsys):
     assert run_module.main(["--list_devices"]) == 0
     assert capsys.readouterr().out.splitlines()[-3:] == ["local-sync://", "local-task://",
                                                          "npu-sim://"]
+
+
+def test_onnx_sample_matches_its_reference_outputs(capsys, small_cnn):
+    sample = REPO / "samples/small_cnn"
+    code, out, err = ours(capsys, small_cnn, f"--input=@{sample}/input_0.npy",
+                          f"--expected_output=@{sample}/expected_0.npy", "--npu_sim_stats")
+    assert code == 0, err
+    assert out == ("EXEC @SmallCNN\n"
+                   "[SUCCESS] all function outputs matched their expected values.\n")
+    assert "host fallback: 9" in err
