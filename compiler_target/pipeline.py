@@ -13,6 +13,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from iree.compiler import ir
+
 from compiler_target import dispatch_report, dumps
 from compiler_target.dispatch_plan import DispatchPlan
 from compiler_target.errors import CompileError
@@ -105,10 +107,12 @@ def _load(compiler: StockCompiler, source: Source):
 
 
 def _plan_all(module, machine, fallback: str) -> dict[str, DispatchPlan]:
-    """One plan per hal.executable, keyed by executable symbol, in export order."""
+    """One plan per hal.executable, keyed by executable symbol, in export order. The code
+    generator runs with the session's context (and an unknown location) as default."""
     plans = {}
     for index, executable in enumerate(executables(module)):
-        plan = plan_dispatch(index, executable.operation, machine)
+        with module.context, ir.Location.unknown():
+            plan = plan_dispatch(index, executable.operation, machine)
         if plan.target == "npu" and not plan.npu_fb:
             raise CompileError(f"dispatch #{index} {plan.name}: npu plan without npu-fb bytes")
         if plan.target != "npu" and fallback == "error":

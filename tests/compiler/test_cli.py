@@ -116,3 +116,21 @@ def test_bad_machine_flag_is_one_error_line(tmp_path):
     assert result.stderr.startswith("iree-compile: error: invalid --iree-npu-machine-* flag: "
                                     "unknown NPU machine parameter 'no_such_param'")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_seed_model_compiles_for_the_npu_with_the_real_code_generator(seed_onnx, tmp_path):
+    vmfb = tmp_path / "model.vmfb"
+    result = run_cli("--iree-hal-target-backends=npu", seed_onnx, "-o", vmfb,
+                     "--iree-npu-dispatch-report", f"--iree-npu-dump-asm={tmp_path / 'asm'}",
+                     f"--iree-npu-dump-json={tmp_path / 'json'}")
+    assert result.returncode == 0, result.stderr
+    report = result.stderr.splitlines()
+    assert report[0].startswith("Dispatch #0 SingleConv$async_dispatch_0_conv_8x498x498x3x3x3_f32: ")
+    assert " -> npu (" in report[0]
+    assert report[1].startswith("Compiled 1 dispatches (1 npu, 0 host) in ")
+    with zipfile.ZipFile(vmfb) as archive:
+        assert sorted(archive.namelist()) == ["SingleConv_async_dispatch_0_npu_fb.fb", "module.fb"]
+    assert os.listdir(tmp_path / "asm") == ["SingleConv_async_dispatch_0_conv_8x498x498x3x3x3_f32.s"]
+    task, = json.loads((tmp_path / "json" / "model.npu.json").read_text())["tasks"]
+    assert (task["target"], [b["buffer"] for b in task["inputs"]], task["outputs"][0]["length"]) == (
+        "npu", ["external0", "constant0"], 8 * 498 * 498 * 4)
