@@ -11,8 +11,11 @@ from dataclasses import dataclass
 from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
 from executable_format.cost import TimelineStats, simulate_timeline
 from executable_format.isa import OPCODES_BY_NAME
+from executable_format.disasm import disassemble
+from executable_format.errors import FormatError
 from executable_format.machine import MachineConfig
 
+from .lower import NotLowerable
 from .npu_ir import DTYPES, Instr
 
 
@@ -54,11 +57,15 @@ def emit(instrs: list[Instr], *, name: str, bindings, constants: bytes, machine:
                        constant_count=0, program=program,
                        debug={"dispatch_name": name, "source_location": source_location,
                               "npu_ir": npu_ir})
-    npu_fb = builder.finish()
+    try:
+        npu_fb = builder.finish()
+    except FormatError as error:
+        # A binding smaller than the op's tensors, or a lowering bug: either way the
+        # dispatch cannot run on the NPU, and the reason says why.
+        raise NotLowerable(str(error)) from error
     stats = simulate_timeline(machine, encoded)
     return Emitted(npu_fb, listing(npu_fb, header), stats)
 
 
 def listing(npu_fb: bytes, header: list[str]) -> str:
-    from executable_format.disasm import disassemble
     return "".join(f"// {line}\n" for line in header) + disassemble(npu_fb)

@@ -70,7 +70,9 @@ def fold_bias(expr, inputs, channel_dim: int, acc_dtype: str):
         return None, expr
     k = expr[other[0]][1]
     ref = inputs[k]
-    if acc_dtype not in FLOATS or ref.dtype not in FLOATS or any(s != 0 for d, s in enumerate(ref.strides) if d != channel_dim):
+    if acc_dtype not in FLOATS or ref.dtype not in FLOATS or any(
+            s != 0 and n != 1 for d, (n, s) in enumerate(zip(ref.shape, ref.strides))
+            if d != channel_dim):
         return None, expr
     return k, [("acc",) if i == add else node for i, node in enumerate(expr)]
 

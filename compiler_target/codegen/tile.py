@@ -295,3 +295,24 @@ def load_window(src: Buffer, buf: Buffer, n: int, c0: int, cc: int, iy: int, ix:
     dims = [Dim(cc, sc, plane), Dim(r1 - r0, sy, wi), Dim(q1 - q0, sx, 1)]
     instrs += dma_instrs("dma.load", src, origin, buf, r0 * wi + q0, dims, note)
     return instrs, (r0, r1, q0, q1)
+
+
+class Pipeline:
+    """The program order of the tile loop. Each tile comes in two parts: its front
+    (loads, operand preparation, MAC work) and its back (epilogue, conversion, store).
+    Tile i's front is emitted before tile i-1's back, so an engine serving both parts
+    (the vector engine preparing im2col operands of tile i and finishing tile i-1) works
+    ahead for the MAC instead of waiting behind it. This preserves the sequential
+    meaning: the two parts touch different buffers, since every streamed operand and
+    result alternates between two SRAM slots."""
+
+    def __init__(self, setup: list[Instr]):
+        self.instrs = list(setup)
+        self.pending: list[Instr] = []
+
+    def add(self, front: list[Instr], back: list[Instr]) -> None:
+        self.instrs += front + self.pending
+        self.pending = back
+
+    def finish(self) -> list[Instr]:
+        return self.instrs + self.pending

@@ -28,7 +28,7 @@ from .tile_conv_im2col import Im2colEmitter, Im2colPlanner
 from .vector import Operand
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Slots, Sram, Streamed, TiledProgram, block_candidates, ceil_div,
-                   dma_instrs, footprint, load_window, pick, split_candidates)
+                   Pipeline, dma_instrs, footprint, load_window, pick, split_candidates)
 
 
 @dataclass(frozen=True)
@@ -224,38 +224,39 @@ class ConvEmitter:
                                        compute_dtype=job.acc_dtype) for k in job.inputs_used}
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   t.fb * t.rows * t.cols)
-        self.instrs: list[Instr] = list(self.output.setup)
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t
         nf, ny, nx, nc = counts(s, t)
+        pipeline = Pipeline(self.output.setup)
         for fi in range(nf):
             for n in range(s.n):
                 for yi in range(ny):
                     for xi in range(nx):
-                        self._tile(fi, n, yi, xi, nc)
+                        pipeline.add(*self._tile(fi, n, yi, xi, nc))
         desc = (f"tiles {t.fb}x{t.rows}x{t.cols} (out channels x rows x cols)"
                 + (f", {nc} input-channel chunks of {t.cb}" if nc > 1 else ""))
-        return TiledProgram(self.instrs, self.sram.buffers, desc, 2)
+        return TiledProgram(pipeline.finish(), self.sram.buffers, desc, 2)
 
-    def _tile(self, fi, n, yi, xi, nc):
+    def _tile(self, fi, n, yi, xi, nc) -> tuple[list[Instr], list[Instr]]:
         s, t = self.s, self.t
         f0, y0, x0 = fi * t.fb, yi * t.rows, xi * t.cols
         fb, rows, cols = min(t.fb, s.f - f0), min(t.rows, s.ho - y0), min(t.cols, s.wo - x0)
         note = f"n{n} f{f0}+{fb} y{y0}+{rows} x{x0}+{cols}"
         out, _ = self.outs.acquire(None)
+        front: list[Instr] = []
         bias_addr, flags = 0, Flag.NONE
         if self.bias is not None:
             bias_buf, _, loads = self.bias.load([n, f0, y0, x0], [1, fb, rows, cols], note)
-            self.instrs += loads
+            front += loads
             bias_addr, flags = bias_buf.addr, Flag.BIAS
         for ci in range(nc):
             if s.groups == 1:
                 c0, cc, groups = ci * t.cb, min(t.cb, s.c - ci * t.cb), 1
             else:
                 c0, cc, groups = f0 // s.fg * s.cg, fb // s.fg * s.cg, fb // s.fg
-            in_buf = self._load_input(n, c0, cc, y0, rows, x0, cols, note)
-            w_buf = self._load_weights(fi, ci, f0, fb, c0 if s.groups == 1 else 0,
+            in_buf = self._load_input(front, n, c0, cc, y0, rows, x0, cols, note)
+            w_buf = self._load_weights(front, fi, ci, f0, fb, c0 if s.groups == 1 else 0,
                                        cc if s.groups == 1 else s.cg, note)
             fields = {"in": in_buf.addr, "w": w_buf.addr, "out": out.addr, "c": cc,
                       "hi": s.in_rows(rows), "wi": s.in_cols(cols), "f": fb, "ho": rows,
@@ -265,30 +266,31 @@ class ConvEmitter:
             reads = (in_buf, w_buf) + ((bias_buf,) if flags & Flag.BIAS else ())
             if ci:
                 flags, reads = Flag.ACCUMULATE, (in_buf, w_buf, out)
-            self.instrs.append(Instr("conv2d", self.dtype, fields, int(flags), reads=reads,
-                                     writes=(out,), note=note + f" c{c0}+{cc}"))
+            front.append(Instr("conv2d", self.dtype, fields, int(flags), reads=reads,
+                               writes=(out,), note=note + f" c{c0}+{cc}"))
         dense = [rows * cols, cols, 1]
         acc = Operand(out, tuple(dense))
         operands = {}
         for k, stream in self.epi_inputs.items():
             buf, strides, loads = stream.load([n, f0, y0, x0], [1, fb, rows, cols], note)
-            self.instrs += loads
+            front += loads
             operands[k] = Operand(buf, tuple(strides[1:]))
         epi_inputs = [operands.get(k) for k in range(len(self.job.lowered.op.epilogue_inputs))]
-        self.instrs += self.output.emit((fb, rows, cols), acc, epi_inputs, [n, f0, y0, x0],
-                                        [1, fb, rows, cols], [0] + dense, note)
+        back = self.output.emit((fb, rows, cols), acc, epi_inputs, [n, f0, y0, x0],
+                                [1, fb, rows, cols], [0] + dense, note)
+        return front, back
 
-    def _load_input(self, n, c0, cc, y0, rows, x0, cols, note):
+    def _load_input(self, front, n, c0, cc, y0, rows, x0, cols, note):
         s = self.s
         buf, fresh = self.inputs.acquire((n, c0, cc, y0, rows, x0, cols))
         if fresh:
             instrs, _ = load_window(self.tensors["input"], buf, n, c0, cc, y0 * s.sh - s.pt,
                                     x0 * s.sw - s.pl, s.in_rows(rows), s.in_cols(cols), 0,
                                     note + f" input c{c0}+{cc}")
-            self.instrs += instrs
+            front += instrs
         return buf
 
-    def _load_weights(self, fi, ci, f0, fb, c0, cc, note):
+    def _load_weights(self, front, fi, ci, f0, fb, c0, cc, note):
         s = self.s
         buf, fresh = self.weights.acquire((fi, ci))
         if fresh:
@@ -296,6 +298,6 @@ class ConvEmitter:
             sf, sc, sy, sx = src.strides
             k = s.kh * s.kw
             dims = [Dim(fb, sf, cc * k), Dim(cc, sc, k), Dim(s.kh, sy, s.kw), Dim(s.kw, sx, 1)]
-            self.instrs += dma_instrs("dma.load", src, f0 * sf + c0 * sc, buf, 0, dims,
+            front += dma_instrs("dma.load", src, f0 * sf + c0 * sc, buf, 0, dims,
                                       note + f" weights c{c0}+{cc}")
         return buf

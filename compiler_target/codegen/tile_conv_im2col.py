@@ -19,7 +19,7 @@ from executable_format.isa import Flag, f32_bits
 from .epilogue import OutputStage
 from .vector import Operand
 from .npu_ir import Instr, dtype_bytes
-from .tile import (Dim, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
+from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
                    fill_instrs, footprint, load_window, pick, split_candidates)
 
 
@@ -94,57 +94,58 @@ class Im2colEmitter:
                                 compute_dtype=job.acc_dtype) for k in job.inputs_used}
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   s.f * t.pixels)
-        self.instrs: list[Instr] = list(self.output.setup)
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t
-        self._load_weights()
+        setup = self.output.setup + self._load_weights()
         if self.job.bias_index is not None:
             for buf in self.cols.buffers:
-                self.instrs += fill_instrs(buf, (self.k_rows - 1) * t.pixels, [(t.pixels, 1)],
-                                           f32_bits(1.0), "ones row (bias)")
+                setup += fill_instrs(buf, (self.k_rows - 1) * t.pixels, [(t.pixels, 1)],
+                                     f32_bits(1.0), "ones row (bias)")
+        pipeline = Pipeline(setup)
         for n in range(s.n):
             for y0 in range(0, s.ho, t.rows):
                 for x0 in range(0, s.wo, t.cols):
-                    self._tile(n, y0, min(t.rows, s.ho - y0), x0, min(t.cols, s.wo - x0))
-        return TiledProgram(self.instrs, self.sram.buffers,
+                    pipeline.add(*self._tile(n, y0, min(t.rows, s.ho - y0), x0,
+                                             min(t.cols, s.wo - x0)))
+        return TiledProgram(pipeline.finish(), self.sram.buffers,
                             f"tiles {s.f}x{t.rows}x{t.cols} (out channels x rows x cols), "
                             f"im2col matmul K={self.k_rows}", 2)
 
-    def _load_weights(self):
+    def _load_weights(self) -> list[Instr]:
         s, k_rows = self.s, self.k_rows
         w = self.tensors["weight"]
         sf, sc, sy, sx = w.strides
         dims = [Dim(s.f, sf, k_rows), Dim(s.c, sc, s.kh * s.kw), Dim(s.kh, sy, s.kw),
                 Dim(s.kw, sx, 1)]
-        self.instrs += dma_instrs("dma.load", w, 0, self.weights, 0, dims, "weights")
+        instrs = dma_instrs("dma.load", w, 0, self.weights, 0, dims, "weights")
         if self.job.bias_index is not None:
             bias = self.tensors[f"epilogue.{self.job.bias_index}"]
-            self.instrs += dma_instrs("dma.load", bias, 0, self.weights, self.k_rows - 1,
-                                      [Dim(s.f, bias.strides[1], k_rows)], "bias column")
+            instrs += dma_instrs("dma.load", bias, 0, self.weights, self.k_rows - 1,
+                                 [Dim(s.f, bias.strides[1], k_rows)], "bias column")
+        return instrs
 
-    def _tile(self, n, y0, rows, x0, cols):
+    def _tile(self, n, y0, rows, x0, cols) -> tuple[list[Instr], list[Instr]]:
         s, t = self.s, self.t
         note = f"n{n} y{y0}+{rows} x{x0}+{cols}"
         src, _ = self.inputs.acquire(None)
         hi, wi = s.in_rows(rows), s.in_cols(cols)
-        instrs, _ = load_window(self.tensors["input"], src, n, 0, s.c, y0 * s.sh - s.pt,
-                                x0 * s.sw - s.pl, hi, wi, 0, note + " input")
-        self.instrs += instrs
+        front, _ = load_window(self.tensors["input"], src, n, 0, s.c, y0 * s.sh - s.pt,
+                               x0 * s.sw - s.pl, hi, wi, 0, note + " input")
         x, _ = self.cols.acquire(None)
         e = dtype_bytes(self.dtype)
         for c in range(s.c):
             for ky in range(s.kh):
                 k = (c * s.kh + ky) * s.kw
                 at = (c * hi + ky * s.dh) * wi
-                self.instrs.append(Instr("vcopy", self.dtype, {
+                front.append(Instr("vcopy", self.dtype, {
                     "dst": x.addr + k * t.pixels * e, "src": src.addr + at * e,
                     "n0": s.kw, "n1": rows, "n2": cols, "dst_s0": t.pixels, "dst_s1": cols,
                     "dst_s2": 1, "src_s0": s.dw, "src_s1": s.sh * wi, "src_s2": s.sw},
                     reads=(src,), writes=(x,), note=note + f" im2col c{c} ky{ky}"))
         out, _ = self.outs.acquire(None)
         pixels = rows * cols
-        self.instrs.append(Instr("matmul", self.dtype, {
+        front.append(Instr("matmul", self.dtype, {
             "a": self.weights.addr, "b": x.addr, "out": out.addr, "m": s.f, "n": pixels,
             "k": self.k_rows, "lda": self.k_rows, "ldb": t.pixels, "ldo": pixels},
             int(Flag.NONE), reads=(self.weights, x), writes=(out,), note=note))
@@ -153,8 +154,9 @@ class Im2colEmitter:
         operands = {}
         for k, stream in self.epi.items():
             buf, strides, loads = stream.load([n, 0, y0, x0], [1, s.f, rows, cols], note)
-            self.instrs += loads
+            front += loads
             operands[k] = Operand(buf, tuple(strides[1:]))
         inputs = [operands.get(k) for k in range(len(self.job.lowered.op.epilogue_inputs))]
-        self.instrs += self.output.emit((s.f, rows, cols), acc, inputs, [n, 0, y0, x0],
-                                        [1, s.f, rows, cols], [0, *dense], note)
+        back = self.output.emit((s.f, rows, cols), acc, inputs, [n, 0, y0, x0],
+                                [1, s.f, rows, cols], [0, *dense], note)
+        return front, back

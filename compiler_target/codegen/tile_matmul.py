@@ -18,7 +18,7 @@ from .epilogue import OutputStage, accumulator, fold_bias, temp_count, used_inpu
 from .lower import Lowered, NotLowerable
 from .npu_ir import Instr, dtype_bytes
 from .vector import Operand
-from .tile import (SRAM_ALIGN, Dim, Slots, Sram, Streamed, TiledProgram, aligned,
+from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned,
                    block_candidates, ceil_div, dma_instrs, pick, prod, split_candidates)
 
 @dataclass(frozen=True)
@@ -141,36 +141,37 @@ class MatmulEmitter:
         self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [1, t.mt, t.nt],
                                 compute_dtype=acc_dtype) for k in used}
         self.output = OutputStage(sram, expr, acc_dtype, self.tensors["out"], t.mt * t.nt)
-        self.instrs: list[Instr] = list(self.output.setup)
 
     def run(self) -> TiledProgram:
         p, t = self.p, self.t
         nm, nn, nk = p.counts(t)
+        pipeline = Pipeline(self.output.setup)
         for b in range(p.batch):
             pairs = [(mi, ni) for mi in range(nm) for ni in range(nn)] if t.m_outer else \
                 [(mi, ni) for ni in range(nn) for mi in range(nm)]
             for mi, ni in pairs:
-                self._tile(b, mi, ni, nk)
+                pipeline.add(*self._tile(b, mi, ni, nk))
         order = "M-outer" if t.m_outer else "N-outer"
-        return TiledProgram(self.instrs, self.sram.buffers,
+        return TiledProgram(pipeline.finish(), self.sram.buffers,
                             f"tiles {t.mt}x{t.nt}x{t.kt} (MxNxK, {order})", 2)
 
-    def _tile(self, b, mi, ni, nk):
+    def _tile(self, b, mi, ni, nk) -> tuple[list[Instr], list[Instr]]:
         p, t = self.p, self.t
         m0, n0 = mi * t.mt, ni * t.nt
         mt, nt = min(t.mt, p.M - m0), min(t.nt, p.N - n0)
         note = f"b{b} m{m0}+{mt} n{n0}+{nt}"
         out, _ = self.outs.acquire(None)
+        front: list[Instr] = []
         bias_reads, flags, bias_addr = (), Flag.NONE, 0
         if self.bias is not None:
             buf, _, loads = self.bias.load([b, m0, n0], [1, mt, nt], note)
-            self.instrs += loads
+            front += loads
             bias_reads, flags, bias_addr = (buf,), Flag.BIAS, buf.addr
         for ki in range(nk):
             k0 = ki * t.kt
             kt = min(t.kt, p.K - k0)
-            a_buf = self._load_a(b, m0, mt, k0, kt, note)
-            b_buf = self._load_b(b, k0, kt, n0, nt, note)
+            a_buf = self._load_a(front, b, m0, mt, k0, kt, note)
+            b_buf = self._load_b(front, b, k0, kt, n0, nt, note)
             kflags = (Flag.ACCUMULATE if ki else flags) | \
                 (Flag.TRANSPOSE_A if self.a_transposed else 0) | \
                 (Flag.TRANSPOSE_B if self.b_transposed else 0)
@@ -179,36 +180,37 @@ class MatmulEmitter:
                       "ldb": kt if self.b_transposed else nt, "ldo": nt,
                       "bias": 0 if ki else bias_addr}
             reads = (a_buf, b_buf) + ((out,) if ki else bias_reads)
-            self.instrs.append(Instr("matmul", p.dtype, fields, int(kflags), reads=reads,
-                                     writes=(out,), note=note + f" k{k0}+{kt}"))
+            front.append(Instr("matmul", p.dtype, fields, int(kflags), reads=reads,
+                               writes=(out,), note=note + f" k{k0}+{kt}"))
         acc = Operand(out, (0, nt, 1))
         operands = {}
         for k, stream in self.epi.items():
             buf, strides, loads = stream.load([b, m0, n0], [1, mt, nt], note)
-            self.instrs += loads
+            front += loads
             operands[k] = Operand(buf, tuple(strides))
         inputs = [operands.get(k) for k in range(self.n_epi)]
-        self.instrs += self.output.emit((1, mt, nt), acc, inputs, [b, m0, n0], [1, mt, nt],
-                                        [0, nt, 1], note)
+        back = self.output.emit((1, mt, nt), acc, inputs, [b, m0, n0], [1, mt, nt],
+                                [0, nt, 1], note)
+        return front, back
 
-    def _load_a(self, b, m0, mt, k0, kt, note):
+    def _load_a(self, front, b, m0, mt, k0, kt, note):
         buf, fresh = self.a_slots.acquire((b * (self.tensors["a"].strides[0] != 0), m0, k0))
         if fresh:
             a = self.tensors["a"]
             sb, sm, sk = a.strides
             dims = [Dim(mt, sm, 1 if self.a_transposed else kt),
                     Dim(kt, sk, mt if self.a_transposed else 1)]
-            self.instrs += dma_instrs("dma.load", a, b * sb + m0 * sm + k0 * sk, buf, 0, dims,
-                                      note + f" A k{k0}+{kt}")
+            front += dma_instrs("dma.load", a, b * sb + m0 * sm + k0 * sk, buf, 0, dims,
+                                note + f" A k{k0}+{kt}")
         return buf
 
-    def _load_b(self, b, k0, kt, n0, nt, note):
+    def _load_b(self, front, b, k0, kt, n0, nt, note):
         buf, fresh = self.b_slots.acquire((b * (self.tensors["b"].strides[0] != 0), k0, n0))
         if fresh:
             w = self.tensors["b"]
             sb, sk, sn = w.strides
             dims = [Dim(kt, sk, 1 if self.b_transposed else nt),
                     Dim(nt, sn, kt if self.b_transposed else 1)]
-            self.instrs += dma_instrs("dma.load", w, b * sb + k0 * sk + n0 * sn, buf, 0, dims,
-                                      note + f" B k{k0}+{kt}")
+            front += dma_instrs("dma.load", w, b * sb + k0 * sk + n0 * sn, buf, 0, dims,
+                                note + f" B k{k0}+{kt}")
         return buf

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from executable_format.isa import Flag, pack_pair
 from executable_format.machine import MachineConfig
 
-from .epilogue import EpiloguePlan, temp_count, used_inputs
+from .epilogue import OutputStage, temp_count, used_inputs
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Instr, dtype_bytes, value_bits
 from .vector import Operand, unary
-from .tile import (SRAM_ALIGN, Slots, Sram, Streamed, TiledProgram, aligned, ceil_div,
-                   load_window, pick, split_candidates, store_instrs)
+from .tile import (SRAM_ALIGN, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned, ceil_div,
+                   load_window, pick, split_candidates)
 
 
 @dataclass(frozen=True)
@@ -98,27 +98,37 @@ class PoolEmitter:
         self.outs = Slots(sram, "pool", self.dtype, (t.cb * t.rows * t.cols,))
         self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [1, t.cb, t.rows, t.cols],
                                 compute_dtype=self.dtype) for k in used}
-        self.plan = EpiloguePlan(self.op.epilogue, sram, self.dtype, t.cb * t.rows * t.cols)
+        self.output = OutputStage(sram, self.op.epilogue, self.dtype, self.tensors["out"],
+                                  t.cb * t.rows * t.cols)
         self.pad_bits = value_bits(self.dtype, float("-inf")) if self.op.kind == "max" else 0
-        self.instrs: list[Instr] = list(self.plan.setup)
 
     def run(self) -> TiledProgram:
         g, t = self.g, self.t
+        pipeline = Pipeline(self.output.setup)
         for n in range(g.n):
             for c0 in range(0, g.c, t.cb):
                 for y0 in range(0, g.ho, t.rows):
                     for x0 in range(0, g.wo, t.cols):
-                        self._tile(n, c0, min(t.cb, g.c - c0), y0, min(t.rows, g.ho - y0),
-                                   x0, min(t.cols, g.wo - x0))
-        return TiledProgram(self.instrs, self.sram.buffers,
+                        pipeline.add(*self._tile(n, c0, min(t.cb, g.c - c0), y0,
+                                                 min(t.rows, g.ho - y0), x0,
+                                                 min(t.cols, g.wo - x0)))
+        return TiledProgram(pipeline.finish(), self.sram.buffers,
                             f"tiles {t.cb}x{t.rows}x{t.cols} (channels x rows x cols)", 2)
 
-    def _tile(self, n, c0, cb, y0, rows, x0, cols):
+    def _tile(self, n, c0, cb, y0, rows, x0, cols) -> tuple[list[Instr], list[Instr]]:
         g = self.g
         note = f"n{n} c{c0}+{cb} y{y0}+{rows} x{x0}+{cols}"
-        src, (r0, r1, q0, q1) = self._load_input(n, c0, cb, y0, rows, x0, cols, note)
-        dst, _ = self.outs.acquire(None)
+        src, _ = self.inputs.acquire(None)
         hi, wi = g.in_rows(rows), g.in_cols(cols)
+        front, (r0, r1, q0, q1) = load_window(
+            self.tensors["input"], src, n, c0, cb, y0 * g.sh - g.pt, x0 * g.sw - g.pl, hi, wi,
+            self.pad_bits, note + " input")
+        operands = {}
+        for k, stream in self.epi.items():
+            buf, strides, loads = stream.load([n, c0, y0, x0], [1, cb, rows, cols], note)
+            front += loads
+            operands[k] = Operand(buf, tuple(strides[1:]))
+        dst, _ = self.outs.acquire(None)
         flags = {"max": Flag.NONE, "avg": Flag.POOL_AVG,
                  "sum": Flag.POOL_AVG | Flag.COUNT_INCLUDE_PAD}[self.op.kind]
         if self.op.kind == "avg" and self.op.count_include_pad:
@@ -127,29 +137,15 @@ class PoolEmitter:
                   "wo": cols, "kh_kw": pack_pair(g.kh, g.kw), "sh_sw": pack_pair(g.sh, g.sw),
                   "dh_dw": pack_pair(g.dh, g.dw), "pt_pl": pack_pair(r0, q0),
                   "vh_vw": pack_pair(max(0, r1 - r0), max(0, q1 - q0))}
-        self.instrs.append(Instr("vpool", self.dtype, fields, int(flags), reads=(src,),
-                                 writes=(dst,), note=note))
+        back = [Instr("vpool", self.dtype, fields, int(flags), reads=(src,), writes=(dst,),
+                      note=note)]
         dense = (rows * cols, cols, 1)
         box = (cb, rows, cols)
         pooled = Operand(dst, dense)
         if self.op.kind == "sum":
-            self.instrs.append(unary("vscale", self.dtype, pooled, pooled, box, note,
-                                     float(g.kh * g.kw), 0.0))
-        operands = {}
-        for k, stream in self.epi.items():
-            buf, strides, loads = stream.load([n, c0, y0, x0], [1, cb, rows, cols], note)
-            self.instrs += loads
-            operands[k] = Operand(buf, tuple(strides[1:]))
+            back.append(unary("vscale", self.dtype, pooled, pooled, box, note,
+                              float(g.kh * g.kw), 0.0))
         inputs = [operands.get(k) for k in range(len(self.op.epilogue_inputs))]
-        self.instrs += self.plan.emit(box, pooled, inputs, pooled, note)
-        self.instrs += store_instrs(self.tensors["out"], [n, c0, y0, x0], [1, cb, rows, cols],
-                                    dst, [0, *dense], note)
-
-    def _load_input(self, n, c0, cb, y0, rows, x0, cols, note):
-        g = self.g
-        buf, _ = self.inputs.acquire(None)
-        instrs, valid = load_window(self.tensors["input"], buf, n, c0, cb, y0 * g.sh - g.pt,
-                                    x0 * g.sw - g.pl, g.in_rows(rows), g.in_cols(cols),
-                                    self.pad_bits, note + " input")
-        self.instrs += instrs
-        return buf, valid
+        back += self.output.emit(box, pooled, inputs, [n, c0, y0, x0], [1, cb, rows, cols],
+                                 [0, *dense], note)
+        return front, back

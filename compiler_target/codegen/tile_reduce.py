@@ -9,12 +9,12 @@ results are combined with vadd / vmax (mean divides by I at the end with vscale)
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
-from .epilogue import EpiloguePlan, temp_count, used_inputs
+from .epilogue import OutputStage, temp_count, used_inputs
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr, dtype_bytes
 from .vector import Operand, binary, unary
-from .tile import (SRAM_ALIGN, Dim, Slots, Sram, Streamed, TiledProgram, ceil_div,
-                   dma_instrs, store_instrs)
+from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram,
+                   ceil_div, dma_instrs)
 
 MIN_TILE_BYTES = 32 * 1024
 PIPELINE_TILES = 8
@@ -60,60 +60,61 @@ class ReduceEmitter:
         self.partial = sram.alloc("partial", self.dtype, (ot,))
         self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [ot],
                                 compute_dtype=self.dtype) for k in used}
-        self.plan = EpiloguePlan(self.op.epilogue, sram, self.dtype, ot)
-        self.instrs: list[Instr] = list(self.plan.setup)
+        self.output = OutputStage(sram, self.op.epilogue, self.dtype, self.tensors["out"], ot)
 
     def run(self) -> TiledProgram:
         outer, inner = self.op.input.shape
+        pipeline = Pipeline(self.output.setup)
         for o0 in range(0, outer, self.ot):
-            self._tile(o0, min(self.ot, outer - o0), inner)
+            pipeline.add(*self._tile(o0, min(self.ot, outer - o0), inner))
         split = f", {ceil_div(inner, self.chunk)} chunks of {self.chunk}" if self.chunk < inner else ""
-        return TiledProgram(self.instrs, self.sram.buffers,
+        return TiledProgram(pipeline.finish(), self.sram.buffers,
                             f"tiles {self.ot}x{min(self.chunk, inner)} (rows x reduced){split}", 2)
 
-    def _tile(self, o0, ot, inner):
+    def _tile(self, o0, ot, inner) -> tuple[list[Instr], list[Instr]]:
         kind = self.op.kind
         note = f"o{o0}+{ot}"
         out, _ = self.outs.acquire(None)
+        flat = Operand.flat(out)
+        front: list[Instr] = []
         chunks = list(range(0, inner, self.chunk))
         for index, i0 in enumerate(chunks):
             ic = min(self.chunk, inner - i0)
-            rows = self._load(o0, ot, i0, ic, note)
+            rows = self._load(front, o0, ot, i0, ic, note)
             target = out if index == 0 else self.partial
             flags = {"max": Flag.REDUCE_MAX, "sum": Flag.NONE,
                      "mean": Flag.REDUCE_MEAN if len(chunks) == 1 else Flag.NONE}[kind]
-            self.instrs.append(Instr("vreduce", self.dtype,
-                                     {"dst": target.addr, "src": rows.addr, "outer": ot,
-                                      "inner": ic}, int(flags), reads=(rows,),
-                                     writes=(target,), note=note + f" i{i0}+{ic}"))
+            front.append(Instr("vreduce", self.dtype,
+                               {"dst": target.addr, "src": rows.addr, "outer": ot, "inner": ic},
+                               int(flags), reads=(rows,), writes=(target,),
+                               note=note + f" i{i0}+{ic}"))
             if index:
                 combine = "vmax" if kind == "max" else "vadd"
-                self.instrs.append(binary(combine, self.dtype, Operand.flat(out), Operand.flat(out),
-                                          Operand.flat(self.partial), (1, 1, ot), note))
+                front.append(binary(combine, self.dtype, flat, flat, Operand.flat(self.partial),
+                                    (1, 1, ot), note))
         if kind == "mean" and len(chunks) > 1:
-            self.instrs.append(unary("vscale", self.dtype, Operand.flat(out), Operand.flat(out),
-                                     (1, 1, ot), note, 1.0 / inner, 0.0))
-        result = Operand(out, (0, 0, 1))
+            front.append(unary("vscale", self.dtype, flat, flat, (1, 1, ot), note,
+                               1.0 / inner, 0.0))
         operands = {}
         for k, stream in self.epi.items():
             buf, strides, loads = stream.load([o0], [ot], note)
-            self.instrs += loads
+            front += loads
             operands[k] = Operand(buf, (0, 0, strides[0]))
         inputs = [operands.get(k) for k in range(len(self.op.epilogue_inputs))]
-        self.instrs += self.plan.emit((1, 1, ot), result, inputs, result, note)
-        self.instrs += store_instrs(self.tensors["out"], [o0], [ot], out, [1], note)
+        back = self.output.emit((1, 1, ot), flat, inputs, [o0], [ot], [1], note)
+        return front, back
 
-    def _load(self, o0, ot, i0, ic, note) -> Buffer:
+    def _load(self, front, o0, ot, i0, ic, note) -> Buffer:
         """The rows [o0, o0+ot) x [i0, i0+ic) as a dense [o][i] SRAM tile."""
         src = self.tensors["input"]
         so, si = src.strides
         buf, _ = self.loads.acquire(None)
         sram_o, sram_i = (1, ot) if self.transposed else (ic, 1)
         dims = [Dim(ot, so, sram_o), Dim(ic, si, sram_i)]
-        self.instrs += dma_instrs("dma.load", src, o0 * so + i0 * si, buf, 0, dims, note)
+        front += dma_instrs("dma.load", src, o0 * so + i0 * si, buf, 0, dims, note)
         if not self.transposed:
             return buf
-        self.instrs.append(Instr("vcopy", self.dtype, {
+        front.append(Instr("vcopy", self.dtype, {
             "dst": self.relayout.addr, "src": buf.addr, "n0": 1, "n1": ot, "n2": ic,
             "dst_s0": 0, "dst_s1": ic, "dst_s2": 1, "src_s0": 0, "src_s1": 1, "src_s2": ot},
             reads=(buf,), writes=(self.relayout,), note=note + " relayout [i][o] -> [o][i]"))
