@@ -1,0 +1,58 @@
+"""ONNX's own node test cases for the ops the npu target claims.
+
+The cases come from the onnx package's backend test case collectors (model + inputs +
+expected outputs computed by onnx itself); nothing here was written by this project.
+"""
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+# Every op the npu target claims to compile (on the NPU or through host fallback).
+CLAIMED_OPS = ("Conv", "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Relu", "Clip",
+               "Sigmoid", "Tanh", "LeakyRelu", "MaxPool", "AveragePool",
+               "GlobalAveragePool", "BatchNormalization", "Flatten", "Reshape",
+               "Transpose", "Concat", "Softmax")
+# Ops whose f32 cases must run on the NPU itself (not through host fallback).
+NPU_OPS = frozenset({"Conv", "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Relu", "Clip",
+                     "Sigmoid", "Tanh", "LeakyRelu", "MaxPool", "AveragePool",
+                     "GlobalAveragePool"})
+
+
+@dataclass
+class Case:
+    name: str
+    op_type: str
+    model: onnx.ModelProto
+    inputs: list[np.ndarray]
+    outputs: list[np.ndarray]
+    rtol: float
+    atol: float
+
+    @property
+    def all_f32(self) -> bool:
+        return all(a.dtype == np.float32 for a in self.inputs + self.outputs)
+
+
+def _to_numpy(proto) -> np.ndarray:
+    if isinstance(proto, onnx.TensorProto):
+        return onnx.numpy_helper.to_array(proto)
+    return np.asarray(proto)
+
+
+def collect() -> list[Case]:
+    from onnx.backend.test.case.node import collect_testcases
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = collect_testcases()
+    cases = []
+    for tc in found:
+        nodes = tc.model.graph.node
+        if len(nodes) != 1 or nodes[0].op_type not in CLAIMED_OPS or "expanded" in tc.name:
+            continue
+        inputs, outputs = tc.data_sets[0]
+        cases.append(Case(tc.name, nodes[0].op_type, tc.model,
+                          [_to_numpy(x) for x in inputs], [_to_numpy(y) for y in outputs],
+                          tc.rtol, tc.atol))
+    return sorted(cases, key=lambda c: c.name)
