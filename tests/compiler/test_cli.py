@@ -10,6 +10,12 @@ from tests.compiler import models, planners
 from tests.compiler.conftest import IREE_COMPILE, STOCK_IREE_COMPILE, run_cli
 
 
+def write(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    return path
+
+
 @pytest.fixture
 def chain_mlir(tmp_path):
     path = tmp_path / "chain.mlir"
@@ -17,11 +23,12 @@ def chain_mlir(tmp_path):
     return path
 
 
-def test_llvm_cpu_through_bin_is_the_stock_tool(chain_mlir, tmp_path):
+def test_llvm_cpu_through_bin_is_the_stock_tool(tmp_path):
+    add_mlir = write(tmp_path, "add.mlir", models.ADD_MLIR)
     ours, stock = tmp_path / "ours.vmfb", tmp_path / "stock.vmfb"
     flags = ["--iree-hal-target-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=generic"]
-    assert run_cli(*flags, chain_mlir, "-o", ours).returncode == 0
-    subprocess.run([str(STOCK_IREE_COMPILE), *flags, str(chain_mlir), "-o", str(stock)], check=True)
+    assert run_cli(*flags, add_mlir, "-o", ours).returncode == 0
+    subprocess.run([str(STOCK_IREE_COMPILE), *flags, str(add_mlir), "-o", str(stock)], check=True)
     assert ours.read_bytes() == stock.read_bytes()
 
 
@@ -61,12 +68,13 @@ def test_dumps_and_report(chain_mlir, tmp_path):
     assert tasks[0]["detail"] == {"engine": "mac"}
 
 
-def test_stock_flags_keep_working_with_npu(chain_mlir, tmp_path):
-    result = run_cli("--iree-hal-target-device=npu", chain_mlir, "--compile-to=hal",
-                     "--mlir-print-ir-after-all", "-o", tmp_path / "chain_hal.mlir", planner="npu")
+def test_stock_flags_keep_working_with_npu(tmp_path):
+    add_mlir = write(tmp_path, "add.mlir", models.ADD_MLIR)
+    result = run_cli("--iree-hal-target-device=npu", add_mlir, "--compile-to=hal",
+                     "--mlir-print-ir-after-all", "-o", tmp_path / "add_hal.mlir", planner="npu")
     assert result.returncode == 0, result.stderr
     assert "// -----// IR Dump After" in result.stderr
-    assert 'key("hal.device.id" :: "npu*")' in (tmp_path / "chain_hal.mlir").read_text()
+    assert 'key("hal.device.id" :: "npu*")' in (tmp_path / "add_hal.mlir").read_text()
 
 
 def test_vmfb_to_stdout(tmp_path):
@@ -77,12 +85,6 @@ def test_vmfb_to_stdout(tmp_path):
     (tmp_path / "add.vmfb").write_bytes(result.stdout)
     with zipfile.ZipFile(tmp_path / "add.vmfb") as archive:
         assert archive.read("add_dispatch_0_npu_fb.fb") == planners.npu_fb_bytes(0)
-
-
-def write(tmp_path, name, content):
-    path = tmp_path / name
-    path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
-    return path
 
 
 @pytest.mark.parametrize("args, message", [
