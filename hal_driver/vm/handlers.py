@@ -395,7 +395,17 @@ class HandlerBuilder:
             r[d] = r[cases[i]] if 0 <= i < count else r[default]
         return h
 
-    op_switch_i64 = op_switch_i32
+    def op_switch_i64(self, index, default, cases, d):
+        """IREE 3.13 reads a selected case as one i32 register, sign-extended (only
+        the default is read as i64); mirrored so results match the stock runtime."""
+        count = len(cases)
+        i32 = values.i32
+
+        def h(r, R):
+            i = r[index]
+            r[d] = i32(r[cases[i]]) if 0 <= i < count else r[default]
+        return h
+
     op_switch_f32 = op_switch_i32
     op_switch_f64 = op_switch_i32
 

@@ -18,6 +18,7 @@ _U32 = struct.Struct("<I")
 _F64 = struct.Struct("<d")
 _I64 = struct.Struct("<q")
 _INF = math.inf
+_DEFAULT_NAN = -math.nan  # x86's default NaN has the sign bit set
 
 
 def wrap_int(value: int, bits: int) -> int:
@@ -103,8 +104,10 @@ def fdiv(a: float, b: float) -> float:
     try:
         return a / b
     except ZeroDivisionError:
-        if a != a or a == 0:
-            return math.nan
+        if a != a:
+            return a
+        if a == 0:
+            return _DEFAULT_NAN
         return math.copysign(_INF, a) * math.copysign(1.0, b)
 
 
