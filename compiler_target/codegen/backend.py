@@ -83,14 +83,15 @@ def mac_dtype(lowered: Lowered) -> str | None:
 
 
 def efficiency(stats, machine: MachineConfig, dtype: str | None) -> str:
-    """MAC utilization (MACs / (cycles x peak)) and the fraction of the roofline
-    max(MACs / peak, DRAM bytes / bandwidth) reached."""
+    """MAC utilization (MACs / (cycles x peak)) and the fraction of the roofline reached:
+    max(MACs / peak, bytes loaded / bandwidth, bytes stored / bandwidth), loads and
+    stores having a DMA engine each."""
     cycles = max(1, stats.total_cycles)
-    dram = (stats.dram_read_bytes + stats.dram_write_bytes) / machine.dram_bytes_per_cycle
-    if dtype is None:
+    bandwidth = machine.dram_bytes_per_cycle
+    dram = max(stats.dram_read_bytes, stats.dram_write_bytes) / bandwidth
+    if dtype is None or stats.macs == 0:
         return f"{dram / cycles:.2f} of DRAM roofline"
-    peak = machine.peak_macs_per_cycle(dtype)
-    compute = stats.macs / peak
+    compute = stats.macs / machine.peak_macs_per_cycle(dtype)
     return f"MAC util {compute / cycles:.2f}, {max(compute, dram) / cycles:.2f} of roofline"
 
 

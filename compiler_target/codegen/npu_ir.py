@@ -140,7 +140,8 @@ def op_line(name: str, operands: list[Buffer], attrs: dict, result: Buffer | Non
 
 
 def instr_attrs(instr: Instr) -> dict:
-    attrs = {"dtype": instr.dtype}
+    attrs = {} if instr.engine_name == "control" or instr.op in ("signal", "wait") else \
+        {"dtype": instr.dtype}
     if instr.flags:
         attrs["flags"] = instr.flags
     attrs.update(instr.fields)

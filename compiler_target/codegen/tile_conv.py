@@ -14,8 +14,8 @@ output tile before its store.
 Tile sizes come from an analytic estimate of each engine's busy time (the cost model's
 formulas) over the candidate tilings whose SRAM allocation (measured by running the
 emitter's allocation) fits, double buffering included. Convolutions with few output
-channels may instead run as an im2col matmul (tile_conv_im2col) when its estimate is
-lower.
+channels may instead run as an im2col matmul (tile_conv_im2col), depthwise ones on the
+vector engine (tile_conv_depthwise), whichever strategy's estimate is lowest.
 """
 from dataclasses import dataclass
 
@@ -24,6 +24,7 @@ from executable_format.machine import MachineConfig
 
 from .epilogue import LEAVES, OutputStage, accumulator, fold_bias, reachable, used_inputs
 from .lower import Lowered, NotLowerable
+from . import tile_conv_depthwise as depthwise
 from .tile_conv_im2col import Im2colEmitter, Im2colPlanner
 from .vector import Operand
 from .npu_ir import Instr, dtype_bytes
@@ -185,20 +186,30 @@ class ConvPlanner:
 
 
 def tile_conv(lowered: Lowered, m: MachineConfig) -> TiledProgram:
+    """The strategy with the lowest estimate: direct MAC conv2d, im2col matmul (few
+    output channels) or depthwise on the vector engine."""
     job = conv_job(lowered, m)
+    options = []
     planner = ConvPlanner(job)
     direct = planner.choose()
+    if direct is not None:
+        options.append((planner.estimate(direct), ConvEmitter, direct))
     bias_dtype = None if job.bias_index is None else \
         job.lowered.tensors[f"epilogue.{job.bias_index}"].dtype
     if job.s.groups == 1 and job.dtype == "f32" and bias_dtype in (None, job.dtype):
         im2col = Im2colPlanner(job).choose()
-        if im2col is not None and (direct is None or im2col[0] < planner.estimate(direct)):
-            return Im2colEmitter(job, im2col[1], Sram(m.sram_bytes)).run()
-    if direct is None:
+        if im2col is not None:
+            options.append((im2col[0], Im2colEmitter, im2col[1]))
+    if depthwise.applies(job):
+        chosen = depthwise.DepthwisePlanner(job).choose()
+        if chosen is not None:
+            options.append((chosen[0], depthwise.DepthwiseEmitter, chosen[1]))
+    if not options:
         s = job.s
         raise NotLowerable(f"does not fit SRAM even tiled: conv {s.c}->{s.f} channels, "
                            f"{s.kh}x{s.kw} kernel, width {s.w}")
-    return ConvEmitter(job, direct, Sram(m.sram_bytes)).run()
+    _, emitter, tiling = min(options, key=lambda option: option[0])
+    return emitter(job, tiling, Sram(m.sram_bytes)).run()
 
 
 class ConvEmitter:

@@ -125,3 +125,20 @@ def test_too_big_for_sram_is_not_lowerable(rng):
     op, b, _ = build_conv(rng, case, "none", NCHW, FCHW)
     with pytest.raises(NotLowerable, match="does not fit SRAM"):
         compile_op(op, name="big", bindings=b.infos(), machine=MachineConfig(sram_bytes=8192))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_depthwise_conv_on_vector_engine(seed):
+    rng = np.random.default_rng(5000 + seed)
+    c = int(rng.integers(2, 40))
+    case = dict(n=int(rng.integers(1, 3)), c=c, h=int(rng.integers(6, 30)),
+                w=int(rng.integers(6, 30)), f=c, kh=3, kw=int(rng.integers(1, 4)),
+                stride=tuple(int(v) for v in rng.integers(1, 3, 2)),
+                dilation=tuple(int(v) for v in rng.integers(1, 3, 2)),
+                pads=tuple(int(v) for v in rng.integers(0, 3, 4)), groups=c)
+    epilogue = ("none", "bias", "bias_relu", "residual_clamp")[seed]
+    op, b, expected = build_conv(rng, case, epilogue, (NCHW, NHWC)[seed % 2], FCHW)
+    compiled, stats = compile_and_run(op, b)
+    assert "depthwise on the vector engine" in compiled.detail
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+    assert compiled.estimated_cycles == stats.total_cycles
