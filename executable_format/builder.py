@@ -19,7 +19,7 @@ from .errors import FormatError
 from .generated import npu_executable_generated as fb
 from .isa import (CONST_POOL, DTYPE_NAMES, ENGINE_NAMES, F32_FIELDS, INSTRUCTION_DTYPE,
                   OPCODE_FLAGS, OPCODES, OPCODES_BY_NAME, OPERAND_COUNT, PAIR_FIELDS,
-                  UNUSED_FIELDS, DType, Engine, f32_bits, pack_pair)
+                  UNUSED_FIELDS, DType, f32_bits, pack_pair)
 from .machine import DEFAULT_MACHINE, MachineConfig
 from .ranges import instruction_accesses
 from .scalars import encode_value

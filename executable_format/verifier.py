@@ -96,7 +96,7 @@ def _check_export(index: int, export, machine: MachineConfig, constants_size: in
     limits = _Limits(machine, program.SramBytes(), constants_size,
                      [(b.MinSize(), bool(b.Flags() & READ_ONLY)) for b in bindings])
     instructions = program.InstructionsAsNumpy() if program.InstructionsLength() else b""
-    check_program(where, bytes(instructions), limits)
+    _check_program(where, bytes(instructions), limits)
 
 
 class _Limits:
@@ -110,7 +110,7 @@ class _Limits:
         self.bindings = bindings          # (min_size, read_only) per binding
 
 
-def check_program(where: str, instructions: bytes, limits: _Limits) -> None:
+def _check_program(where: str, instructions: bytes, limits: _Limits) -> None:
     if limits.sram_bytes > limits.machine.sram_bytes:
         raise FormatError(f"{where} program sram_bytes {limits.sram_bytes} exceeds the "
                           f"machine's sram_bytes {limits.machine.sram_bytes}")
