@@ -73,21 +73,25 @@ func.func @main(%x: tensor<4x8xf32>) -> tensor<4x16xf32> {
 
 def compile_pair(name: str, directory: pathlib.Path,
                  flags: tuple = ()) -> tuple[pathlib.Path, pathlib.Path]:
-    """(stock local vmfb, npu-sim vmfb) of MODELS[name] compiled with extra `flags`."""
+    """(stock local vmfb, npu-sim vmfb) of MODELS[name] compiled with extra `flags`:
+    one compile to the VM dialect, then each vmfb from it (the npu-sim one after the
+    device query rewrite)."""
     source = directory / f"{name}.mlir"
     source.write_text(MODELS[name])
-    stock, vm_ir, npu = (directory / f"{name}_local.vmfb", directory / f"{name}.vm.mlir",
-                         directory / f"{name}_npu.vmfb")
+    vm_ir = directory / f"{name}.vm.mlir"
     compiler = str(BIN / "iree-compile")
-    flags = [*LLVM_CPU, *flags]
-    subprocess.run([compiler, str(source), *flags, "-o", str(stock)], check=True)
-    subprocess.run([compiler, str(source), *flags, "--compile-to=vm", "-o", str(vm_ir)],
-                   check=True)
+    subprocess.run([compiler, str(source), *LLVM_CPU, *flags, "--compile-to=vm", "-o",
+                    str(vm_ir)], check=True)
     text = vm_ir.read_text()
     assert text.count('"local*"') == 1
-    vm_ir.write_text(text.replace('"local*"', '"npu*"'))
-    subprocess.run([compiler, "--compile-from=vm", str(vm_ir), "-o", str(npu)], check=True)
-    return stock, npu
+    npu_ir = directory / f"{name}_npu.vm.mlir"
+    npu_ir.write_text(text.replace('"local*"', '"npu*"'))
+    outputs = []
+    for ir, tag in ((vm_ir, "local"), (npu_ir, "npu")):
+        outputs.append(directory / f"{name}_{tag}.vmfb")
+        subprocess.run([compiler, "--compile-from=vm", str(ir), "-o", str(outputs[-1])],
+                       check=True)
+    return outputs[0], outputs[1]
 
 
 @pytest.fixture(scope="session")
