@@ -6,7 +6,8 @@ from compiler_target.dispatch_plan import DispatchPlan
 
 def report_lines(plans: list[DispatchPlan], seconds: float) -> list[str]:
     on_npu = sum(1 for plan in plans if plan.target == "npu")
-    summary = (f"Compiled {len(plans)} dispatches ({on_npu} npu, {len(plans) - on_npu} host) "
+    noun = "dispatch" if len(plans) == 1 else "dispatches"
+    summary = (f"Compiled {len(plans)} {noun} ({on_npu} npu, {len(plans) - on_npu} host) "
                f"in {seconds:.2f} s")
     return [plan.report_line() for plan in plans] + [summary]
 

@@ -129,7 +129,7 @@ def test_seed_model_compiles_for_the_npu_with_the_real_code_generator(seed_onnx,
     report = result.stderr.splitlines()
     assert report[0].startswith("Dispatch #0 SingleConv$async_dispatch_0_conv_8x498x498x3x3x3_f32: ")
     assert " -> npu (" in report[0]
-    assert report[1].startswith("Compiled 1 dispatches (1 npu, 0 host) in ")
+    assert report[1].startswith("Compiled 1 dispatch (1 npu, 0 host) in ")
     with zipfile.ZipFile(vmfb) as archive:
         assert sorted(archive.namelist()) == ["SingleConv_async_dispatch_0_npu_fb.fb", "module.fb"]
     assert os.listdir(tmp_path / "asm") == ["SingleConv_async_dispatch_0_conv_8x498x498x3x3x3_f32.s"]
