@@ -40,6 +40,26 @@ def test_constants_and_matmul_match_the_stock_runtime(models):
         ours.close()
 
 
+def test_constants_read_through_a_hal_file_when_import_is_declined(models, monkeypatch):
+    """Programs fall back to hal.ex.file.from_memory + device.queue.read for their
+    constants when hal.allocator.import (a `try` import) returns null."""
+    import hal_driver.hal.module as hal_module
+    calls = []
+    monkeypatch.setitem(hal_module._IMPLEMENTATIONS, "allocator.import", lambda *a: None)
+    read = hal_module._IMPLEMENTATIONS["device.queue.read"]
+    monkeypatch.setitem(hal_module._IMPLEMENTATIONS, "device.queue.read",
+                        lambda *a: calls.append(a) or read(*a))
+    stock_path, npu_path = models["mlp"]
+    ours = load_vm_flatbuffer_file(str(npu_path))
+    try:
+        x = np.random.default_rng(2).standard_normal((4, 8), np.float32)
+        stock = rt.load_vm_flatbuffer_file(str(stock_path), driver="local-task")
+        np.testing.assert_array_equal(ours.main(x), stock.main(x).to_host())
+    finally:
+        ours.close()
+    assert len(calls) == 1
+
+
 def test_per_call_statistics(elementwise):
     ours, _ = elementwise
     ours.main(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
