@@ -25,9 +25,14 @@ def wants_npu_sim(argv: list[str]) -> bool:
     return bool(devices) and is_npu_sim_uri(devices[0])
 
 
+def stock_tool_path(tool: str) -> str:
+    """The stock IREE tool installed next to this Python (the project's .venv)."""
+    return os.path.join(os.path.dirname(sys.executable), tool)
+
+
 def exec_stock_tool(tool: str, argv: list[str]) -> None:
-    """Replaces this process with the stock IREE tool from the same environment."""
-    path = os.path.join(os.path.dirname(sys.executable), tool)
+    """Replaces this process with the stock tool, arguments unchanged."""
+    path = stock_tool_path(tool)
     os.execv(path, [path] + argv)
 
 

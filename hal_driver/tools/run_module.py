@@ -5,7 +5,6 @@ Extra flags: `--npu_sim_machine_<param>=V` (machine overrides), `--npu_sim_trace
 (Chrome trace of NPU dispatches), `--npu_sim_stats` (dispatch and cycle counts on stderr).
 """
 import gc
-import os
 import subprocess
 import sys
 
@@ -16,7 +15,7 @@ from hal_driver.status import StatusCode, StatusError
 from hal_driver.tools.buffer_view_text import HostTensor
 from hal_driver.tools.comparison import Tolerance, compare_results
 from hal_driver.tools.flags import (Flags, exec_stock_tool, flag_values, machine_from_overrides,
-                                    wants_npu_sim)
+                                    stock_tool_path, wants_npu_sim)
 from hal_driver.tools.function_io import parse_inputs, print_results, to_host, write_outputs
 
 STOCK_TOOL = "iree-run-module"
@@ -43,6 +42,8 @@ def report(status: StatusError) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
+        if "--help" in argv and wants_npu_sim(argv):
+            return print_help()
         if "--list_drivers" in argv:
             return list_drivers()
         if any(a == "--list_devices" or a.startswith("--list_devices=") for a in argv):
@@ -54,6 +55,15 @@ def main(argv: list[str] | None = None) -> int:
         return report(status)
     except Exception as error:   # a bug of ours: still one line, never a traceback
         return report(StatusError(StatusCode.INTERNAL, f"{type(error).__name__}: {error}"))
+
+
+def print_help() -> int:
+    print(__doc__)
+    print("Flags (--name=value; list flags repeat):")
+    for name, default in FLAGS.items():
+        print(f"  --{name}" + ("" if isinstance(default, list) else f" (default: {default!r})"))
+    print("  --npu_sim_machine_<param>=V (see executable_format/machine.py)")
+    return 0
 
 
 def list_drivers() -> int:
@@ -77,8 +87,7 @@ def list_devices(argv: list[str]) -> int:
 
 
 def _stock_output(args: list[str]) -> list[str]:
-    tool = os.path.join(os.path.dirname(sys.executable), STOCK_TOOL)
-    result = subprocess.run([tool] + args, capture_output=True, text=True)
+    result = subprocess.run([stock_tool_path(STOCK_TOOL)] + args, capture_output=True, text=True)
     return result.stdout.splitlines()
 
 
