@@ -51,6 +51,19 @@ def split_candidates(total: int, most: int = 64) -> list[int]:
                   set(range(1, min(total, 8) + 1)))
 
 
+def fitting(sizes: list[int], fits) -> list[int]:
+    """The ascending `sizes` for which `fits(size)` holds, fits being monotonic (a
+    smaller tile fits whenever a bigger one does): found by bisection."""
+    low, high = 0, len(sizes)
+    while low < high:
+        middle = (low + high) // 2
+        if fits(sizes[middle]):
+            low = middle + 1
+        else:
+            high = middle
+    return sizes[:low]
+
+
 NEAR_BEST = 1.01
 
 

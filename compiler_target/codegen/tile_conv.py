@@ -29,7 +29,8 @@ from .tile_conv_im2col import Im2colEmitter, Im2colPlanner
 from .vector import Operand
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Slots, Sram, Streamed, TiledProgram, block_candidates, ceil_div,
-                   Pipeline, dma_instrs, footprint, load_window, pick, split_candidates)
+                   Pipeline, dma_instrs, fitting, footprint, load_window, pick,
+                   split_candidates)
 
 
 @dataclass(frozen=True)
@@ -177,10 +178,11 @@ class ConvPlanner:
                 cb = cb if cb is not None else fb // s.fg * s.cg
                 whole_rows = self.fits(ConvTiling(fb, cb, 1, s.wo))
                 for cols in [s.wo] if whole_rows else split_candidates(s.wo):
-                    for rows in split_candidates(s.ho):
+                    rows_fitting = fitting(split_candidates(s.ho),
+                                           lambda rows: self.fits(ConvTiling(fb, cb, rows, cols)))
+                    for rows in rows_fitting:
                         t = ConvTiling(fb, cb, rows, cols)
-                        if self.fits(t):
-                            candidates.append((self.estimate(t), rows * cols * fb * cb, t))
+                        candidates.append((self.estimate(t), rows * cols * fb * cb, t))
         chosen = pick(candidates)
         return None if chosen is None else chosen[1]
 

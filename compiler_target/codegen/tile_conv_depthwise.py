@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .epilogue import OutputStage
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
-                   footprint, load_window, pick, split_candidates)
+                   fitting, footprint, load_window, pick, split_candidates)
 from .vector import Operand, binary
 
 
@@ -58,10 +58,10 @@ class DepthwisePlanner:
         candidates = []
         for cb in split_candidates(s.c, 16):
             for cols in [s.wo] + [c for c in split_candidates(s.wo) if c != s.wo]:
-                for rows in split_candidates(s.ho):
+                for rows in fitting(split_candidates(s.ho),
+                                    lambda rows: self.fits(DepthwiseTiling(cb, rows, cols))):
                     t = DepthwiseTiling(cb, rows, cols)
-                    if self.fits(t):
-                        candidates.append((self.estimate(t), cb * rows * cols, t))
+                    candidates.append((self.estimate(t), cb * rows * cols, t))
                 if candidates:
                     break
         return pick(candidates)

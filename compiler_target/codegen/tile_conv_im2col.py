@@ -20,7 +20,7 @@ from .epilogue import OutputStage
 from .vector import Operand
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
-                   fill_instrs, footprint, load_window, pick, split_candidates)
+                   fill_instrs, fitting, footprint, load_window, pick, split_candidates)
 
 
 @dataclass(frozen=True)
@@ -70,10 +70,10 @@ class Im2colPlanner:
         s = self.s
         candidates = []
         for cols in [s.wo] + [c for c in split_candidates(s.wo) if c != s.wo]:
-            for rows in split_candidates(s.ho):
+            for rows in fitting(split_candidates(s.ho),
+                                lambda rows: self.fits(Im2colTiling(rows, cols))):
                 t = Im2colTiling(rows, cols)
-                if self.fits(t):
-                    candidates.append((self.estimate(t), t.pixels, t))
+                candidates.append((self.estimate(t), t.pixels, t))
             if candidates:
                 break
         return pick(candidates)
