@@ -7,6 +7,7 @@ core, host formats on the CPU as host fallback.
 """
 import fnmatch
 import threading
+import weakref
 from typing import Optional, Sequence
 
 from hal_driver.device.allocator import Allocator
@@ -38,11 +39,12 @@ class Device(VmRef):
         self.statistics = StatisticsRecorder()
         self.trace = DispatchTrace(self.machine.clock_hz) if trace else None
         self.queue = Queue(DEVICE_ID)
+        self._closer = weakref.finalize(self, self.queue.close)   # stop the worker with us
         self._core = None
         self._core_lock = threading.Lock()
 
     def close(self) -> None:
-        self.queue.close()
+        self._closer()
 
     # -- queries ---------------------------------------------------------------------
     def query_i64(self, category: str, key: str) -> int:

@@ -43,7 +43,8 @@ class Queue:
             self._closing = True
             self._ready.notify()
         notify_waiters()
-        self._worker.join()
+        if threading.current_thread() is not self._worker:
+            self._worker.join()
 
     def _next(self) -> Submission | None:
         with self._ready:

@@ -91,3 +91,18 @@ def test_closing_the_device_cancels_blocked_submissions():
     with pytest.raises(StatusError) as e:
         s.wait(1, timeout=5)
     assert e.value.code == StatusCode.CANCELLED
+
+
+def test_dropping_a_device_stops_its_worker_thread():
+    import gc
+    from hal_driver.device.driver import create_device
+    before = threading.active_count()
+    device = create_device()
+    assert threading.active_count() == before + 1
+    del device
+    gc.collect()
+    for _ in range(100):
+        if threading.active_count() == before:
+            break
+        threading.Event().wait(0.01)
+    assert threading.active_count() == before
