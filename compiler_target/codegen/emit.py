@@ -10,13 +10,12 @@ from dataclasses import dataclass
 
 from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
 from executable_format.cost import TimelineStats, simulate_timeline
-from executable_format.isa import OPCODES_BY_NAME
 from executable_format.disasm import disassemble
 from executable_format.errors import FormatError
 from executable_format.machine import MachineConfig
 
 from .lower import NotLowerable
-from .npu_ir import DTYPES, Instr
+from .npu_ir import Instr, records
 
 
 @dataclass
@@ -24,19 +23,6 @@ class Emitted:
     npu_fb: bytes
     asm: str
     stats: TimelineStats
-
-
-def records(instrs: list[Instr]) -> list[tuple[int, int, int, list[int]]]:
-    """(opcode, dtype, flags, a[15]) per instruction, END appended."""
-    out = []
-    for instr in instrs + [Instr("end")]:
-        info = OPCODES_BY_NAME[instr.op]
-        unknown = set(instr.fields) - set(info.fields)
-        if unknown:
-            raise ValueError(f"{instr.op} has no fields {sorted(unknown)}")
-        a = [int(instr.fields.get(name, 0)) for name in info.fields]
-        out.append((info.code, int(DTYPES[instr.dtype]), int(instr.flags), a + [0] * (15 - len(a))))
-    return out
 
 
 def timeline(instrs: list[Instr], machine: MachineConfig, events: bool = False) -> TimelineStats:

@@ -20,6 +20,7 @@ parser with unregistered dialects allowed can read it:
 from dataclasses import dataclass, field
 
 from executable_format.isa import DTYPE_BYTES, DType, Engine, ENGINE_NAMES, OPCODES_BY_NAME
+from executable_format.cost import instruction_cycles
 from executable_format.scalars import encode_value
 
 DTYPES = {name: dtype for dtype, name in
@@ -95,6 +96,30 @@ class Instr:
     @property
     def engine_name(self) -> str:
         return ENGINE_NAMES[self.engine]
+
+
+def encode(instr: Instr) -> tuple[int, int, int, list[int]]:
+    """The isa record (opcode, dtype, flags, a[15]) of an instruction."""
+    info = OPCODES_BY_NAME[instr.op]
+    unknown = set(instr.fields) - set(info.fields)
+    if unknown:
+        raise ValueError(f"{instr.op} has no fields {sorted(unknown)}")
+    a = [int(instr.fields.get(name, 0)) for name in info.fields]
+    return info.code, int(DTYPES[instr.dtype]), int(instr.flags), a + [0] * (15 - len(a))
+
+
+def records(instrs: list[Instr]) -> list[tuple[int, int, int, list[int]]]:
+    """The program's isa records, END appended."""
+    return [encode(instr) for instr in instrs + [Instr("end")]]
+
+
+def busy_cycles(machine, instrs: list[Instr]) -> int:
+    """Cycles the instructions occupy their engines (the cost model's per-instruction cost)."""
+    total = 0
+    for instr in instrs:
+        opcode, dtype, _, a = encode(instr)
+        total += instruction_cycles(machine, opcode, dtype, a)
+    return total
 
 
 # ----------------------------------------------------------------------------- printing

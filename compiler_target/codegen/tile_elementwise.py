@@ -4,22 +4,19 @@ vector engine and stored, double-buffered.
 The iteration space is first simplified: unit dimensions are dropped and neighbouring
 dimensions that are contiguous in every tensor are merged (so a dense 4-D add is one
 long dimension). A tile then keeps the innermost (at most three) dimensions, chunks one
-of them and steps through the outer ones, so every tile is one vector box. Broadcast
-inputs (stride 0) are loaded compactly and read with stride 0; a broadcast tile that
-does not change between tiles is not reloaded.
+of them and steps through the outer ones, so every tile is one vector box; the number
+of tiles comes from an estimate (pipeline fill and drain against per-transfer latency).
+Broadcast inputs (stride 0) are loaded compactly and read with stride 0; a broadcast
+tile that does not change between tiles is not reloaded.
 """
 from executable_format.machine import MachineConfig
 
 from .epilogue import EpiloguePlan, temp_count, used_inputs
 from .lower import Lowered, NotLowerable
-from .npu_ir import FLOATS, Buffer, dtype_bytes
+from .npu_ir import FLOATS, Buffer, busy_cycles, dtype_bytes
 from .vector import Operand
-from .tile import (SRAM_ALIGN, Slots, Sram, Streamed, TiledProgram, ceil_div,
+from .tile import (SRAM_ALIGN, Dim, dma_instrs, pick, Slots, Sram, Streamed, TiledProgram, ceil_div,
                    dense_sram_strides, prod, store_instrs)
-
-MIN_TILE_BYTES = 32 * 1024       # amortises the DMA latency (100 cycles ~ 6.4 KB)
-PIPELINE_TILES = 8               # enough tiles that the first load and last store are small
-
 
 def simplify(shape: tuple[int, ...], strides: list[tuple[int, ...]]):
     """(shape, per-tensor strides) without unit dims, contiguous neighbours merged."""
@@ -51,6 +48,36 @@ def split(shape: list[int], target: int) -> tuple[int, int]:
     return k, max(1, min(shape[k], target // inner))
 
 
+def choose_split(shape: list[int], budget: int, views: list[Buffer], out_view: Buffer,
+                 ops: int, m: MachineConfig) -> tuple[int, int]:
+    """The split whose estimate is lowest among tilings into 1, 2, 4, ... 256 tiles:
+    more tiles shorten the first load and last store the others cannot hide, and each
+    costs a DMA latency per transfer. Transfers are costed exactly (bursts included) on
+    the first tile; `ops` vector passes per tile."""
+    total = prod(shape)
+    candidates = []
+    for wanted in (1 << i for i in range(9)):
+        k, chunk = split(shape, min(budget, ceil_div(total, wanted)))
+        counts = [1] * k + [chunk] + shape[k + 1:]
+        elems = prod(counts)
+        tiles = ceil_div(total, elems)
+        load = sum(_transfer(m, "dma.load", v, counts) for v in views)
+        store = _transfer(m, "dma.store", out_view, counts)
+        vector = ops * (m.vector_latency_cycles +
+                        ceil_div(elems * dtype_bytes(out_view.dtype), m.vector_bytes_per_cycle))
+        estimate = max(tiles * load, tiles * store, tiles * vector) + load + store + vector
+        candidates.append((estimate, elems, (k, chunk)))
+    return pick(candidates)[1]
+
+
+def _transfer(m: MachineConfig, op: str, dram: Buffer, counts: list[int]) -> int:
+    live = [i for i, s in enumerate(dram.strides) if s]
+    dense = dense_sram_strides([counts[i] for i in live])
+    dims = [Dim(counts[i], dram.strides[i], stride) for i, stride in zip(live, dense)]
+    probe = Buffer("probe", dram.dtype, (prod(counts),), "sram")
+    return busy_cycles(m, dma_instrs(op, dram, 0, probe, 0, dims, ""))
+
+
 def tile_elementwise(lowered: Lowered, m: MachineConfig) -> TiledProgram:
     op = lowered.op
     out = lowered.tensors["out"]
@@ -69,11 +96,10 @@ def tile_elementwise(lowered: Lowered, m: MachineConfig) -> TiledProgram:
         2 * dtype_bytes(ins[k].dtype) + (2 * elem if ins[k].dtype != out.dtype else 0)
         for k in used)
     budget = (m.sram_bytes - SRAM_ALIGN * (8 + 4 * len(used) + len(op.expr))) // per_element
-    total = prod(shape)
-    target = min(budget, max(ceil_div(total, PIPELINE_TILES), MIN_TILE_BYTES // elem))
-    if target < 1:
+    if budget < 1:
         raise NotLowerable("does not fit SRAM even tiled")
-    k, chunk = split(shape, target)
+    ops = sum(1 for node in op.expr if node[0] not in ("input", "const")) or 1
+    k, chunk = choose_split(shape, budget, list(in_views.values()), out_view, ops, m)
     tile_counts = [1] * k + [chunk] + shape[k + 1:]
     tile_elems = prod(tile_counts)
     sram = Sram(m.sram_bytes)
