@@ -37,6 +37,14 @@ UNARY = {"arith.negf": "neg", "math.absf": "abs", "math.tanh": "tanh", "math.exp
 # arith.cmpf predicates: the comparison is `lhs > rhs` or `lhs < rhs` (NaN order ignored).
 CMPF_GREATER = {2, 3, 9, 10}   # ogt oge ugt uge
 CMPF_LESS = {4, 5, 11, 12}     # olt ole ult ule
+_same = lambda a: a  # noqa: E731
+_to_float = lambda a: a.astype(np.float64)  # noqa: E731
+INDEX_ARITHMETIC = {"arith.index_cast": _same, "arith.index_castui": _same, "arith.extsi": _same,
+                    "arith.trunci": _same, "arith.sitofp": _to_float, "arith.uitofp": _to_float,
+                    "arith.addi": np.add, "arith.subi": np.subtract, "arith.muli": np.multiply,
+                    "arith.minsi": np.minimum, "arith.maxsi": np.maximum,
+                    "arith.floordivsi": np.floor_divide}
+NUMPY_FLOATS = {"f32": np.float32, "f16": np.float16}
 GENERALIZE = "builtin.module(func.func(linalg-generalize-named-ops))"
 IGNORED_OPS = {"func.return", "arith.constant"}
 LEAVES = ("input", "acc", "const")
@@ -159,7 +167,7 @@ def _body(function):
 
 
 def _op_names(function) -> list[str]:
-    return [op.name for op in _body(function)]
+    return [op.name for op in _body(function) if op.name != "arith.constant"]
 
 
 def _layout_bindings(export) -> list[Binding]:
@@ -180,8 +188,8 @@ def _fallback_summary(function) -> str:
     """The first compute op and its result type, for dispatches analysis could not describe."""
     for op in _body(function):
         if op.name.split(".")[0] not in PLUMBING_DIALECTS and op.name != "linalg.fill":
-            result = f" {_type_text(op.results[0].type)}" if op.results else ""
-            return f"{op.name}{result}"
+            shaped = [r.type for r in op.results if isinstance(r.type, ir.ShapedType)]
+            return f"{op.name} {_type_text(shaped[0])}" if shaped else op.name
     return "dispatch without a compute op"
 
 
@@ -301,11 +309,14 @@ class _Walk:
         self.location = ""
 
     def run(self, function, original_names: list[str]) -> None:
+        """Visits the generalized function's ops; `original_names` are the names of the
+        non-constant ops before generalization (which may merge and hoist constants)."""
         ops = _body(function)
-        if len(ops) != len(original_names):
+        names = iter(original_names)
+        if len([op for op in ops if op.name != "arith.constant"]) != len(original_names):
             raise NotSupported("generalization changed the op count")
-        for op, name in zip(ops, original_names):
-            self.visit(op, name)
+        for op in ops:
+            self.visit(op, op.name if op.name == "arith.constant" else next(names))
 
     def visit(self, op, name: str) -> None:
         kind = op.name
@@ -374,6 +385,8 @@ class _Walk:
         return self.parallel(generic)
 
     def describe(self, op, name: str) -> Generic:
+        if len(op.results) != 1:
+            raise NotSupported(f"{name} with {len(op.results)} results (the NPU op writes one)")
         maps = [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]]
         iterators = [str(t).split("<")[1].rstrip(">") for t in op.attributes["iterator_types"]]
         operands = [Operand(self.values[v], [_linear(e) for e in m.results])
@@ -424,12 +437,19 @@ class _Walk:
         loop_to_logical = self.loops_to_logical(generic)
         operands = generic.inputs + [generic.output]
         block = generic.op.regions[0].blocks[0]
-        nodes: dict = {}
+        nodes: dict = {}      # body value -> expression node (or Compare)
+        arrays: dict = {}     # body value -> its value at every loop position (index arithmetic)
+        if any(op.name == "tensor.extract" for op in generic.body):
+            raise NotSupported(f"{generic.name}: tensor.extract in the body "
+                               "(gather: data-dependent indexing)")
 
         def node_of(value) -> int:
             if value in nodes:
                 return nodes[value]
-            if isinstance(value, ir.BlockArgument) and value.owner == block:
+            if value in arrays:
+                nodes[value] = self.positional_input(arrays[value], value.type, generic,
+                                                     loop_to_logical)
+            elif isinstance(value, ir.BlockArgument) and value.owner == block:
                 nodes[value] = self.operand_node(operands[value.arg_number], generic,
                                                  loop_to_logical)
             elif value in self.values and isinstance(self.values[value], Scalar):
@@ -438,12 +458,39 @@ class _Walk:
                 raise NotSupported(f"{generic.name}: unsupported value in body")
             return nodes[value]
 
+        def array_of(value):
+            if value in arrays:
+                return arrays[value]
+            known = self.values.get(value)
+            return np.array(known.value) if isinstance(known, Scalar) else None
+
         for op in generic.body:
             if op.name == "linalg.yield":
                 dims = [loop_to_logical[_single_loop(terms)] for terms in generic.output.terms]
                 return Result(node_of(op.operands[0]), dims)
-            nodes[op.results[0]] = self.body_op(op, node_of, nodes, generic.name)
+            positional = _index_arithmetic(op, array_of, generic.extents)
+            if positional is not None:
+                arrays[op.results[0]] = positional
+            else:
+                nodes[op.results[0]] = self.body_op(op, node_of, nodes, generic.name)
         raise NotSupported(f"{generic.name}: body without yield")
+
+    def positional_input(self, array: np.ndarray, type_, generic: Generic,
+                         loop_to_logical) -> int:
+        """Values computed from loop positions only (e.g. the divisor of an average pool
+        that excludes padding) become an inlined constant input."""
+        dtype = str(type_)
+        if dtype not in NUMPY_FLOATS:
+            raise NotSupported(f"{generic.name}: position-dependent {dtype} values")
+        rank = len(generic.extents)
+        data = np.ascontiguousarray(np.broadcast_to(array, np.broadcast_shapes(
+            array.shape, (1,) * rank)), NUMPY_FLOATS[dtype])
+        row_major = _row_major(data.shape)
+        loop_strides = {loop: row_major[loop] for loop in range(rank) if data.shape[loop] > 1}
+        shape = self.main["shape"]
+        strides = _logical_strides(loop_strides, loop_to_logical, generic.extents, len(shape))
+        self.inputs.append(TensorRef(dtype, shape, strides, -1, 0, data))
+        return self.add(("input", len(self.inputs) - 1))
 
     def body_op(self, op, node_of, nodes, name: str):
         kind = op.name
@@ -479,8 +526,8 @@ class _Walk:
                 if loop_to_logical[_single_loop([(coefficients, 0)])] != dim:
                     raise NotSupported(f"{generic.name} reads the computed value transposed")
             return value.node
-        if isinstance(value, Scalar):
-            return self.add(("const", float(value.value)))
+        if _splat(value) is not None:
+            return self.add(("const", float(_splat(value).value)))
         if isinstance(value, View):
             return self.add(("input", self.add_input(value.ref, operand, generic.extents,
                                                      loop_to_logical)))
@@ -538,7 +585,7 @@ class _Walk:
         """The accumulator node, combined with the output's initial value."""
         loop_to_logical = self.main["loop_to_logical"]
         acc = self.add(("acc",))
-        init = generic.output.value
+        init = _splat(generic.output.value) or generic.output.value
         identity = -math.inf if combine == "max" else 0.0
         if isinstance(init, Scalar) and float(init.value) != identity:
             acc = self.add((combine, (acc, self.add(("const", float(init.value))))))
@@ -633,8 +680,8 @@ class _Walk:
             raise NotSupported(f"{generic.name}: pooling with {len(spatial)} windowed dims")
         windows = [_window(c, generic) for _, c in spatial]
         windowed = {loop for window in windows for loop in window[::2]}
-        plain = [_single_loop([terms]) for t, terms in enumerate(image.terms)
-                 if t not in dict(spatial)]
+        plain = [_loop_of(coefficients, generic.name)
+                 for t, (coefficients, _) in enumerate(image.terms) if t not in dict(spatial)]
         if len(plain) > 2 or any(generic.iterators[l] != "parallel" for l in plain) or \
                 set(plain) | windowed != set(range(len(generic.extents))):
             raise NotSupported(f"{generic.name}: pooling loop structure not recognised")
@@ -798,18 +845,53 @@ def _constant(op):
         return Scalar(attribute.value)
     if isinstance(attribute, (ir.DenseFPElementsAttr, ir.DenseIntElementsAttr)):
         shape = tuple(ir.ShapedType(attribute.type).shape)
-        if attribute.is_splat:
-            return Scalar(attribute.get_splat_value().value)
-        data = np.array(attribute).reshape(shape)
         dtype = str(ir.ShapedType(attribute.type).element_type)
+        if attribute.is_splat:
+            splat = np.array([attribute.get_splat_value().value])
+            return View(TensorRef(dtype, shape, (0,) * len(shape), -1, 0, splat))
+        data = np.array(attribute).reshape(shape)
         return View(TensorRef(dtype, shape, _row_major(shape), -1, 0, data))
     raise NotSupported(f"constant {str(attribute)[:60]} cannot be read")
+
+
+def _index_arithmetic(op, array_of, extents: list[int]) -> np.ndarray | None:
+    """The op's value at every loop position, if it is integer arithmetic on loop indices
+    and constants (or converts such a value to float); else None."""
+    if op.name == "linalg.index":
+        loop = ir.IntegerAttr(op.attributes["dim"]).value
+        shape = [1] * len(extents)
+        shape[loop] = extents[loop]
+        return np.arange(extents[loop]).reshape(shape)
+    if op.name == "arith.constant" and isinstance(op.attributes["value"], ir.IntegerAttr):
+        return np.array(ir.IntegerAttr(op.attributes["value"]).value)
+    if op.name in INDEX_ARITHMETIC:
+        args = [array_of(value) for value in op.operands]
+        if all(arg is not None for arg in args):
+            return INDEX_ARITHMETIC[op.name](*args)
+    return None
+
+
+def _splat(value) -> Scalar | None:
+    """The value of a scalar, or of a tensor constant with a single value."""
+    if isinstance(value, Scalar):
+        return value
+    constant = value.ref.constant if isinstance(value, View) else None
+    if constant is not None and constant.size == 1:
+        return Scalar(constant.reshape(-1)[0].item())
+    return None
 
 
 def _single_loop(terms) -> int:
     coefficients, constant = terms[0] if isinstance(terms, list) else terms
     if len(coefficients) != 1 or list(coefficients.values()) != [1] or constant:
         raise NotSupported("an output or computed value is indexed by an expression, not a loop")
+    return next(iter(coefficients))
+
+
+def _loop_of(coefficients: dict[int, int], name: str) -> int:
+    """The loop an input dim is indexed by (a constant offset is allowed)."""
+    if len(coefficients) != 1 or list(coefficients.values()) != [1]:
+        raise NotSupported(f"{name}: an input dim is indexed by {coefficients}, not by one loop")
     return next(iter(coefficients))
 
 

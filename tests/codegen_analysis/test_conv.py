@@ -148,3 +148,15 @@ def test_depthwise_nhwc_conv(tmp_path):
     got = run_dispatch(conv, [x, w]).reshape(2, 8, 8, 4)
     expected = sum(x[:, ky:ky + 8, kx:kx + 8] * w[ky, kx] for ky in range(3) for kx in range(3))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_splat_weight_is_a_stride_zero_constant(tmp_path):
+    model = onnx_model([helper.make_node("Conv", ["x", "w"], ["y"])], {"x": (1, 3, 8, 8)},
+                       {"w": np.full((4, 3, 3, 3), 0.5, np.float32)})
+    (conv,) = analyses(tmp_path, model)
+    weight = conv.op.weight
+    assert weight.binding == -1 and weight.strides == (0, 0, 0, 0) and weight.constant.size == 1
+    x = random(1, 3, 8, 8)
+    expected = onnx_reference(model, {"x": x})
+    np.testing.assert_allclose(run_dispatch(conv, [x]).reshape(expected.shape), expected,
+                               rtol=1e-5, atol=1e-5)
