@@ -22,6 +22,7 @@ EXTERNAL_SEGMENT_ALIGNMENT = 64
 class Archive:
     data: memoryview          # the whole archive
     flatbuffer: memoryview    # the FlatBuffer, without its size prefix
+    flatbuffer_offset: int    # where the FlatBuffer starts in the archive
     rodata_offset: int        # archive offset that external rodata offsets are relative to
 
 
@@ -57,4 +58,4 @@ def parse_archive(data) -> Archive:
         raise _invalid(f"expected FlatBuffer file identifier 'IREE', found {bytes(flatbuffer[4:8])!r}")
     align = EXTERNAL_SEGMENT_ALIGNMENT
     rodata_offset = (fb_start + length + align - 1) // align * align
-    return Archive(view, flatbuffer, rodata_offset)
+    return Archive(view, flatbuffer, fb_start, rodata_offset)

@@ -48,6 +48,7 @@ class _Fail(Exception):
     def __init__(self, code, message):
         self.code = code
         self.message = message
+        self.offset = 0
 
 
 class _Decoder:
@@ -62,6 +63,7 @@ class _Decoder:
         self.ref_count = descriptor.ref_register_count
         self.requirements = descriptor.requirements
         self.branch_targets = []
+        self.readers = self.field_readers()
 
     def need(self, n: int) -> None:
         if self.pc + n > self.end:
@@ -182,55 +184,35 @@ class _Decoder:
         self.pc += length
         return text
 
-    def field(self, kind: str):
-        if kind in ("i", "f"):
-            return self.i32_reg(self.unpack(_U16))
-        if kind in ("I", "F"):
-            return self.i64_reg(self.unpack(_U16))
-        if kind == "r":
-            return self.ref_reg(self.unpack(_U16), allow_move=False)[0]
-        if kind == "R":
-            return self.ref_reg(self.unpack(_U16), allow_move=True)
-        if kind == "g4":
-            return self.global_offset(4)
-        if kind == "g8":
-            return self.global_offset(8)
-        if kind == "gr":
-            return self.ordinal(self.module.global_ref_count, "global ref")
-        if kind == "k4":
-            return self.unpack(_I32)
-        if kind == "k8":
-            return self.unpack(_I64)
-        if kind == "kf":
-            return self.unpack(_F32)
-        if kind == "kF":
-            return self.unpack(_F64)
-        if kind == "ro":
-            return self.ordinal(len(self.module.rodata), "rodata")
-        if kind == "ty":
-            return self.ordinal(len(self.module.types), "type")
-        if kind == "fn":
-            return self.function()
-        if kind == "s":
-            return self.string()
-        if kind in ("Li", "Lf"):
-            return tuple(self.i32_reg(r) for r in self.u16_list())
-        if kind in ("LI", "LF"):
-            return tuple(self.i64_reg(r) for r in self.u16_list())
-        if kind == "Lr":
-            return tuple(self.ref_reg(r, allow_move=True) for r in self.u16_list())
-        if kind == "La":
-            return tuple(self.any_reg(r) for r in self.u16_list())
-        if kind == "Lc":
-            return self.u16_list()
-        if kind == "b":
-            return self.branch_target()
-        if kind == "m":
-            return self.remap()
-        if kind == "T":
-            count = self.unpack(_U16)
-            return tuple((self.branch_target(), self.remap()) for _ in range(count))
-        raise AssertionError(kind)
+    def list_of(self, check):
+        return lambda: tuple(check(r) for r in self.u16_list())
+
+    def branch_table(self) -> tuple:
+        count = self.unpack(_U16)
+        return tuple((self.branch_target(), self.remap()) for _ in range(count))
+
+    def field_readers(self) -> dict:
+        """Field kind (see opcodes.py) -> a function decoding and checking it."""
+        reg = lambda: self.unpack(_U16)
+        i32 = lambda: self.i32_reg(reg())
+        i64 = lambda: self.i64_reg(reg())
+        ref_list = self.list_of(lambda r: self.ref_reg(r, allow_move=True))
+        return {
+            "i": i32, "f": i32, "I": i64, "F": i64,
+            "r": lambda: self.ref_reg(reg(), allow_move=False)[0],
+            "R": lambda: self.ref_reg(reg(), allow_move=True),
+            "g4": lambda: self.global_offset(4), "g8": lambda: self.global_offset(8),
+            "gr": lambda: self.ordinal(self.module.global_ref_count, "global ref"),
+            "k4": lambda: self.unpack(_I32), "k8": lambda: self.unpack(_I64),
+            "kf": lambda: self.unpack(_F32), "kF": lambda: self.unpack(_F64),
+            "ro": lambda: self.ordinal(len(self.module.rodata), "rodata"),
+            "ty": lambda: self.ordinal(len(self.module.types), "type"),
+            "fn": self.function, "s": self.string,
+            "Li": self.list_of(self.i32_reg), "Lf": self.list_of(self.i32_reg),
+            "LI": self.list_of(self.i64_reg), "LF": self.list_of(self.i64_reg),
+            "Lr": ref_list, "La": self.list_of(self.any_reg), "Lc": self.u16_list,
+            "b": self.branch_target, "m": self.remap, "T": self.branch_table,
+        }
 
     def instruction(self):
         opcode = self.u8()
@@ -245,7 +227,8 @@ class _Decoder:
             raise _Fail(StatusCode.INVALID_ARGUMENT,
                         f"`{info.mnemonic}` needs feature 0x{info.feature:X} the function does not declare "
                         f"(requirements 0x{self.requirements:X})")
-        return info.mnemonic, tuple(self.field(kind) for kind in info.fields)
+        readers = self.readers
+        return info.mnemonic, tuple([readers[kind]() for kind in info.fields])
 
 
 class _Signatures:
