@@ -5,7 +5,8 @@ import zipfile
 
 import pytest
 
-from hal_driver.vm import BytecodeModule, NativeModule, VmContext
+from hal_driver.vm import BytecodeModule, NativeModule, VmBuffer, VmContext, VmRef
+from hal_driver.vm.cconv import parse_cconv
 from hal_driver.vm.container import parse_archive
 
 LLVM_CPU = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
@@ -50,3 +51,53 @@ def test_context_requires_the_hal_module(matmul_vmfb):
     module = BytecodeModule.from_file(matmul_vmfb)
     with pytest.raises(StatusError):
         VmContext([NativeModule("other"), module])
+
+
+class _Dummy(VmRef):
+    def __init__(self, vm_type: str):
+        self.vm_type = vm_type
+
+
+_RESULT_TYPES = {"devices.get": "hal.device", "device.allocator": "hal.allocator",
+                 "buffer_view.buffer": "hal.buffer", "device.queue.alloca": "hal.buffer",
+                 "allocator.allocate": "hal.buffer"}
+_INT_RESULTS = {"devices.count": 1, "device.query.i64": (1, 1), "fence.await": 0}
+
+
+def _recording_hal(module, calls: list) -> NativeModule:
+    """A stand-in `hal` that records calls and returns placeholder refs."""
+    hal = NativeModule("hal", version=7)
+    for import_def in module.imports:
+        name = import_def.name.partition(".")[2]
+        _, results = parse_cconv(import_def.signature.cconv)
+
+        def fn(*args, name=name, results=results):
+            calls.append((name, args))
+            if name in _INT_RESULTS:
+                return _INT_RESULTS[name]
+            out = [0 if kind in "iI" else _Dummy(_RESULT_TYPES.get(name, "hal." + name.split(".")[0]))
+                   for kind in results]
+            return None if not out else out[0] if len(out) == 1 else tuple(out)
+        hal.add(name, import_def.signature.cconv, fn)
+    return hal
+
+
+def test_init_and_main_run_against_a_recording_hal(matmul_vmfb):
+    module = BytecodeModule.from_file(matmul_vmfb)
+    calls = []
+    context = VmContext([_recording_hal(module, calls), module])
+    created = [args for name, args in calls if name == "executable.create"]
+    assert len(created) == 1
+    device, affinity, format_buffer, data, constants = created[0]
+    assert isinstance(format_buffer, VmBuffer) and bytes(format_buffer.data) == b"embedded-elf-x86_64"
+    assert isinstance(data, VmBuffer) and not data.mutable and bytes(data.data[:4]) == b"\x7fELF"
+    assert affinity == -1 and constants is None
+    # The command buffer is recorded once in __init (variadic spans of bindings).
+    (dispatch,) = [args for name, args in calls if name == "command_buffer.dispatch"]
+    assert dispatch[-2] == [] and [binding[-1] for binding in dispatch[-1]] == [128, 512, 256]
+    calls.clear()
+    (result,) = context.invoke(context.lookup_function("module.main"),
+                               [_Dummy("hal.buffer_view"), _Dummy("hal.buffer_view")])
+    assert result.vm_type == "hal.buffer_view"
+    names = [name for name, _ in calls]
+    assert "fence.await" in names and "device.queue.execute.indirect" in names
