@@ -13,6 +13,9 @@ from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm.ref import VmRef
 
 
+MAX_ALLOCATION = 1 << 30
+
+
 class VmBuffer(VmRef):
     vm_type = "vm.buffer"
 
@@ -29,6 +32,8 @@ class VmBuffer(VmRef):
     def allocate(cls, length: int) -> "VmBuffer":
         if length < 0:
             raise StatusError(StatusCode.INVALID_ARGUMENT, f"invalid buffer length {length}")
+        if length > MAX_ALLOCATION:
+            raise StatusError(StatusCode.RESOURCE_EXHAUSTED, f"buffer of {length} bytes exceeds the VM limit")
         return cls(bytearray(length))
 
     def __len__(self) -> int:

@@ -141,10 +141,10 @@ class VmContext:
 
     def begin(self, fn: VmFunction, args) -> Invocation:
         """Starts a call of bytecode function `fn`; drive it with `Invocation.run()`."""
-        if not isinstance(fn.module, BytecodeModule) or self._states.get(fn.module.name) is None \
-                or self._states[fn.module.name].module is not fn.module:
-            raise StatusError(StatusCode.INVALID_ARGUMENT, f"function `{fn.name}` is not a bytecode function of this context")
-        state = self._states[fn.module.name]
+        state = self._states.get(getattr(fn.module, "name", None))
+        if state is None or state.module is not fn.module:
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"function `{fn.name}` is not a bytecode function of this context")
         return Invocation(enter_frame(state.function(fn.ordinal), state, list(args), f"`{fn.name}`"))
 
     def invoke(self, fn: VmFunction, args) -> list:
@@ -164,5 +164,5 @@ class VmContext:
                               f"`{fn.name}` takes {len(arg_types)} arguments, {len(args)} given")
         native = fn.module.functions[fn.name.partition(".")[2]]
         results = normalize_results(native.fn(*args), result_types, fn.name)
-        return [to_register_value(kind, value, f"`{fn.name}` result") if not isinstance(kind, tuple) else value
+        return [to_register_value(kind, value, f"`{fn.name}` result")
                 for kind, value in zip(result_types, results)]

@@ -15,6 +15,7 @@ Call boundaries:
     calling convention (see native_module.py), also when the import is another
     bytecode module's export.
 """
+import struct
 import types
 
 from hal_driver.status import StatusCode, StatusError
@@ -278,7 +279,7 @@ def _collect_results(frame: Frame, src) -> list:
 
 
 _PYTHON_FAULTS = (ZeroDivisionError, OverflowError, ValueError, TypeError, IndexError,
-                  KeyError, AttributeError, MemoryError, RecursionError, __import__("struct").error)
+                  KeyError, AttributeError, MemoryError, RecursionError, struct.error)
 
 
 def _fault_status(error: Exception) -> StatusError:

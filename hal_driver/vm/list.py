@@ -16,6 +16,7 @@ from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm import values
 from hal_driver.vm.ref import VmRef
 
+MAX_ELEMENTS = 1 << 24
 VALUE_TYPES = ("i8", "i16", "i32", "i64", "f32", "f64")
 _VARIANT_NAMES = ("?", "vm.opaque", "any", "")
 
@@ -71,8 +72,10 @@ class VmList(VmRef):
             raise StatusError(StatusCode.OUT_OF_RANGE, f"invalid list capacity {capacity}")
 
     def resize(self, size: int) -> None:
-        if size < 0 or size > (1 << 31):
+        if size < 0:
             raise StatusError(StatusCode.OUT_OF_RANGE, f"invalid list size {size}")
+        if size > MAX_ELEMENTS:
+            raise StatusError(StatusCode.RESOURCE_EXHAUSTED, f"list of {size} elements exceeds the VM limit")
         del self.items[size:], self.value_types[size:]
         grow = size - len(self.items)
         if grow > 0:

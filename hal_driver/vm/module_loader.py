@@ -82,6 +82,7 @@ class ModuleDef:
     rodata: list           # memoryview per segment (read-only, zero-copy)
     global_bytes: int
     global_ref_count: int
+    bytecode_version: int  # (major << 16) | minor
     bytecode: memoryview
     debug: DebugInfo
 
@@ -175,7 +176,7 @@ class _Reader:
             info.function_names.append(_str(source_map.LocalName()))
             pairs = self.vec(source_map, "Locations")
             info.locations.append(sorted((p.BytecodeOffset(), p.Location()) for p in pairs))
-        # Render lazily-needed text once: only the locations actually referenced.
+        # Render each referenced location table entry once.
         cache = {}
         for i, pairs in enumerate(info.locations):
             rendered = []
@@ -220,9 +221,10 @@ def _read(archive: Archive) -> ModuleDef:
         rodata=[reader.rodata(s) for s in reader.vec(root, "RodataSegments")],
         global_bytes=state.GlobalBytesCapacity() if state else 0,
         global_ref_count=state.GlobalRefCount() if state else 0,
+        bytecode_version=root.BytecodeVersion(),
         bytecode=reader.byte_vector(root, "BytecodeData"),
         debug=reader.debug(root.DebugDatabase()),
-    ), root.BytecodeVersion()
+    )
 
 
 def _check_version(version: int) -> None:
@@ -270,11 +272,11 @@ def _check(module: ModuleDef) -> None:
 def load_module_def(archive: Archive) -> ModuleDef:
     """Reads and checks the module FlatBuffer of `archive`."""
     try:
-        module, version = _read(archive)
+        module = _read(archive)
     except StatusError:
         raise
     except (IndexError, struct.error, ValueError, TypeError, OverflowError, AttributeError) as e:
         raise _data_loss(f"FlatBuffer read failed ({type(e).__name__}: {e})") from None
-    _check_version(version)
+    _check_version(module.bytecode_version)
     _check(module)
     return module

@@ -169,9 +169,9 @@ class _Decoder:
     def function(self) -> int:
         value = self.unpack(_U32)
         if value & IMPORT_BIT:
-            self_limit = len(self.module.imports)
-            if value & ~IMPORT_BIT >= self_limit:
-                raise _Fail(StatusCode.INVALID_ARGUMENT, f"import ordinal {value & ~IMPORT_BIT} out of range {self_limit}")
+            limit = len(self.module.imports)
+            if value & ~IMPORT_BIT >= limit:
+                raise _Fail(StatusCode.INVALID_ARGUMENT, f"import ordinal {value & ~IMPORT_BIT} out of range {limit}")
         elif value >= len(self.module.descriptors):
             raise _Fail(StatusCode.INVALID_ARGUMENT,
                         f"function ordinal {value} out of range {len(self.module.descriptors)}")

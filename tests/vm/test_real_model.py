@@ -20,6 +20,7 @@ def matmul_vmfb(compile_mlir):
 
 def test_loads_with_hal_imports(matmul_vmfb):
     module = BytecodeModule.from_file(matmul_vmfb)
+    assert module.definition.bytecode_version == (17 << 16) | 0    # IREE 3.13: bytecode 17.0
     assert module.name == "module"
     assert set(module.exported_function_names()) >= {"main", "__init"}
     imports = {i.name: i.signature.cconv for i in module.imports}
