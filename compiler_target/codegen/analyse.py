@@ -44,6 +44,8 @@ INDEX_ARITHMETIC = {"arith.index_cast": _same, "arith.index_castui": _same, "ari
                     "arith.addi": np.add, "arith.subi": np.subtract, "arith.muli": np.multiply,
                     "arith.minsi": np.minimum, "arith.maxsi": np.maximum,
                     "arith.floordivsi": np.floor_divide}
+CONVERSIONS = {"arith.extf", "arith.truncf", "arith.extsi", "arith.extui", "arith.trunci",
+               "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui"}
 NUMPY_FLOATS = {"f32": np.float32, "f16": np.float16}
 GENERALIZE = "builtin.module(func.func(linalg-generalize-named-ops))"
 IGNORED_OPS = {"func.return", "arith.constant"}
@@ -335,6 +337,8 @@ class _Walk:
             self.values[op.results[0]] = self.pad(op)
         elif kind == "linalg.generic":
             self.values[op.results[0]] = self.generic(op, name)
+        elif kind == "hal.interface.constant.load":
+            raise NotSupported("dispatch reads push constants (hal.interface.constant.load)")
         elif kind not in IGNORED_OPS:
             raise NotSupported(f"op {name} has no NPU equivalent")
 
@@ -412,7 +416,10 @@ class _Walk:
                 return source.value
         if self.main is None:
             self.start_elementwise(generic)
-        return self.expression(generic)
+            loop_to_logical = {loop: (loop, 1) for loop in range(len(generic.extents))}
+        else:
+            loop_to_logical = self.loops_to_logical(generic)
+        return self.expression(generic, loop_to_logical)
 
     def view_through(self, generic: Generic, source: Operand) -> View:
         """A copy, broadcast or transpose of memory is a strided view of it."""
@@ -422,19 +429,17 @@ class _Walk:
         return View(_ref(source.value.ref, shape, [loop_strides.get(l, 0) for l in loops], offset))
 
     def start_elementwise(self, generic: Generic) -> None:
-        rank = len(generic.extents)
         self.main = {"kind": "elementwise", "name": generic.name,
-                     "shape": tuple(generic.extents), "location": generic.op.location}
+                     "shape": tuple(generic.extents)}
         dtype = ir.ShapedType(generic.op.results[0].type).element_type
         self.summary = f"{generic.name} (elementwise) {'x'.join(map(str, generic.extents))} {dtype}"
         self.location = str(generic.op.location)
-        if rank > 4:
-            raise NotSupported(f"elementwise over rank {rank} (the NPU handles rank <= 4)")
 
     # -- expressions
 
-    def expression(self, generic: Generic) -> Result:
-        loop_to_logical = self.loops_to_logical(generic)
+    def expression(self, generic: Generic, loop_to_logical) -> Result:
+        """Appends the body of an all-parallel generic to the expression; its loops index
+        the op's logical dims as `loop_to_logical` says."""
         operands = generic.inputs + [generic.output]
         block = generic.op.regions[0].blocks[0]
         nodes: dict = {}      # body value -> expression node (or Compare)
@@ -523,7 +528,7 @@ class _Walk:
         value = operand.value
         if isinstance(value, Result):
             for (coefficients, _), dim in zip(operand.terms, value.dims):
-                if loop_to_logical[_single_loop([(coefficients, 0)])] != dim:
+                if loop_to_logical[_single_loop((coefficients, 0))] != dim:
                     raise NotSupported(f"{generic.name} reads the computed value transposed")
             return value.node
         if _splat(value) is not None:
@@ -541,14 +546,12 @@ class _Walk:
         return len(self.inputs) - 1
 
     def loops_to_logical(self, generic: Generic) -> dict[int, tuple[int, int]]:
-        """Which logical dim of the main op each loop of an elementwise generic indexes."""
-        if not self.nodes and self.main["kind"] == "elementwise":
-            return {loop: (loop, 1) for loop in range(len(generic.extents))}
+        """Which logical dim of the op each loop of a generic consuming its result indexes."""
         mapping = {}
         for operand in generic.inputs + [generic.output]:
             if isinstance(operand.value, Result):
                 for terms, dim in zip(operand.terms, operand.value.dims):
-                    mapping[_single_loop([terms])] = dim
+                    mapping[_single_loop(terms)] = dim
         if not mapping:
             raise NotSupported(f"{generic.name} is a second computation independent of "
                                f"the {self.main['kind']}")
@@ -595,7 +598,7 @@ class _Walk:
             acc = self.add((combine, (acc, init_node)))
         elif not isinstance(init, Scalar):
             raise NotSupported(f"{generic.name} accumulates into an undefined or computed tensor")
-        dims = [loop_to_logical[_single_loop([terms])] for terms in generic.output.terms]
+        dims = [loop_to_logical[_single_loop(terms)] for terms in generic.output.terms]
         return Result(acc, dims)
 
     def matmul(self, generic: Generic) -> None:
@@ -714,7 +717,7 @@ class _Walk:
             raise NotSupported(f"{generic.name}: reduction of {len(generic.inputs)} operands")
         source = generic.inputs[0]
         ref = _plain_view(source, generic.name)
-        kept = [_single_loop([terms]) for terms in generic.output.terms]
+        kept = [_single_loop(terms) for terms in generic.output.terms]
         if any(generic.iterators[l] != "parallel" for l in kept) or \
                 len(kept) + len(generic.reductions) != len(generic.extents):
             raise NotSupported(f"{generic.name}: reduction loop structure not recognised")
@@ -770,8 +773,6 @@ class _Walk:
 
     def copy(self, source: TensorRef, target: TensorRef) -> Elementwise:
         self.summary = f"copy {'x'.join(map(str, source.shape))} {source.dtype}"
-        if len(source.shape) > 4:
-            raise NotSupported(f"copy of rank {len(source.shape)} (the NPU handles rank <= 4)")
         return Elementwise(target, [source], [("input", 0)])
 
     def build_elementwise(self, out, expr, inputs) -> Elementwise:
@@ -881,8 +882,9 @@ def _splat(value) -> Scalar | None:
     return None
 
 
-def _single_loop(terms) -> int:
-    coefficients, constant = terms[0] if isinstance(terms, list) else terms
+def _single_loop(term: tuple[dict[int, int], int]) -> int:
+    """The loop a dim of an output or a computed value is indexed by."""
+    coefficients, constant = term
     if len(coefficients) != 1 or list(coefficients.values()) != [1] or constant:
         raise NotSupported("an output or computed value is indexed by an expression, not a loop")
     return next(iter(coefficients))
@@ -903,16 +905,35 @@ def _yielded_argument(generic: Generic) -> int | None:
 
 
 def _reduction_body(generic: Generic) -> str:
-    """"mac" (out + a*b), "sum" (out + x) or "max" (max(out, x)) over the output argument."""
-    body = [op.name for op in generic.body]
-    if body == ["arith.mulf", "arith.addf", "linalg.yield"] and len(generic.inputs) == 2:
+    """"mac" (out + a*b), "sum" (out + x) or "max" (max(out, x)), x being the input
+    that is not a window shape (tensor.empty)."""
+    body = generic.body
+    names = [op.name for op in body]
+    conversions = sorted({name for name in names if name in CONVERSIONS})
+    if conversions:
+        raise NotSupported(f"{generic.name}: mixed-precision body ({', '.join(conversions)}); "
+                           "an NPU op has one element type")
+    *args, out = generic.op.regions[0].blocks[0].arguments
+    data = [arg for arg, operand in zip(args, generic.inputs)
+            if not isinstance(operand.value, Empty)]
+    yielded = body[-1].operands[0]
+    if names == ["arith.mulf", "arith.addf", "linalg.yield"] and len(data) == 2 and \
+            _combines(body[0], *data) and _combines(body[1], out, body[0].results[0]) and \
+            yielded == body[1].results[0]:
         return "mac"
-    if body == ["arith.addf", "linalg.yield"]:
-        return "sum"
-    if body in (["arith.maximumf", "linalg.yield"], ["arith.maxnumf", "linalg.yield"]):
-        return "max"
-    raise NotSupported(f"{generic.name}: reduction body ({', '.join(body[:-1])}) "
-                       "is not multiply-accumulate, sum or max")
+    kind = {"arith.addf": "sum", "arith.maximumf": "max", "arith.maxnumf": "max"}.get(names[0])
+    if len(names) == 2 and kind and len(data) == 1 and _combines(body[0], out, data[0]) and \
+            yielded == body[0].results[0]:
+        return kind
+    raise NotSupported(f"{generic.name}: reduction body ({', '.join(names[:-1])}) "
+                       "is not multiply-accumulate, sum or max of its inputs")
+
+
+def _combines(op, *values) -> bool:
+    """Whether the op's operands are exactly `values`, in any order."""
+    operands = list(op.operands)
+    return len(operands) == len(values) and all(
+        sum(o == v for o in operands) == sum(w == v for w in values) for v in values)
 
 
 def _loop_roles(generic: Generic, inputs: dict[str, Operand], skip=()) -> dict[int, tuple]:
