@@ -1,0 +1,175 @@
+"""Measurements: compile times (subprocess wall time), call wall times (in-process, both
+runtimes through their Python APIs), per-dispatch cycle-model statistics (from a
+traced npu-sim run) and the benchmark tools' per-iteration times."""
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from executable_format.machine import DEFAULT_MACHINE
+from hal_driver import runtime as rt
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+NPU_COMPILE = ROOT / "bin" / "iree-compile"
+NPU_BENCHMARK = ROOT / "bin" / "iree-benchmark-module"
+STOCK_COMPILE = BIN / "iree-compile"
+STOCK_IMPORT_ONNX = BIN / "iree-import-onnx"
+STOCK_BENCHMARK = BIN / "iree-benchmark-module"
+STOCK_FLAGS = ["--iree-hal-target-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=host"]
+STOCK_DRIVER = "local-task"
+DTYPES = ("f32", "f16", "bf16", "i8")
+# Python tools keep their bytecode cache (in build/, not the source tree), as on a user's
+# machine: without it every compile would first byte-compile the compiler's sources.
+TOOL_ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+            "PYTHONPYCACHEPREFIX": str(ROOT / "build" / "bench" / "pycache")}
+
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(command: list) -> tuple[float, float]:
+    """Runs `command`; returns its wall and CPU (user + system) seconds; raises on failure."""
+    cpu, start = children_cpu_seconds(), time.perf_counter()
+    result = subprocess.run([str(c) for c in command], capture_output=True, text=True, env=TOOL_ENV)
+    wall = time.perf_counter() - start
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, command))} failed:\n{result.stderr[-2000:]}")
+    return wall, children_cpu_seconds() - cpu
+
+
+def compile_npu(source: Path, vmfb: Path, report: Path) -> tuple[float, float]:
+    return run([NPU_COMPILE, "--iree-hal-target-backends=npu", source, "-o", vmfb,
+                f"--iree-npu-dispatch-report={report}"])
+
+
+def compile_stock(source: Path, vmfb: Path) -> tuple[float, float]:
+    """Stock iree-compile for llvm-cpu; an ONNX model is imported with the stock
+    iree-import-onnx first (stock iree-compile cannot read .onnx), timed together."""
+    wall = cpu = 0.0
+    if source.suffix == ".onnx":
+        mlir = vmfb.with_suffix(".mlir")
+        wall, cpu = run([STOCK_IMPORT_ONNX, source, "-o", mlir])
+        source = mlir
+    compile_wall, compile_cpu = run([STOCK_COMPILE, *STOCK_FLAGS, source, "-o", vmfb])
+    return wall + compile_wall, cpu + compile_cpu
+
+
+def median_time(function, repetitions: int) -> float:
+    """Median wall time of `function()` over `repetitions` calls after one warm-up."""
+    function()
+    times = []
+    for _ in range(repetitions):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def entry_function(names) -> str:
+    """The single user export, as iree-run-module chooses it."""
+    user = [n for n in names if not n.startswith("__") and "$" not in n]
+    if len(user) != 1:
+        raise RuntimeError(f"expected one exported function, got {user}")
+    return user[0]
+
+
+def npu_callable(vmfb: Path, inputs: list, trace: bool = False):
+    module = rt.load_vm_flatbuffer(vmfb.read_bytes(), driver="npu-sim", trace=trace)
+    function = module.lookup(entry_function(module.function_names))
+    return module, lambda: function(*inputs)
+
+
+def stock_callable(vmfb: Path, inputs: list):
+    import iree.runtime
+    module = iree.runtime.load_vm_flatbuffer(vmfb.read_bytes(), driver=STOCK_DRIVER)
+    function = module[entry_function(module.vm_module.function_names)]
+
+    def call():
+        result = function(*inputs)
+        return tuple(np.asarray(r) for r in result) if isinstance(result, tuple) else np.asarray(result)
+    return call
+
+
+def max_abs_difference(a, b) -> float:
+    pairs = zip(a, b) if isinstance(a, tuple) else [(a, b)]
+    return max(float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64))))
+               for x, y in pairs)
+
+
+def dtype_of(dispatch_name: str) -> str:
+    """The element type in a dispatch name (`..._conv_64x56x56x64x3x3_f32`); f32 if none."""
+    tokens = dispatch_name.split("_")
+    return next((t for t in reversed(tokens) if t in DTYPES), "f32")
+
+
+def dispatch_rows(trace_events: list[dict], machine=DEFAULT_MACHINE) -> list[dict]:
+    """One row per NPU dispatch event of a trace: cycles, roofline, utilization."""
+    rows = []
+    for event in trace_events:
+        args = event.get("args", {})
+        if event.get("ph") != "X" or "macs" not in args:
+            continue
+        dtype = dtype_of(event["name"])
+        mac_cycles = args["macs"] / machine.peak_macs_per_cycle(dtype)
+        dram_cycles = max(args["dram_read_bytes"], args["dram_write_bytes"]) / machine.dram_bytes_per_cycle
+        roofline = max(mac_cycles, dram_cycles)
+        rows.append({"name": event["name"], "dtype": dtype, "npu_cycles": args["cycles"],
+                     "roofline_cycles": round(roofline),
+                     "utilization": roofline / args["cycles"] if args["cycles"] else 0.0,
+                     "compute_bound": args["macs"] > 0 and mac_cycles >= dram_cycles,
+                     "macs": args["macs"],
+                     "dram_bytes": args["dram_read_bytes"] + args["dram_write_bytes"],
+                     "sram_peak_bytes": args["sram_peak_bytes"]})
+    return rows
+
+
+def traced_run(vmfb: Path, inputs: list, trace_path: Path) -> tuple[list[dict], object]:
+    """One npu-sim call with tracing; returns the trace events (as written to
+    `trace_path`, read back) and the call's statistics."""
+    module, call = npu_callable(vmfb, inputs, trace=True)
+    try:
+        call()
+        module.device.trace.write(str(trace_path))
+        return json.loads(trace_path.read_text())["traceEvents"], module.last_call_stats
+    finally:
+        module.close()
+
+
+BENCHMARK_ROW = re.compile(r"^BM_\S+_median\s+([\d.]+) (ns|us|ms|s)\s+([\d.]+) (ns|us|ms|s)\s+\d+\s*(.*)$")
+UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def benchmark_tool(tool: Path, device: str, vmfb: Path, inputs: list, iterations: int,
+                   repetitions: int = 3) -> dict:
+    """Runs an iree-benchmark-module; returns the median row: wall and CPU ms per
+    iteration and the user counters (npu-sim: simulated_time, npu_cycles, dispatches)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        flags = []
+        for k, array in enumerate(inputs):
+            np.save(Path(tmp) / f"in{k}.npy", array)
+            flags.append(f"--input=@{Path(tmp) / f'in{k}.npy'}")
+        result = subprocess.run(
+            [str(tool), f"--device={device}", f"--module={vmfb}", "--function=main", *flags,
+             f"--benchmark_min_time={iterations}x", f"--benchmark_repetitions={repetitions}"],
+            capture_output=True, text=True, env=TOOL_ENV)
+    if result.returncode != 0:
+        raise RuntimeError(f"{tool.name} --device={device} failed:\n{result.stderr[-2000:]}")
+    for line in result.stdout.splitlines():
+        match = BENCHMARK_ROW.match(line.strip())
+        if match:
+            counters = dict(c.split("=", 1) for c in match.group(5).split())
+            return {"wall_ms": float(match.group(1)) * UNIT_MS[match.group(2)],
+                    "cpu_ms": float(match.group(3)) * UNIT_MS[match.group(4)],
+                    "counters": counters}
+    raise RuntimeError(f"{tool.name}: no median row in its output:\n{result.stdout}")
