@@ -27,10 +27,10 @@ from .lower import Lowered, NotLowerable
 from . import tile_conv_depthwise as depthwise
 from .tile_conv_im2col import Im2colEmitter, Im2colPlanner
 from .vector import Operand
-from .npu_ir import Instr, dtype_bytes
+from .npu_ir import Buffer, Instr, busy_cycles
 from .tile import (Dim, Slots, Sram, Streamed, TiledProgram, block_candidates, ceil_div,
                    Pipeline, dma_instrs, fitting, footprint, load_window, pick,
-                   split_candidates)
+                   split_candidates, store_instrs)
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,51 @@ class ConvJob:
     bias_index: int | None     # epilogue input applied with the MAC BIAS flag
     inputs_used: list[int]     # epilogue inputs the (folded) epilogue reads
 
+    def __post_init__(self):
+        self.transfers = ConvTransfers(self)
+
     def epilogue_ops(self) -> int:
         return sum(1 for i in reachable(self.expr) if self.expr[i][0] not in LEAVES)
+
+
+class ConvTransfers:
+    """Exact DMA-engine cycles of one tile's transfers, for the planners' estimates: the
+    instructions the emitters write for the first tile (halo fills included), costed
+    by the cycle model, cached per block size."""
+
+    def __init__(self, job: "ConvJob"):
+        self.job = job
+        self.cache: dict = {}
+
+    def _cost(self, key, build) -> int:
+        if key not in self.cache:
+            self.cache[key] = busy_cycles(self.job.m, build())
+        return self.cache[key]
+
+    def _probe(self, dtype: str, elems: int) -> Buffer:
+        return Buffer("probe", dtype, (elems,), "sram")
+
+    def input(self, cc: int, rows: int, cols: int) -> int:
+        s, tensors = self.job.s, self.job.lowered.tensors
+        hi, wi = s.in_rows(rows), s.in_cols(cols)
+        probe = self._probe(self.job.dtype, cc * hi * wi)
+        return self._cost(("input", cc, rows, cols), lambda: load_window(
+            tensors["input"], probe, 0, 0, cc, -s.pt, -s.pl, hi, wi, 0, "")[0])
+
+    def weights(self, fb: int, cc: int) -> int:
+        s, w = self.job.s, self.job.lowered.tensors["weight"]
+        sf, sc, sy, sx = w.strides
+        k = s.kh * s.kw
+        dims = [Dim(fb, sf, cc * k), Dim(cc, sc, k), Dim(s.kh, sy, s.kw), Dim(s.kw, sx, 1)]
+        probe = self._probe(self.job.dtype, fb * cc * k)
+        return self._cost(("weights", fb, cc),
+                          lambda: dma_instrs("dma.load", w, 0, probe, 0, dims, ""))
+
+    def store(self, fb: int, rows: int, cols: int) -> int:
+        out = self.job.lowered.tensors["out"]
+        probe = self._probe(out.dtype, fb * rows * cols)
+        return self._cost(("store", fb, rows, cols), lambda: store_instrs(
+            out, [0, 0, 0, 0], [1, fb, rows, cols], probe, [0, rows * cols, cols, 1], ""))
 
 
 def conv_job(lowered: Lowered, m: MachineConfig) -> ConvJob:
@@ -126,13 +169,6 @@ class ConvPlanner:
 
     def __init__(self, job: ConvJob):
         self.job, self.s, self.m = job, job.s, job.m
-        self.e = dtype_bytes(job.dtype)
-
-    def _dma(self, nbytes: int, run_bytes: int) -> int:
-        burst = self.m.dma_burst_bytes
-        runs = max(1, nbytes // max(1, run_bytes))
-        moved = runs * ceil_div(run_bytes, burst) * burst
-        return self.m.dma_latency_cycles + ceil_div(moved, self.m.dram_bytes_per_cycle)
 
     def mac_cycles(self, t: ConvTiling) -> int:
         s, m = self.s, self.m
@@ -149,13 +185,18 @@ class ConvPlanner:
         nf, ny, nx, nc = counts(s, t)
         tiles = s.n * nf * ny * nx
         mac = tiles * nc * self.mac_cycles(t)
-        in_bytes = t.cb * s.in_rows(t.rows) * s.in_cols(t.cols) * self.e
-        load_in = self._dma(in_bytes, min(s.w, s.in_cols(t.cols)) * self.e)
-        weight_loads = nf * nc if nc == 1 else tiles * nc
-        load_w = self._dma(weight_elems(s, t) * self.e, s.kh * s.kw * self.e)
-        dma_in = tiles * nc * load_in + weight_loads * load_w
+        load_in = self.job.transfers.input(t.cb if s.groups == 1 else t.fb // s.fg * s.cg,
+                                           t.rows, t.cols)
+        # Two slots per operand: blocks cycling through at most two keys stay resident
+        # (inputs across channel blocks when there is one spatial tile, weights across
+        # spatial tiles when there are at most two input-channel chunks).
+        spatial = s.n * ny * nx
+        input_loads = spatial * nc if s.groups == 1 and spatial * nc <= 2 else tiles * nc
+        weight_loads = nf * nc if nc <= 2 else tiles * nc
+        load_w = self.job.transfers.weights(t.fb, t.cb if s.groups == 1 else s.cg)
+        dma_in = input_loads * load_in + weight_loads * load_w
         out_elems = t.fb * t.rows * t.cols
-        store = self._dma(out_elems * 4, t.cols * 4)
+        store = self.job.transfers.store(t.fb, t.rows, t.cols)
         vector = self.job.epilogue_ops() * (m.vector_latency_cycles +
                                             ceil_div(out_elems * 4, m.vector_bytes_per_cycle))
         return max(mac, dma_in, tiles * store, tiles * vector) + load_in + load_w + store + \

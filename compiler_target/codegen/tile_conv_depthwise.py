@@ -45,9 +45,8 @@ class DepthwisePlanner:
         out_elems = t.cb * t.rows * t.cols
         per_op = m.vector_latency_cycles + ceil_div(out_elems * 4, m.vector_bytes_per_cycle)
         vector = (2 * s.kh * s.kw - 1 + self.job.epilogue_ops()) * per_op
-        in_bytes = t.cb * s.in_rows(t.rows) * s.in_cols(t.cols) * self.e
-        load = m.dma_latency_cycles + ceil_div(in_bytes, m.dram_bytes_per_cycle)
-        store = m.dma_latency_cycles + ceil_div(out_elems * 4, m.dram_bytes_per_cycle)
+        load = self.job.transfers.input(t.cb, t.rows, t.cols)
+        store = self.job.transfers.store(t.cb, t.rows, t.cols)
         return max(tiles * vector, tiles * load, tiles * store) + load + vector + store
 
     def fits(self, t: DepthwiseTiling) -> bool:

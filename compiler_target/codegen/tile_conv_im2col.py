@@ -57,9 +57,8 @@ class Im2colPlanner:
         epilogue = self.job.epilogue_ops() * (m.vector_latency_cycles + ceil_div(
             s.f * t.pixels * 4, m.vector_bytes_per_cycle))
         vector = s.c * s.kh * copy + epilogue
-        in_bytes = s.c * s.in_rows(t.rows) * s.in_cols(t.cols) * self.e
-        load = m.dma_latency_cycles + ceil_div(in_bytes, m.dram_bytes_per_cycle)
-        store = m.dma_latency_cycles + ceil_div(s.f * t.pixels * 4, m.dram_bytes_per_cycle)
+        load = self.job.transfers.input(s.c, t.rows, t.cols)
+        store = self.job.transfers.store(s.f, t.rows, t.cols)
         return max(tiles * mac, tiles * vector, tiles * load, tiles * store) + \
             load + vector + mac + store
 
