@@ -35,9 +35,11 @@ def plan_dispatch(index: int, executable_op, machine) -> DispatchPlan:
 
 
 def task_of(analysis: Analysis) -> dict:
-    """The dispatch's bindings for model.npu.json: role, shape and element type."""
-    bindings = [{"binding": b.index, "role": b.role, "shape": list(b.shape), "dtype": b.dtype,
-                 "offset": b.offset, "size_bytes": b.size_bytes}
+    """The dispatch's bindings for model.npu.json: role, size and the tensors (usually
+    one) the dispatch reads or writes in each, with their byte offsets."""
+    bindings = [{"binding": b.index, "role": b.role, "size_bytes": b.size_bytes,
+                 "tensors": [{"offset": t.offset, "shape": list(t.shape), "dtype": t.dtype}
+                             for t in b.subspans]}
                 for b in analysis.bindings]
     return {"bindings": bindings,
             "inputs": [b.index for b in analysis.bindings if b.role == "input"],

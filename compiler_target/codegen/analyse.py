@@ -21,7 +21,7 @@ broadcasts) become strides of the op's logical dims.
 """
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from iree.compiler import ir, passmanager
@@ -58,19 +58,27 @@ class NotSupported(Exception):
 
 
 @dataclass
+class Subspan:
+    """One `hal.interface.binding.subspan`: a tensor at a byte offset of a binding."""
+    binding: int
+    offset: int
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def end(self) -> int:
+        return self.offset + math.prod(self.shape) * ELEMENT_BYTES[self.dtype]
+
+
+@dataclass
 class Binding:
     index: int
     read_only: bool
-    dtype: str = ""
-    shape: tuple[int, ...] = ()
-    offset: int = 0                   # byte offset of the subspan
-    used: bool = False
+    subspans: list[Subspan] = field(default_factory=list)
 
     @property
     def size_bytes(self) -> int:
-        if not self.used:
-            return 0
-        return self.offset + math.prod(self.shape) * ELEMENT_BYTES[self.dtype]
+        return max((subspan.end for subspan in self.subspans), default=0)
 
     @property
     def role(self) -> str:
@@ -344,29 +352,29 @@ class _Walk:
 
     # -- memory
 
-    def subspan(self, op) -> Binding:
+    def subspan(self, op) -> Subspan:
         if len(op.operands) != 1:
             raise NotSupported("binding subspan with dynamic dims")
-        binding = self.bindings[ir.IntegerAttr(op.attributes["binding"]).value]
         tensor = _dispatch_tensor_type(op.results[0].type)
-        binding.dtype, binding.shape = str(tensor.element_type), tuple(tensor.shape)
-        binding.offset = _index_constant(op.operands[0])
-        binding.used = True
-        return binding
+        subspan = Subspan(ir.IntegerAttr(op.attributes["binding"]).value,
+                          _index_constant(op.operands[0]), str(tensor.element_type),
+                          tuple(tensor.shape))
+        self.bindings[subspan.binding].subspans.append(subspan)
+        return subspan
 
     def slice_ref(self, op, source, value_type) -> TensorRef:
         """The TensorRef of a load's result (or a store's value) in its binding."""
-        binding = self.values[source]
+        subspan = self.values[source]
         if len(op.operands) != (2 if op.name.endswith("store") else 1):
             raise NotSupported("dispatch tensor slice with dynamic offsets or sizes")
         offsets, sizes, steps = (list(ir.DenseI64ArrayAttr(op.attributes[key]))
                                  for key in ("static_offsets", "static_sizes", "static_strides"))
-        full = _row_major(binding.shape)
+        full = _row_major(subspan.shape)
         kept = _kept_dims(sizes, ir.ShapedType(value_type).shape)
         element = sum(o * s for o, s in zip(offsets, full))
-        return TensorRef(binding.dtype, tuple(sizes[i] for i in kept),
-                         tuple(full[i] * steps[i] for i in kept), binding.index,
-                         binding.offset + element * ELEMENT_BYTES[binding.dtype])
+        return TensorRef(subspan.dtype, tuple(sizes[i] for i in kept),
+                         tuple(full[i] * steps[i] for i in kept), subspan.binding,
+                         subspan.offset + element * ELEMENT_BYTES[subspan.dtype])
 
     def pad(self, op) -> Padded:
         source = self.values[op.operands[0]]
@@ -1052,10 +1060,6 @@ def _simplified(nodes: list) -> list:
 
     for i, node in enumerate(nodes):
         kind = node[0]
-        x, c = split(i, "max")
-        if x is not None and c == 0.0:
-            nodes[i] = ("relu", (x,))
-            continue
         for outer, inner in (("min", "max"), ("max", "min")):
             y, bound = split(i, outer)
             if y is not None:
@@ -1063,6 +1067,9 @@ def _simplified(nodes: list) -> list:
                 if x is not None:
                     lo, hi = (other, bound) if outer == "min" else (bound, other)
                     nodes[i] = ("clamp", (x,), lo, hi)
+        x, c = split(i, "max")
+        if x is not None and c == 0.0:
+            nodes[i] = ("relu", (x,))
         if kind == "div" and const(node[1][0]) == 1.0:
             e, one = split(node[1][1], "add")
             if one == 1.0 and nodes[e][0] == "exp" and nodes[nodes[e][1][0]][0] == "neg":

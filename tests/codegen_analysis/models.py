@@ -91,13 +91,14 @@ def analyses(tmp: Path, model=None, mlir: str | None = None) -> list[Analysis]:
 
 
 def run_dispatch(analysis: Analysis, inputs: list[np.ndarray], fill: float = 0.0) -> np.ndarray:
-    """Runs the analysed op with its read-only bindings fed from `inputs` (in binding
-    order, flattened) and returns its output binding, which starts filled with `fill`."""
+    """Runs the analysed f32 op with its read-only bindings fed from `inputs` (in binding
+    order, flattened, each filling its binding) and returns its output binding, which
+    starts filled with `fill`."""
     assert analysis.op is not None, analysis.problem
     buffers, outputs = {}, []
     feeds = iter(inputs)
     for binding in analysis.bindings:
-        count = int(np.prod(binding.shape))
+        count = binding.size_bytes // 4
         if binding.read_only:
             data = np.asarray(next(feeds), np.float32).reshape(-1)
             assert data.size == count, f"binding {binding.index}: {data.size} != {count}"

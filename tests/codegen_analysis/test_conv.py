@@ -35,7 +35,7 @@ def test_seed_single_conv_summary(tmp_path):
     (bias_ref,) = op.epilogue_inputs
     assert bias_ref.binding == -1 and bias_ref.strides == (0, 1, 0, 0)
     np.testing.assert_array_equal(bias_ref.constant.reshape(-1), bias)
-    assert [(b.role, b.shape) for b in conv.bindings] == [
+    assert [(b.role, b.subspans[0].shape) for b in conv.bindings] == [
         ("input", (3, 500, 500)), ("input", (8, 3, 3, 3)), ("output", (8, 498, 498))]
 
 
@@ -160,3 +160,24 @@ def test_splat_weight_is_a_stride_zero_constant(tmp_path):
     expected = onnx_reference(model, {"x": x})
     np.testing.assert_allclose(run_dispatch(conv, [x]).reshape(expected.shape), expected,
                                rtol=1e-5, atol=1e-5)
+
+
+def test_conv_batchnorm_relu_epilogue_reads_two_tensors_of_one_binding(tmp_path):
+    """BatchNormalization after a conv fuses into the epilogue; IREE packs the weight and
+    a folded BN vector into one constant binding at two offsets."""
+    channel = lambda: random(8)  # noqa: E731
+    weight = random(8, 3, 3, 3)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["n"]),
+             helper.make_node("Relu", ["n"], ["y"])]
+    model = onnx_model(nodes, {"x": (1, 3, 10, 10)},
+                       {"w": weight, "s": channel(), "b": channel(), "m": channel(),
+                        "v": np.abs(channel()) + 0.5})
+    copy, conv = analyses(tmp_path, model)
+    (binding,) = [b for b in conv.bindings if len(b.subspans) == 2]
+    assert sorted(s.shape for s in binding.subspans) == [(8,), (8, 3, 3, 3)]
+    assert binding.size_bytes == max(s.end for s in binding.subspans)
+    assert conv.op.weight.binding == binding.index
+    assert any(ref.binding == binding.index for ref in conv.op.epilogue_inputs)
+    assert conv.op.epilogue[-1] == ("relu", (len(conv.op.epilogue) - 2,))
+    assert conv.op.pads == (0, 0, 0, 0) and conv.op.input.shape == (1, 3, 12, 12)

@@ -62,3 +62,19 @@ def test_div_max_min_abs_neg_exp(tmp_path):
     x, z = random(8, 32), random(8, 32) + 2
     expected = onnx_reference(model, {"x": x, "z": z})
     np.testing.assert_allclose(run_dispatch(ew, [x, z]).reshape(8, 32), expected, rtol=1e-5)
+
+
+def test_hardsigmoid_is_a_clamp(tmp_path):
+    model = onnx_model([N("HardSigmoid", ["x"], ["y"], alpha=0.25, beta=0.5)], {"x": (8, 16)})
+    (ew,) = analyses(tmp_path, model)
+    assert [node[0] for node in ew.op.expr][-1] == "clamp" and ew.op.expr[-1][2:] == (0.0, 1.0)
+    x = 4 * random(8, 16)
+    expected = onnx_reference(model, {"x": x})
+    np.testing.assert_allclose(run_dispatch(ew, [x]).reshape(8, 16), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["Sqrt", "Erf", "Log"])
+def test_unsupported_math_stays_on_host(tmp_path, op):
+    (ew,) = analyses(tmp_path, onnx_model([N(op, ["x"], ["y"])], {"x": (8, 16)}))
+    assert ew.op is None
+    assert ew.problem == f"linalg.generic: math.{op.lower()} in an elementwise body has no NPU equivalent"

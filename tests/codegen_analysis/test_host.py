@@ -117,12 +117,12 @@ def test_plan_dispatch_plumbing(tmp_path, monkeypatch):
     assert plan.report_line().endswith("stride=1 f32 -> npu (tiles)")
     assert plan.task == {
         "bindings": [
-            {"binding": 0, "role": "input", "shape": [3, 10, 10], "dtype": "f32", "offset": 0,
-             "size_bytes": 1200},
-            {"binding": 1, "role": "input", "shape": [8, 3, 3, 3], "dtype": "f32", "offset": 0,
-             "size_bytes": 864},
-            {"binding": 2, "role": "output", "shape": [8, 8, 8], "dtype": "f32", "offset": 0,
-             "size_bytes": 2048}],
+            {"binding": 0, "role": "input", "size_bytes": 1200,
+             "tensors": [{"offset": 0, "shape": [3, 10, 10], "dtype": "f32"}]},
+            {"binding": 1, "role": "input", "size_bytes": 864,
+             "tensors": [{"offset": 0, "shape": [8, 3, 3, 3], "dtype": "f32"}]},
+            {"binding": 2, "role": "output", "size_bytes": 2048,
+             "tensors": [{"offset": 0, "shape": [8, 8, 8], "dtype": "f32"}]}],
         "inputs": [0, 1], "outputs": [2]}
     assert location
 
