@@ -94,9 +94,10 @@ static const op_info_t OPS[256] = {
 static const unsigned DTYPE_BYTES[DT_COUNT] = {4, 2, 2, 1, 4};
 static const char* const DTYPE_NAMES[DT_COUNT] = {"f32", "f16", "bf16", "i8", "i32"};
 
-/* Per-instruction work bounds: the core never loops longer than this. */
-#define MAX_ELEMENTS ((uint64_t)1 << 32)
-#define MAX_MACS ((uint64_t)1 << 36)
+/* Per-instruction work bounds, per SRAM byte, so the core never loops for long: far
+ * above what any tile that fits in SRAM needs (2^27 elements, 2^32 MACs at 2 MiB). */
+#define ELEMENTS_PER_SRAM_BYTE 64
+#define MACS_PER_SRAM_BYTE 2048
 
 typedef struct instr_t {
   uint8_t opcode;
@@ -466,10 +467,13 @@ static uint64_t product(const uint64_t* values, int n) {
   return p;
 }
 
-static int check_work(exec_t* x, const char* what, uint64_t work, uint64_t limit) {
+static int check_work(exec_t* x, const char* what, uint64_t work, uint64_t per_sram_byte) {
+  uint64_t limit = per_sram_byte * x->core->config.sram_bytes;
   if (work > limit) {
-    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "%s %s exceed the per-instruction limit %s",
-                work == UINT64_MAX ? "more than 2^64" : num(work).s, what, num(limit).s);
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                "%s %s exceed the per-instruction limit %s (%llu per SRAM byte)",
+                work == UINT64_MAX ? "more than 2^64" : num(work).s, what, num(limit).s,
+                (unsigned long long)per_sram_byte);
   }
   return NPU_STATUS_OK;
 }
@@ -614,7 +618,7 @@ static int exec_dma(exec_t* x, const instr_t* in, bool store) {
   const uint32_t* dram_s = a + 7;
   const uint32_t* sram_s = a + 11;
   uint64_t n[4] = {counts[0], counts[1], counts[2], counts[3]};
-  CHECK(check_work(x, "elements", product(n, 4), MAX_ELEMENTS));
+  CHECK(check_work(x, "elements", product(n, 4), ELEMENTS_PER_SRAM_BYTE));
   uint8_t* dram = NULL;
   CHECK(check_dram(x, a[0], a[1], box_extent(counts, dram_s, 4, elem), elem, store, &dram));
   CHECK(check_sram(x, "sram", a[2], box_extent(counts, sram_s, 4, elem), elem));
@@ -660,7 +664,7 @@ static int exec_fill(exec_t* x, const instr_t* in) {
   const uint32_t* counts = a + 1;
   const uint32_t* s = a + 5;
   uint64_t n[4] = {counts[0], counts[1], counts[2], counts[3]};
-  CHECK(check_work(x, "elements", product(n, 4), MAX_ELEMENTS));
+  CHECK(check_work(x, "elements", product(n, 4), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_sram(x, "sram", a[0], box_extent(counts, s, 4, elem), elem));
   if (product(n, 4) == 0) return NPU_STATUS_OK;
   uint8_t* base = x->core->sram + a[0];
@@ -716,7 +720,7 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
   bool ta = in->flags & FLAG_TRANSPOSE_A, tb = in->flags & FLAG_TRANSPOSE_B;
   bool bias = in->flags & FLAG_BIAS, acc = in->flags & FLAG_ACCUMULATE;
   uint64_t macs[3] = {m, n, k};
-  CHECK(check_work(x, "MACs", product(macs, 3), MAX_MACS));
+  CHECK(check_work(x, "MACs", product(macs, 3), MACS_PER_SRAM_BYTE));
   if (m > 1 && ldo < n) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT, "ldo %u is less than n %u", ldo, n);
   }
@@ -776,7 +780,7 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
   }
   uint32_t cg = c / groups, fg = f / groups;
   uint64_t macs[6] = {ho, wo, f, cg, kh, kw};
-  CHECK(check_work(x, "MACs", product(macs, 6), MAX_MACS));
+  CHECK(check_work(x, "MACs", product(macs, 6), MACS_PER_SRAM_BYTE));
   u128 rows_needed = ho ? (u128)(ho - 1) * sh + (u128)(kh - 1) * dh + 1 : 0;
   u128 cols_needed = wo ? (u128)(wo - 1) * sw + (u128)(kw - 1) * dw + 1 : 0;
   if (rows_needed > hi || cols_needed > wi) {
@@ -905,10 +909,11 @@ static int exec_binary(exec_t* x, const instr_t* in) {
   box3_t lhs = {"lhs", a[1], a + 9, in->dtype};
   box3_t rhs = {"rhs", a[2], a + 12, in->dtype};
   uint64_t n[3] = {counts[0], counts[1], counts[2]};
-  CHECK(check_work(x, "elements", product(n, 3), MAX_ELEMENTS));
+  CHECK(check_work(x, "elements", product(n, 3), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_box3(x, &dst, counts));
   CHECK(check_box3(x, &lhs, counts));
   CHECK(check_box3(x, &rhs, counts));
+  if (product(n, 3) == 0) return NPU_STATUS_OK;
   unsigned elem = DTYPE_BYTES[in->dtype];
   union { float f[CHUNK]; int32_t i[CHUNK]; } l, r, d;
   for (size_t i0 = 0; i0 < counts[0]; i0++) {
@@ -960,9 +965,10 @@ static int exec_unary(exec_t* x, const instr_t* in) {
   box3_t dst = {"dst", a[0], a + 5, in->dtype};
   box3_t src = {"src", a[1], a + 8, in->dtype};
   uint64_t n[3] = {counts[0], counts[1], counts[2]};
-  CHECK(check_work(x, "elements", product(n, 3), MAX_ELEMENTS));
+  CHECK(check_work(x, "elements", product(n, 3), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_box3(x, &dst, counts));
   CHECK(check_box3(x, &src, counts));
+  if (product(n, 3) == 0) return NPU_STATUS_OK;
   unsigned elem = DTYPE_BYTES[in->dtype];
   float p0 = bits_f32(a[11]), p1 = bits_f32(a[12]);
   union { float f[CHUNK]; int32_t i[CHUNK]; } v;
@@ -1053,9 +1059,10 @@ static int exec_vcvt(exec_t* x, const instr_t* in) {
   box3_t dst = {"dst", a[0], a + 5, in->dtype};
   box3_t src = {"src", a[1], a + 8, (int)a[12]};
   uint64_t n[3] = {counts[0], counts[1], counts[2]};
-  CHECK(check_work(x, "elements", product(n, 3), MAX_ELEMENTS));
+  CHECK(check_work(x, "elements", product(n, 3), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_box3(x, &dst, counts));
   CHECK(check_box3(x, &src, counts));
+  if (product(n, 3) == 0) return NPU_STATUS_OK;
   double scale = a[11] ? (double)bits_f32(a[11]) : 1.0;
   unsigned delem = DTYPE_BYTES[dst.dtype], selem = DTYPE_BYTES[src.dtype];
   double v[CHUNK];
@@ -1099,7 +1106,7 @@ static int exec_vpool(exec_t* x, const instr_t* in) {
                 sw, dh, dw);
   }
   uint64_t work[5] = {c, ho, wo, kh, kw};
-  CHECK(check_work(x, "elements", product(work, 5), MAX_ELEMENTS));
+  CHECK(check_work(x, "elements", product(work, 5), ELEMENTS_PER_SRAM_BYTE));
   u128 rows_needed = ho ? (u128)(ho - 1) * sh + (u128)(kh - 1) * dh + 1 : 0;
   u128 cols_needed = wo ? (u128)(wo - 1) * sw + (u128)(kw - 1) * dw + 1 : 0;
   if (rows_needed > hi || cols_needed > wi) {
@@ -1163,7 +1170,7 @@ static int exec_vreduce(exec_t* x, const instr_t* in) {
   uint32_t outer = a[2], inner = a[3];
   bool max = in->flags & FLAG_REDUCE_MAX, mean = in->flags & FLAG_REDUCE_MEAN;
   uint64_t work[2] = {outer, inner};
-  CHECK(check_work(x, "elements", product(work, 2), MAX_ELEMENTS));
+  CHECK(check_work(x, "elements", product(work, 2), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_sram(x, "src", a[1], (u128)outer * inner * elem, elem));
   CHECK(check_sram(x, "dst", a[0], (u128)outer * elem, elem));
   uint8_t* sram = x->core->sram;
