@@ -42,10 +42,6 @@ class Lowered:
     attrs: dict
     constants: ConstantPool
 
-    @property
-    def epilogue_inputs(self) -> list[Buffer]:
-        return [b for role, b in self.tensors.items() if role.startswith("epilogue.")]
-
 
 def _constant_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:
     """An inlined constant in the constant pool; its strides index the flat data."""

@@ -1,17 +1,23 @@
 """Stage 2, tile: SRAM placement and the per-tile instruction stream, before scheduling.
 
-The op-specific tilers (tile_conv, tile_matmul, tile_elementwise, tile_pool,
-tile_reduce) choose tile sizes from the machine and write an unsynchronised program:
-instructions in a valid sequential order, each naming the buffers it reads and writes.
-This module holds what they share:
+The op-specific tilers (tile_conv and its im2col / depthwise strategies, tile_matmul,
+tile_elementwise, tile_pool, tile_reduce) choose tile sizes from the machine and write
+an unsynchronised program: instructions in a valid sequential order, each naming the
+buffers it reads and writes. This module holds what they share:
 
-- `Sram`: a bump allocator over the scratchpad (64-byte aligned buffers).
-- `Slots`: a double-buffered operand. Acquiring a key that a slot already holds reuses
-  it (no reload); a new key takes the least recently used slot. With two slots, the load
-  of tile i+1 goes to the other buffer than the one tile i computes from, so scheduling
-  can overlap them.
-- `dma_instrs` / `fill_instrs`: strided boxes between a DRAM tensor and a dense SRAM
-  tile, ordered so the innermost DMA dimension is the DRAM-contiguous one.
+- candidate block sizes, `fitting` (bisection on SRAM fit) and `pick` (the choice);
+- `Sram`: a bump allocator over the scratchpad (64-byte aligned buffers), and
+  `footprint` to measure what an emitter would allocate;
+- `Slots`: an operand's buffers keyed by the block they hold. Acquiring a key a slot
+  holds reuses it (no reload); a new key takes the slot after the one used last. With
+  two slots, the load of tile i+1 goes to the other buffer than the one tile i computes
+  from, so scheduling can overlap them;
+- `Streamed`: a DRAM tensor streamed tile by tile through Slots (broadcast dimensions
+  not loaded, dtype converted on load when needed);
+- `dma_instrs` / `fill_instrs` / `load_window` / `store_instrs`: strided boxes between a
+  DRAM tensor and a dense SRAM tile, ordered so the innermost DMA dimension is the
+  DRAM-contiguous one; padded convolution/pooling windows with filled halos;
+- `Pipeline`: the program order of the tile loop (tile i's front before tile i-1's back).
 """
 from dataclasses import dataclass, field
 
@@ -221,10 +227,6 @@ class TiledProgram:
     tiles: str                         # e.g. "tiles 8x8x498 (f x rows x cols)"
     buffers: int                       # buffering depth of the streamed operands
     dram: list[Buffer] = field(default_factory=list)
-
-    @property
-    def sram_bytes(self) -> int:
-        return max((b.addr + b.size_bytes for b in self.sram), default=0)
 
 
 def tiled_text(program: TiledProgram, name: str, stage: str, lines: list[str] | None = None) -> str:
