@@ -537,7 +537,8 @@ class _Walk:
         if isinstance(value, Result):
             for (coefficients, _), dim in zip(operand.terms, value.dims):
                 if loop_to_logical[_single_loop((coefficients, 0))] != dim:
-                    raise NotSupported(f"{generic.name} reads the computed value transposed")
+                    raise NotSupported(f"{generic.name} reads the computed value in two "
+                                       "different index orders")
             return value.node
         if _splat(value) is not None:
             return self.add(("const", float(_splat(value).value)))
@@ -858,7 +859,10 @@ def _constant(op):
         if attribute.is_splat:
             splat = np.array([attribute.get_splat_value().value])
             return View(TensorRef(dtype, shape, (0,) * len(shape), -1, 0, splat))
-        data = np.array(attribute).reshape(shape)
+        try:
+            data = np.array(attribute).reshape(shape)
+        except TypeError:
+            raise NotSupported(f"inlined {dtype} constant cannot be read") from None
         return View(TensorRef(dtype, shape, _row_major(shape), -1, 0, data))
     raise NotSupported(f"constant {str(attribute)[:60]} cannot be read")
 

@@ -144,3 +144,28 @@ def test_plan_dispatch_with_the_real_backend(tmp_path):
         plan = codegen.plan_dispatch(0, executable, DEFAULT_MACHINE)
     assert plan.target == "npu", plan.reason
     assert plan.npu_fb and plan.estimated_cycles > 0
+
+
+MODULO = """
+func.func @main(%a: tensor<64x32x{t}>) -> tensor<64x32x{t}> {{
+  %b = arith.constant dense<[[1.0, 2.0]]> : tensor<1x2x{t}>
+  %c = tensor.empty() : tensor<64x32x{t}>
+  %r = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (0, j mod 2)>,
+                                        affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}}
+       ins(%a, %b : tensor<64x32x{t}>, tensor<1x2x{t}>) outs(%c : tensor<64x32x{t}>) {{
+  ^bb0(%x: {t}, %y: {t}, %o: {t}):
+    %s = arith.addf %x, %y : {t}
+    linalg.yield %s : {t}
+  }} -> tensor<64x32x{t}>
+  return %r : tensor<64x32x{t}>
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype, problem", [
+    ("f32", "indexing expression d1 mod 2 is not linear"),
+    ("bf16", "inlined bf16 constant cannot be read"),
+])
+def test_unreadable_indexing_or_constant_stays_on_host(tmp_path, dtype, problem):
+    (dispatch,) = analyses(tmp_path, mlir=MODULO.format(t=dtype))
+    assert dispatch.problem == problem
