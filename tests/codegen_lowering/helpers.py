@@ -46,6 +46,13 @@ class Bindings:
         return TensorRef(_dtype_name(array.dtype), tuple(array.shape), tuple(strides),
                          binding=binding, offset=offset_elems * array.itemsize)
 
+    def add_bf16(self, array: np.ndarray) -> tuple[TensorRef, np.ndarray]:
+        """`array` truncated to bf16, stored as bf16 bits; (ref, the truncated values)."""
+        bits = (np.ascontiguousarray(array, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        ref = self.add(bits.view(np.float16))
+        values = (bits.astype(np.uint32) << 16).view(np.float32)
+        return TensorRef("bf16", ref.shape, ref.strides, ref.binding, ref.offset), values
+
     def add_broadcast(self, array: np.ndarray, shape, order=None) -> TensorRef:
         """`array` (dims of size 1 where it broadcasts) seen with the full `shape`."""
         ref = self.add(array, order)

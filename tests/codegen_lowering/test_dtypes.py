@@ -65,3 +65,22 @@ def test_f16_max_pool(rng):
     compile_and_run(op, b)
     expected = reference.pool2d(x, "max", (3, 3), (2, 2), pads=(1, 1, 1, 1))
     np.testing.assert_array_equal(b.read(out).astype(np.float64), expected)
+
+
+def test_bf16_matmul_and_conv_accumulate_in_f32(rng):
+    b = Bindings()
+    a, a_values = b.add_bf16(rng.standard_normal((1, 33, 70)))
+    w, w_values = b.add_bf16(rng.standard_normal((1, 70, 40)))
+    out = b.output((1, 33, 40))
+    compiled, stats = compile_and_run(Matmul(a, w, out), b)
+    expected = np.einsum("bmk,bkn->bmn", a_values.astype(np.float64), w_values)
+    np.testing.assert_allclose(b.read(out), expected, rtol=1e-4, atol=1e-3)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+    b = Bindings()
+    x, x_values = b.add_bf16(rng.standard_normal((1, 8, 12, 12)))
+    k, k_values = b.add_bf16(rng.standard_normal((16, 8, 3, 3)))
+    out = b.output((1, 16, 10, 10))
+    compile_and_run(Conv2D(x, k, out), b)
+    np.testing.assert_allclose(b.read(out), reference.conv2d(x_values, k_values),
+                               rtol=1e-4, atol=1e-3)
