@@ -7,16 +7,14 @@ import numpy as np
 import pytest
 from iree.compiler import ir
 
-from compiler_target.codegen.backend import BindingInfo, NotLowerable, compile_op
+from compiler_target.codegen.backend import BindingInfo, NotLowerable, compile_op, tile_program
 from compiler_target.codegen.emit import timeline
 from compiler_target.codegen.lower import lower
-from compiler_target.codegen.backend import tile_program
-from compiler_target.codegen.ops import Conv2D, Matmul, TensorRef
+from compiler_target.codegen.ops import Conv2D, Matmul
 from compiler_target.codegen.schedule import schedule
 from executable_format.machine import MachineConfig
 from executable_format.reader import read_executable
 
-from . import reference
 from .helpers import MACHINE, Bindings, compile_and_run
 from .test_conv import FCHW, NCHW, build_conv
 
