@@ -80,8 +80,10 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
 """
 
 # -fwrapv: i8/i32 accumulation and vector integer arithmetic wrap.
+# -fno-strict-aliasing: SRAM bytes are read and written as every dtype.
 # -ffp-contract=fast: the GEMM kernel may use fused multiply-add.
-BASE_FLAGS = ["-std=c11", "-O3", "-Wall", "-fwrapv", "-ffp-contract=fast", "-fno-math-errno"]
+BASE_FLAGS = ["-std=c11", "-O3", "-Wall", "-fwrapv", "-fno-strict-aliasing", "-ffp-contract=fast",
+              "-fno-math-errno"]
 
 
 def _native_arch_flags() -> list[str]:

@@ -103,3 +103,28 @@ def test_bindings_accept_buffer_kinds(core):
                    dma("dma.store", 1, 0, 0, (1, 1, 1, 64), (0, 0, 0, 1), (0, 0, 0, 1), "i8"))
     core.execute(prog, [data, out])
     assert bytes(out) == bytes(data)
+
+
+def test_concurrent_executions_on_one_core(core, rng):
+    """The device's queue thread and others may share a core: executions serialize."""
+    import threading
+
+    def worker(seed, failures):
+        data = np.random.default_rng(seed).integers(0, 255, size=4096, dtype=np.uint8)
+        out = np.zeros_like(data)
+        prog = program(dma("dma.load", 0, 0, 0, (1, 1, 1, 4096), (0, 0, 0, 1), (0, 0, 0, 1),
+                           "i8"),
+                       dma("dma.store", 1, 0, 0, (1, 1, 1, 4096), (0, 0, 0, 1), (0, 0, 0, 1),
+                           "i8"))
+        for _ in range(50):
+            core.execute(prog, [data, out])
+            if not np.array_equal(out, data):
+                failures.append(seed)
+
+    failures = []
+    threads = [threading.Thread(target=worker, args=(seed, failures)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
