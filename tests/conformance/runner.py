@@ -1,5 +1,6 @@
 """Runs one ONNX conformance case through stock IREE (llvm-cpu on local-task) and
 through the npu target on npu-sim, and compares each with onnx's expected outputs."""
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -8,11 +9,14 @@ import numpy as np
 
 from .cases import Case
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 @dataclass
 class Outcome:
     passed: bool
     error: str = ""
+    compiled: bool = True
     npu_dispatches: int = 0
     host_dispatches: int = 0
     report: list[str] = field(default_factory=list)
@@ -60,6 +64,9 @@ def run_stock(case: Case, mlir: str) -> Outcome:
     try:
         vmfb = ireec.compile_str(mlir, target_backends=["llvm-cpu"],
                                  extra_args=["--iree-llvmcpu-target-cpu=host"])
+    except Exception as error:
+        return Outcome(False, "compile: " + _first_line(error), compiled=False)
+    try:
         module = ireert.load_vm_flatbuffer(vmfb, driver="local-task")
         result = getattr(module, case.model.graph.name)(*case.inputs)
         outputs = [r.to_host() if hasattr(r, "to_host") else r for r in
@@ -70,16 +77,35 @@ def run_stock(case: Case, mlir: str) -> Outcome:
     return Outcome(not why, why)
 
 
-def run_npu(case: Case, mlir: str) -> Outcome:
+def _compile_npu_in_process(mlir: str, report_path: Path) -> bytes:
     from compiler_target import compile_str
+    return compile_str(mlir, target_backends=["npu"],
+                       extra_args=[f"--iree-npu-dispatch-report={report_path}"])
+
+
+def _compile_npu_isolated(mlir: str, report_path: Path) -> bytes:
+    """Through bin/iree-compile in a child process: for inputs the stock compiler
+    itself fails on, where the compiler may abort the whole process."""
+    source, vmfb = report_path.with_suffix(".mlir"), report_path.with_suffix(".vmfb")
+    source.write_text(mlir)
+    result = subprocess.run([str(ROOT / "bin" / "iree-compile"), "--iree-hal-target-backends=npu",
+                             str(source), "-o", str(vmfb),
+                             f"--iree-npu-dispatch-report={report_path}"],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError((result.stderr.strip() or f"exit {result.returncode}").splitlines()[0])
+    return vmfb.read_bytes()
+
+
+def run_npu(case: Case, mlir: str, isolated: bool = False) -> Outcome:
     from hal_driver import runtime as rt
     with tempfile.TemporaryDirectory() as tmp:
         report_path = Path(tmp) / "report.txt"
+        compile_npu = _compile_npu_isolated if isolated else _compile_npu_in_process
         try:
-            vmfb = compile_str(mlir, target_backends=["npu"],
-                               extra_args=[f"--iree-npu-dispatch-report={report_path}"])
+            vmfb = compile_npu(mlir, report_path)
         except Exception as error:
-            return Outcome(False, "compile: " + _first_line(error))
+            return Outcome(False, "compile: " + _first_line(error), compiled=False)
         report = [line for line in report_path.read_text().splitlines()
                   if line.startswith("Dispatch #")]
     outcome = Outcome(False, report=report,
