@@ -335,7 +335,8 @@ class _Walk:
         elif kind == "hal.interface.binding.subspan":
             self.values[op.results[0]] = self.subspan(op)
         elif kind == "iree_tensor_ext.dispatch.tensor.load":
-            self.values[op.results[0]] = View(self.slice_ref(op, op.operands[0], op.results[0].type))
+            ref = self.slice_ref(op, op.operands[0], op.results[0].type)
+            self.values[op.results[0]] = View(ref)
         elif kind == "iree_tensor_ext.dispatch.tensor.store":
             self.stores.append((self.values[op.operands[0]],
                                 self.slice_ref(op, op.operands[1], op.operands[0].type)))
@@ -741,7 +742,8 @@ class _Walk:
             "kept_rank": len(kept)}
         outer = "x".join(str(generic.extents[l]) for l in kept) or "1"
         inner = "x".join(str(generic.extents[l]) for l in reduced)
-        self.summary = f"{_label(generic.name, f'{combine} reduction')} {outer} over {inner} {ref.dtype}"
+        label = _label(generic.name, f"{combine} reduction")
+        self.summary = f"{label} {outer} over {inner} {ref.dtype}"
 
     def window_source(self, image: Operand, spatial_dims: list[int], pad_value: float,
                       name: str) -> tuple[TensorRef, tuple[int, int, int, int]]:
@@ -764,7 +766,8 @@ class _Walk:
 
     def finish(self) -> NpuOp:
         if len(self.stores) != 1:
-            raise NotSupported(f"dispatch writes {len(self.stores)} results (the NPU op writes one)")
+            raise NotSupported(f"dispatch writes {len(self.stores)} results "
+                               "(the NPU op writes one)")
         value, target = self.stores[0]
         if isinstance(value, View) and self.main is None:
             return self.copy(value.ref, target)
@@ -785,8 +788,8 @@ class _Walk:
         return Elementwise(target, [source], [("input", 0)])
 
     def build_elementwise(self, out, expr, inputs) -> Elementwise:
-        names = [node[0] for node in expr if node[0] not in ("input", "const")]
-        self.summary = self.summary.replace("(elementwise)", f"(elementwise {' '.join(names)})" if names else "(copy)")
+        label = " ".join(["elementwise"] + [node[0] for node in expr if node[0] not in LEAVES])
+        self.summary = self.summary.replace("(elementwise)", f"({label})")
         return Elementwise(out, inputs, expr)
 
     def build_conv2d(self, out, expr, inputs) -> Conv2D:
@@ -810,12 +813,16 @@ class _Walk:
         kind, expr, inputs = _averaged(m["reduce"], expr, inputs, math.prod(source.shape[rank:]),
                                        "mean")
         self.summary = self.summary.replace("(sum reduction)", f"({kind} reduction)")
-        flat = lambda ref, dims: _flattened(ref, dims, m["name"])  # noqa: E731
-        outer, inner = flat(source, range(rank)), flat(source, range(rank, len(source.shape)))
-        matrix = _ref(source, (outer[0], inner[0]), (outer[1], inner[1]))
-        as_vector = lambda ref: _ref(ref, (flat(ref, range(rank))[0],),  # noqa: E731
-                                     (flat(ref, range(rank))[1],))
-        return Reduce(matrix, as_vector(out), kind, expr, [as_vector(r) for r in inputs])
+        (rows, row_stride), (columns, column_stride) = (
+            _flattened(source, dims, m["name"])
+            for dims in (range(rank), range(rank, len(source.shape))))
+        matrix = _ref(source, (rows, columns), (row_stride, column_stride))
+
+        def vector(ref: TensorRef) -> TensorRef:
+            size, stride = _flattened(ref, range(rank), m["name"])
+            return _ref(ref, (size,), (stride,))
+
+        return Reduce(matrix, vector(out), kind, expr, [vector(ref) for ref in inputs])
 
 
 # ---- helpers --------------------------------------------------------------------------
@@ -979,6 +986,8 @@ def _window(coefficients: dict[int, int], generic: Generic) -> tuple[int, int, i
     (a, ca), (b, cb) = sorted(coefficients.items(), key=lambda kv: generic.iterators[kv[0]])
     if generic.iterators[a] != "parallel" or generic.iterators[b] != "reduction":
         raise NotSupported(f"{generic.name}: windowed index is not output + kernel position")
+    if ca <= 0 or cb <= 0:
+        raise NotSupported(f"{generic.name}: window with stride {ca} and dilation {cb}")
     return a, ca, b, cb
 
 
