@@ -632,7 +632,7 @@ class _Walk:
                       [along(b_strides, r) for r in ("batch", "k", "n")], b_offset)}
         batch = f"B={size['batch']} " if role["batch"] is not None else ""
         transposed = "".join(f" {x}^T" for x, ref in (("a", self.main["a"]), ("b", self.main["b"]))
-                             if ref.strides[2] != 1 and ref.strides[1] == 1)
+                             if _column_major(ref))
         self.summary = (f"{_label(generic.name, 'matmul')} {batch}M={size['m']} N={size['n']} "
                         f"K={size['k']}{transposed} {a_ref.dtype}")
 
@@ -1002,6 +1002,11 @@ def _plain_view(operand: Operand, name: str) -> TensorRef:
     if not isinstance(operand.value, View):
         raise NotSupported(f"{name} reads a computed, padded or undefined tensor")
     return operand.value.ref
+
+
+def _column_major(ref: TensorRef) -> bool:
+    """Whether a (B, rows, columns) matrix is stored transposed."""
+    return min(ref.shape[1:]) > 1 and ref.strides[1] == 1 and ref.strides[2] != 1
 
 
 def _label(name: str, kind: str) -> str:
