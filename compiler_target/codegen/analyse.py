@@ -135,6 +135,11 @@ class Compare:                        # an arith.cmpf inside a body, consumed by
 
 def analyse(executable_op) -> Analysis:
     """Describes the dispatch of a `hal.executable` (executable-sources phase)."""
+    with executable_op.context:
+        return _analyse(executable_op)
+
+
+def _analyse(executable_op) -> Analysis:
     export, inner_module = _export_and_module(executable_op)
     name = ir.StringAttr(export.attributes["sym_name"]).value
     bindings = _layout_bindings(export)

@@ -86,8 +86,7 @@ def executables(text: str) -> tuple[ir.Module, list]:
 
 def analyses(tmp: Path, model=None, mlir: str | None = None) -> list[Analysis]:
     module, ops = executables(executable_sources(tmp, model, mlir))
-    with CONTEXT:
-        return [analyse(op) for op in ops]
+    return [analyse(op) for op in ops]
 
 
 def run_dispatch(analysis: Analysis, inputs: list[np.ndarray], fill: float = 0.0) -> np.ndarray:

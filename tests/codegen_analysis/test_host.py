@@ -11,7 +11,7 @@ from compiler_target.codegen.legalize import legalize
 from compiler_target.codegen.ops import Conv2D, Elementwise, TensorRef
 from executable_format.machine import DEFAULT_MACHINE
 
-from .models import CONTEXT, analyses, executable_sources, executables, onnx_model
+from .models import analyses, executable_sources, executables, onnx_model
 
 N = helper.make_node
 
@@ -106,8 +106,7 @@ def test_plan_dispatch_plumbing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(backend, "compile_op", fake_compile_op)
     module, (executable,) = conv_executable(tmp_path)
-    with CONTEXT:
-        plan = plan_dispatch(3, executable, DEFAULT_MACHINE)
+    plan = plan_dispatch(3, executable, DEFAULT_MACHINE)
     (op, name, bindings, machine, location), = calls
     assert isinstance(op, Conv2D) and name == plan.name and machine is DEFAULT_MACHINE
     assert [(b.read_only, b.size_bytes) for b in bindings] == [(True, 1200), (True, 864),
@@ -133,15 +132,13 @@ def test_plan_dispatch_not_lowerable(tmp_path, monkeypatch):
 
     monkeypatch.setattr(backend, "compile_op", refuse)
     module, (executable,) = conv_executable(tmp_path)
-    with CONTEXT:
-        plan = plan_dispatch(0, executable, DEFAULT_MACHINE)
+    plan = plan_dispatch(0, executable, DEFAULT_MACHINE)
     assert (plan.target, plan.reason) == ("host", "not lowerable on npu: does not fit SRAM even tiled")
 
 
 def test_plan_dispatch_with_the_real_backend(tmp_path):
     module, (executable,) = conv_executable(tmp_path)
-    with CONTEXT:
-        plan = codegen.plan_dispatch(0, executable, DEFAULT_MACHINE)
+    plan = codegen.plan_dispatch(0, executable, DEFAULT_MACHINE)
     assert plan.target == "npu", plan.reason
     assert plan.npu_fb and plan.estimated_cycles > 0
 

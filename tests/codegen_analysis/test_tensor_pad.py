@@ -7,7 +7,7 @@ from compiler_target.codegen.analyse import analyse
 from compiler_target.codegen.legalize import legalize
 from compiler_target.codegen.ops import Conv2D, Pool2D
 
-from .models import CONTEXT, executables, random, run_dispatch
+from .models import executables, random, run_dispatch
 
 LAYOUT = ('#hal.pipeline.layout<bindings = [{}]>')
 BINDING = '#hal.pipeline.binding<storage_buffer, {}>'
@@ -71,8 +71,7 @@ def padded_conv(low, high, pad_value="0.0"):
     text = text.replace("{t0}", "readonly:tensor<3x10x10xf32>").replace(
         "{t1}", "readonly:tensor<8x3x3x3xf32>").replace("{t2}", f"writeonly:tensor<8x{'x'.join(map(str, out))}xf32>")
     module, (op,) = executables(text)
-    with CONTEXT:
-        return analyse(op)
+    return analyse(op)
 
 
 def test_zero_pad_becomes_conv_pads():
@@ -119,8 +118,7 @@ def padded_max_pool(channel_pad: int):
     text = executable(body, ["ReadOnly", "None"]).replace(
         "{t0}", "readonly:tensor<4x9x9xf32>").replace("{t1}", "writeonly:tensor<4x5x5xf32>")
     module, (op,) = executables(text)
-    with CONTEXT:
-        return analyse(op)
+    return analyse(op)
 
 
 def test_channel_pad_stays_on_host():
