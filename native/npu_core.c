@@ -547,7 +547,159 @@ static int check_dram(exec_t* x, uint32_t binding, uint32_t offset, u128 extent,
     if (status_ != NPU_STATUS_OK) return status_; \
   } while (0)
 
+/* ---- static rules (docs/npu-architecture.md "Static rules", as the verifier) ---- */
+
+/* Field names, for messages. */
+static const char* field_name(int opcode, int index) {
+  static const char* const DMA[] = {"binding", "dram_offset", "sram_addr", "n0", "n1", "n2", "n3"};
+  static const char* const FILL[] = {"sram_addr", "n0", "n1", "n2", "n3"};
+  static const char* const MATMUL[] = {"a", "b", "out", "m", "n", "k"};
+  static const char* const CONV[] = {"in", "w", "out", "c", "hi", "wi", "f", "ho", "wo"};
+  static const char* const BINARY[] = {"dst", "lhs", "rhs", "n0", "n1", "n2"};
+  static const char* const UNARY[] = {"dst", "src", "n0", "n1", "n2"};
+  static const char* const POOL[] = {"dst", "src", "c", "hi", "wi", "ho", "wo"};
+  static const char* const REDUCE[] = {"dst", "src", "outer", "inner"};
+  switch (opcode) {
+    case OP_DMA_LOAD: case OP_DMA_STORE: return DMA[index];
+    case OP_FILL: return FILL[index];
+    case OP_MATMUL: return MATMUL[index];
+    case OP_CONV2D: return CONV[index];
+    case OP_VPOOL: return POOL[index];
+    case OP_VREDUCE: return REDUCE[index];
+    default: return OPS[opcode].used_fields == 15 ? BINARY[index] : UNARY[index];
+  }
+}
+
+/* a[first .. first+count) are counts: each at least 1. */
+static int check_counts(exec_t* x, const instr_t* in, int first, int count) {
+  for (int i = first; i < first + count; i++) {
+    if (in->a[i] == 0) {
+      return fail(x, NPU_STATUS_INVALID_ARGUMENT, "%s must be at least 1",
+                  field_name(in->opcode, i));
+    }
+  }
+  return NPU_STATUS_OK;
+}
+
+static int check_fill(exec_t* x, const instr_t* in) {
+  unsigned bits = DTYPE_BYTES[in->dtype] * 8;
+  if (bits < 32 && (in->a[9] >> bits)) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "value 0x%x does not fit %s", in->a[9],
+                DTYPE_NAMES[in->dtype]);
+  }
+  return check_counts(x, in, 1, 4);
+}
+
+static int check_mac_flags(exec_t* x, const instr_t* in, uint32_t bias) {
+  if ((in->flags & FLAG_ACCUMULATE) && (in->flags & FLAG_BIAS)) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags ACCUMULATE and BIAS are exclusive");
+  }
+  if (!(in->flags & FLAG_BIAS) && bias) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "bias field is %u without the BIAS flag", bias);
+  }
+  return NPU_STATUS_OK;
+}
+
+static int check_matmul(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  CHECK(check_mac_flags(x, in, a[9]));
+  CHECK(check_counts(x, in, 3, 3));
+  uint32_t m = a[3], n = a[4], k = a[5];
+  uint32_t a_row = (in->flags & FLAG_TRANSPOSE_A) ? m : k;
+  uint32_t b_row = (in->flags & FLAG_TRANSPOSE_B) ? k : n;
+  if (a[6] < a_row || a[7] < b_row || a[8] < n) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                "leading dimensions lda %u, ldb %u, ldo %u are below the stored rows %u, %u, %u",
+                a[6], a[7], a[8], a_row, b_row, n);
+  }
+  return NPU_STATUS_OK;
+}
+
+/* Kernel, stride and dilation pairs at least 1; windows inside the hi x wi tile. */
+static int check_windows(exec_t* x, uint32_t hi, uint32_t wi, uint32_t ho, uint32_t wo,
+                         uint32_t kernel, uint32_t stride, uint32_t dilation) {
+  uint32_t kh = lo16(kernel), kw = hi16(kernel), sh = lo16(stride), sw = hi16(stride);
+  uint32_t dh = lo16(dilation), dw = hi16(dilation);
+  if (!kh || !kw || !sh || !sw || !dh || !dw) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                "kernel %ux%u, stride %ux%u and dilation %ux%u must be at least 1", kh, kw, sh,
+                sw, dh, dw);
+  }
+  uint64_t rows = (uint64_t)(ho - 1) * sh + (uint64_t)(kh - 1) * dh + 1;
+  uint64_t cols = (uint64_t)(wo - 1) * sw + (uint64_t)(kw - 1) * dw + 1;
+  if (rows > hi || cols > wi) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                "windows span %llux%llu input elements but the tile is %ux%u",
+                (unsigned long long)rows, (unsigned long long)cols, hi, wi);
+  }
+  return NPU_STATUS_OK;
+}
+
+static int check_conv2d(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  CHECK(check_mac_flags(x, in, a[13]));
+  CHECK(check_counts(x, in, 3, 6));
+  uint32_t c = a[3], f = a[6], groups = a[12];
+  if (groups == 0 || c % groups || f % groups) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "groups %u must divide c %u and f %u", groups,
+                c, f);
+  }
+  return check_windows(x, a[4], a[5], a[7], a[8], a[9], a[10], a[11]);
+}
+
+static int check_vpool(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  if ((in->flags & FLAG_COUNT_INCLUDE_PAD) && !(in->flags & FLAG_POOL_AVG)) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flag COUNT_INCLUDE_PAD needs POOL_AVG");
+  }
+  CHECK(check_counts(x, in, 2, 5));
+  CHECK(check_windows(x, a[3], a[4], a[5], a[6], a[7], a[8], a[9]));
+  uint32_t pt = lo16(a[10]), pl = hi16(a[10]), vh = lo16(a[11]), vw = hi16(a[11]);
+  if (pt + vh > a[3] || pl + vw > a[4]) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                "valid region rows [%u, %u) cols [%u, %u) exceeds the %ux%u tile", pt, pt + vh,
+                pl, pl + vw, a[3], a[4]);
+  }
+  return NPU_STATUS_OK;
+}
+
 /* ---- structural validation (pre-pass) ------------------------------------ */
+
+/* A semaphore has one signalling engine; a wait follows at least `value` signals. Counts
+ * signals into semaphore_t.count. */
+static int check_semaphore(exec_t* x, const instr_t* in) {
+  semaphore_t* s = &x->core->semaphores[in->a[1]];
+  if (in->opcode == OP_SIGNAL) {
+    if (s->engine >= 0 && s->engine != (int)in->a[0]) {
+      return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                  "semaphore %u is signalled from engine %d and engine %u", in->a[1], s->engine,
+                  in->a[0]);
+    }
+    s->engine = (int)in->a[0];
+    s->count++;
+  } else if (in->a[2] > s->count) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                "waits for signal %u of semaphore %u but only %zu precede it", in->a[2],
+                in->a[1], s->count);
+  }
+  return NPU_STATUS_OK;
+}
+
+/* Makes room for the signals counted by the pre-pass and rewinds the counts. */
+static int reserve_signals(exec_t* x) {
+  npu_core_t* core = x->core;
+  for (uint64_t i = 0; i < core->config.semaphores; i++) {
+    semaphore_t* s = &core->semaphores[i];
+    if (s->count > s->capacity) {
+      uint64_t* times = realloc(s->times, s->count * sizeof(uint64_t));
+      if (!times) return out_of_memory(x, s->count * sizeof(uint64_t));
+      s->times = times;
+      s->capacity = s->count;
+    }
+    s->count = 0;
+  }
+  return NPU_STATUS_OK;
+}
 
 static int check_encoding(exec_t* x, const instr_t* in) {
   const op_info_t* op = &OPS[in->opcode];
@@ -581,32 +733,32 @@ static int check_encoding(exec_t* x, const instr_t* in) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "semaphore %u out of range (%llu semaphores)",
                     in->a[1], (unsigned long long)x->core->config.semaphores);
       }
-      break;
+      return NPU_STATUS_OK;
+    case OP_DMA_LOAD:
+    case OP_DMA_STORE:
+      return check_counts(x, in, 3, 4);
+    case OP_FILL:
+      return check_fill(x, in);
     case OP_MATMUL:
+      return check_matmul(x, in);
     case OP_CONV2D:
-      if ((in->flags & FLAG_ACCUMULATE) && (in->flags & FLAG_BIAS)) {
-        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags ACCUMULATE and BIAS are exclusive");
-      }
-      break;
+      return check_conv2d(x, in);
     case OP_VPOOL:
-      if ((in->flags & FLAG_COUNT_INCLUDE_PAD) && !(in->flags & FLAG_POOL_AVG)) {
-        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flag COUNT_INCLUDE_PAD needs POOL_AVG");
-      }
-      break;
+      return check_vpool(x, in);
     case OP_VREDUCE:
       if ((in->flags & FLAG_REDUCE_MAX) && (in->flags & FLAG_REDUCE_MEAN)) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags REDUCE_MAX and REDUCE_MEAN are exclusive");
       }
-      break;
+      return check_counts(x, in, 2, 2);
     case OP_VCVT:
       if (in->a[12] >= DT_COUNT) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid src_dtype %u", in->a[12]);
       }
-      break;
+      return check_counts(x, in, 2, 3);
     default:
-      break;
+      if (x->op->engine != ENGINE_VECTOR) return NPU_STATUS_OK;
+      return check_counts(x, in, x->op->used_fields == 15 ? 3 : 2, 3);   /* binary : unary */
   }
-  return NPU_STATUS_OK;
 }
 
 /* ---- DMA and fill --------------------------------------------------------- */
@@ -622,7 +774,6 @@ static int exec_dma(exec_t* x, const instr_t* in, bool store) {
   uint8_t* dram = NULL;
   CHECK(check_dram(x, a[0], a[1], box_extent(counts, dram_s, 4, elem), elem, store, &dram));
   CHECK(check_sram(x, "sram", a[2], box_extent(counts, sram_s, 4, elem), elem));
-  if (product(n, 4) == 0) return NPU_STATUS_OK;
   uint8_t* sram = x->core->sram + a[2];
   uint8_t* dst = store ? dram : sram;
   const uint8_t* src = store ? sram : dram;
@@ -666,7 +817,6 @@ static int exec_fill(exec_t* x, const instr_t* in) {
   uint64_t n[4] = {counts[0], counts[1], counts[2], counts[3]};
   CHECK(check_work(x, "elements", product(n, 4), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_sram(x, "sram", a[0], box_extent(counts, s, 4, elem), elem));
-  if (product(n, 4) == 0) return NPU_STATUS_OK;
   uint8_t* base = x->core->sram + a[0];
   for (size_t i0 = 0; i0 < counts[0]; i0++) {
     for (size_t i1 = 0; i1 < counts[1]; i1++) {
@@ -721,9 +871,6 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
   bool bias = in->flags & FLAG_BIAS, acc = in->flags & FLAG_ACCUMULATE;
   uint64_t macs[3] = {m, n, k};
   CHECK(check_work(x, "MACs", product(macs, 3), MACS_PER_SRAM_BYTE));
-  if (m > 1 && ldo < n) {
-    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "ldo %u is less than n %u", ldo, n);
-  }
   uint32_t a_counts[2] = {ta ? k : m, ta ? m : k}, a_strides[2] = {lda, 1};
   uint32_t b_counts[2] = {tb ? n : k, tb ? k : n}, b_strides[2] = {ldb, 1};
   uint32_t o_counts[2] = {m, n}, o_strides[2] = {ldo, 1};
@@ -738,7 +885,6 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
   CHECK(check_disjoint(x, "out", a[2], o_ext, "a", a[0], a_ext));
   CHECK(check_disjoint(x, "out", a[2], o_ext, "b", a[1], b_ext));
   CHECK(check_disjoint(x, "out", a[2], o_ext, "bias", a[9], bias_ext));
-  if (m == 0 || n == 0) return NPU_STATUS_OK;
 
   uint8_t* sram = x->core->sram;
   void* ap = scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
@@ -769,25 +915,9 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
   uint32_t kh = lo16(a[9]), kw = hi16(a[9]), sh = lo16(a[10]), sw = hi16(a[10]);
   uint32_t dh = lo16(a[11]), dw = hi16(a[11]), groups = a[12];
   bool bias = in->flags & FLAG_BIAS, acc = in->flags & FLAG_ACCUMULATE;
-  if (groups == 0 || c % groups || f % groups) {
-    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "groups %u must divide c %u and f %u", groups,
-                c, f);
-  }
-  if (!kh || !kw || !sh || !sw || !dh || !dw) {
-    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
-                "kernel %ux%u, stride %ux%u and dilation %ux%u must be positive", kh, kw, sh,
-                sw, dh, dw);
-  }
   uint32_t cg = c / groups, fg = f / groups;
   uint64_t macs[6] = {ho, wo, f, cg, kh, kw};
   CHECK(check_work(x, "MACs", product(macs, 6), MACS_PER_SRAM_BYTE));
-  u128 rows_needed = ho ? (u128)(ho - 1) * sh + (u128)(kh - 1) * dh + 1 : 0;
-  u128 cols_needed = wo ? (u128)(wo - 1) * sw + (u128)(kw - 1) * dw + 1 : 0;
-  if (rows_needed > hi || cols_needed > wi) {
-    return fail(x, NPU_STATUS_OUT_OF_RANGE,
-                "windows span %sx%s input elements but the tile is %ux%u", num(rows_needed).s,
-                num(cols_needed).s, hi, wi);
-  }
   u128 in_ext = (u128)c * hi * wi * elem;
   u128 w_ext = (u128)f * cg * kh * kw * elem;
   u128 o_ext = (u128)f * ho * wo * 4;
@@ -799,7 +929,6 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
   CHECK(check_disjoint(x, "out", a[2], o_ext, "in", a[0], in_ext));
   CHECK(check_disjoint(x, "out", a[2], o_ext, "w", a[1], w_ext));
   CHECK(check_disjoint(x, "out", a[2], o_ext, "bias", a[13], bias_ext));
-  if (o_ext == 0) return NPU_STATUS_OK;
 
   uint8_t* sram = x->core->sram;
   size_t spatial = (size_t)ho * wo;
@@ -913,7 +1042,6 @@ static int exec_binary(exec_t* x, const instr_t* in) {
   CHECK(check_box3(x, &dst, counts));
   CHECK(check_box3(x, &lhs, counts));
   CHECK(check_box3(x, &rhs, counts));
-  if (product(n, 3) == 0) return NPU_STATUS_OK;
   unsigned elem = DTYPE_BYTES[in->dtype];
   union { float f[CHUNK]; int32_t i[CHUNK]; } l, r, d;
   for (size_t i0 = 0; i0 < counts[0]; i0++) {
@@ -968,7 +1096,6 @@ static int exec_unary(exec_t* x, const instr_t* in) {
   CHECK(check_work(x, "elements", product(n, 3), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_box3(x, &dst, counts));
   CHECK(check_box3(x, &src, counts));
-  if (product(n, 3) == 0) return NPU_STATUS_OK;
   unsigned elem = DTYPE_BYTES[in->dtype];
   float p0 = bits_f32(a[11]), p1 = bits_f32(a[12]);
   union { float f[CHUNK]; int32_t i[CHUNK]; } v;
@@ -1062,7 +1189,6 @@ static int exec_vcvt(exec_t* x, const instr_t* in) {
   CHECK(check_work(x, "elements", product(n, 3), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_box3(x, &dst, counts));
   CHECK(check_box3(x, &src, counts));
-  if (product(n, 3) == 0) return NPU_STATUS_OK;
   double scale = a[11] ? (double)bits_f32(a[11]) : 1.0;
   unsigned delem = DTYPE_BYTES[dst.dtype], selem = DTYPE_BYTES[src.dtype];
   double v[CHUNK];
@@ -1100,28 +1226,10 @@ static int exec_vpool(exec_t* x, const instr_t* in) {
   uint32_t dh = lo16(a[9]), dw = hi16(a[9]), pt = lo16(a[10]), pl = hi16(a[10]);
   uint32_t vh = lo16(a[11]), vw = hi16(a[11]);
   bool avg = in->flags & FLAG_POOL_AVG, include_pad = in->flags & FLAG_COUNT_INCLUDE_PAD;
-  if (!kh || !kw || !sh || !sw || !dh || !dw) {
-    return fail(x, NPU_STATUS_INVALID_ARGUMENT,
-                "window %ux%u, stride %ux%u and dilation %ux%u must be positive", kh, kw, sh,
-                sw, dh, dw);
-  }
   uint64_t work[5] = {c, ho, wo, kh, kw};
   CHECK(check_work(x, "elements", product(work, 5), ELEMENTS_PER_SRAM_BYTE));
-  u128 rows_needed = ho ? (u128)(ho - 1) * sh + (u128)(kh - 1) * dh + 1 : 0;
-  u128 cols_needed = wo ? (u128)(wo - 1) * sw + (u128)(kw - 1) * dw + 1 : 0;
-  if (rows_needed > hi || cols_needed > wi) {
-    return fail(x, NPU_STATUS_OUT_OF_RANGE,
-                "windows span %sx%s input elements but the tile is %ux%u", num(rows_needed).s,
-                num(cols_needed).s, hi, wi);
-  }
-  if (avg && !include_pad && ((uint64_t)pt + vh > hi || (uint64_t)pl + vw > wi)) {
-    return fail(x, NPU_STATUS_OUT_OF_RANGE,
-                "valid region rows [%u, %u) cols [%u, %u) exceeds the %ux%u tile", pt, pt + vh,
-                pl, pl + vw, hi, wi);
-  }
   CHECK(check_sram(x, "src", a[1], (u128)c * hi * wi * elem, elem));
   CHECK(check_sram(x, "dst", a[0], (u128)c * ho * wo * elem, elem));
-  if ((uint64_t)c * ho * wo == 0) return NPU_STATUS_OK;
 
   size_t plane = (size_t)hi * wi;
   float* sp = scratch(x, SCRATCH_A, (u128)plane * 4);
@@ -1287,42 +1395,25 @@ typedef struct timeline_t {
   uint64_t free_at[NPU_ENGINE_COUNT];
 } timeline_t;
 
-static int control(exec_t* x, timeline_t* t, const instr_t* in) {
+/* Advances the timeline over signal/wait/barrier; the pre-pass has checked the
+ * semaphore rules and reserved room for every signal. */
+static void control(exec_t* x, timeline_t* t, const instr_t* in) {
   npu_stats_t* st = x->stats;
   switch (in->opcode) {
     case OP_SIGNAL: {
       semaphore_t* s = &x->core->semaphores[in->a[1]];
-      if (s->engine >= 0 && s->engine != (int)in->a[0]) {
-        return fail(x, NPU_STATUS_INVALID_ARGUMENT,
-                    "semaphore %u is signalled from engine %d and engine %u", in->a[1],
-                    s->engine, in->a[0]);
-      }
-      if (s->count == s->capacity) {
-        size_t capacity = s->capacity ? 2 * s->capacity : 16;
-        uint64_t* times = realloc(s->times, capacity * sizeof(uint64_t));
-        if (!times) return out_of_memory(x, capacity * sizeof(uint64_t));
-        s->times = times;
-        s->capacity = capacity;
-      }
-      s->engine = (int)in->a[0];
       s->times[s->count++] = t->free_at[in->a[0]];
-      return NPU_STATUS_OK;
+      return;
     }
     case OP_WAIT: {
-      semaphore_t* s = &x->core->semaphores[in->a[1]];
       uint32_t engine = in->a[0], value = in->a[2];
-      if (value == 0) return NPU_STATUS_OK;
-      if (value > s->count) {
-        return fail(x, NPU_STATUS_INVALID_ARGUMENT,
-                    "waits for signal %u of semaphore %u but only %zu precede it", value,
-                    in->a[1], s->count);
-      }
-      uint64_t ready = s->times[value - 1];
+      if (value == 0) return;
+      uint64_t ready = x->core->semaphores[in->a[1]].times[value - 1];
       if (ready > t->free_at[engine]) {
         st->stall_cycles[engine] += ready - t->free_at[engine];
         t->free_at[engine] = ready;
       }
-      return NPU_STATUS_OK;
+      return;
     }
     default: {   /* barrier */
       uint64_t latest = 0;
@@ -1333,7 +1424,7 @@ static int control(exec_t* x, timeline_t* t, const instr_t* in) {
         st->stall_cycles[e] += latest - t->free_at[e];
         t->free_at[e] = latest;
       }
-      return NPU_STATUS_OK;
+      return;
     }
   }
 }
@@ -1388,21 +1479,24 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
   }
   size_t count = program_bytes / NPU_INSTRUCTION_BYTES;
   size_t end = count;
+  for (uint64_t s = 0; s < core->config.semaphores; s++) {
+    core->semaphores[s].count = 0;
+    core->semaphores[s].engine = -1;
+  }
   for (size_t i = 0; i < count && end == count; i++) {
     instr_t in = decode(program + i * NPU_INSTRUCTION_BYTES);
     x.index = i;
     x.op = NULL;
     CHECK(check_encoding(&x, &in));
+    if (in.opcode == OP_SIGNAL || in.opcode == OP_WAIT) CHECK(check_semaphore(&x, &in));
     if (in.opcode == OP_END) end = i;
   }
   if (end == count) {
     snprintf(error, error_capacity, "program has no end instruction");
     return NPU_STATUS_INVALID_ARGUMENT;
   }
-  for (uint64_t s = 0; s < core->config.semaphores; s++) {
-    core->semaphores[s].count = 0;
-    core->semaphores[s].engine = -1;
-  }
+  x.op = NULL;
+  CHECK(reserve_signals(&x));
   timeline_t t = {{0}};
   int status = NPU_STATUS_OK;
   for (size_t i = 0; i < end && status == NPU_STATUS_OK; i++) {
@@ -1410,7 +1504,7 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
     x.index = i;
     x.op = &OPS[in.opcode];
     if (x.op->engine == ENGINE_CONTROL) {
-      status = control(&x, &t, &in);
+      control(&x, &t, &in);
     } else {
       status = execute_instruction(&x, &in);
       if (status == NPU_STATUS_OK) account(&x, &t, &in, trace, trace_capacity);

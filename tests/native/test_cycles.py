@@ -62,7 +62,7 @@ def random_instruction(rng, sem_engines, sem_counts):
         flags &= ~isa.Flag.BIAS if flags & isa.Flag.ACCUMULATE else 0xF
         ta, tb = flags & isa.Flag.TRANSPOSE_A, flags & isa.Flag.TRANSPOSE_B
         return instr("matmul", dtype, flags, a=0, b=256 * KIB, out=1024 * KIB,
-                     bias=1536 * KIB, m=m, n=n, k=k, lda=m if ta else k, ldb=k if tb else n,
+                     bias=1536 * KIB if flags & isa.Flag.BIAS else 0, m=m, n=n, k=k, lda=m if ta else k, ldb=k if tb else n,
                      ldo=n)
     if kind == "conv2d":
         dtype = _pick(rng, MAC_DTYPES)
@@ -70,8 +70,9 @@ def random_instruction(rng, sem_engines, sem_counts):
         c, f = groups * int(rng.integers(1, 9)), groups * int(rng.integers(1, 9))
         kh, kw, sh, sw = (int(v) for v in rng.integers(1, 4, size=4))
         ho, wo = (int(v) for v in rng.integers(1, 16, size=2))
-        return instr("conv2d", dtype, _pick(rng, [0, 1, 2]), **{"in": 0}, w=256 * KIB,
-                     out=1024 * KIB, bias=1536 * KIB, c=c, hi=(ho - 1) * sh + kh,
+        flags = _pick(rng, [0, 1, 2])
+        return instr("conv2d", dtype, flags, **{"in": 0}, w=256 * KIB, out=1024 * KIB,
+                     bias=1536 * KIB if flags & isa.Flag.BIAS else 0, c=c, hi=(ho - 1) * sh + kh,
                      wi=(wo - 1) * sw + kw, f=f, ho=ho, wo=wo, kh_kw=(kh, kw), sh_sw=(sh, sw),
                      dh_dw=(1, 1), groups=groups)
     if kind == "binary":

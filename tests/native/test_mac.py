@@ -43,7 +43,7 @@ def test_matmul(core, rng, dtype):
         o_addr, bias_addr = image.put(out_store), image.put(bias)
         result = run_on_sram(core, image, instr(
             "matmul", dtype, flags, a=a_addr, b=b_addr, out=o_addr, m=m, n=n, k=k,
-            lda=lda, ldb=ldb, ldo=ldo, bias=bias_addr))
+            lda=lda, ldb=ldb, ldo=ldo, bias=bias_addr if flags & F.BIAS else 0))
         A = to_f32(a_store, dtype).astype(np.float64)
         B = to_f32(b_store, dtype).astype(np.float64)
         A = A[:, :m].T if ta else A[:, :k]
@@ -106,7 +106,7 @@ def test_conv2d(core, rng, dtype, depthwise):
         result = run_on_sram(core, image, instr(
             "conv2d", dtype, flags, **{"in": x_addr}, w=w_addr, out=o_addr, c=c, hi=hi,
             wi=wi, f=f, ho=ho, wo=wo, kh_kw=(kh, kw), sh_sw=stride, dh_dw=dilation,
-            groups=groups, bias=b_addr))
+            groups=groups, bias=b_addr if flags & F.BIAS else 0))
         X = to_f32(x, dtype).astype(np.float64)
         W = to_f32(w, dtype).astype(np.float64)
         ref = conv_reference(X, W, groups, stride, dilation, ho, wo)
