@@ -2,8 +2,11 @@
  *
  * Execution is one pass in program order: validate the instruction (every SRAM and
  * DRAM box against its bounds, once per instruction), compute it, then advance the
- * cycle model exactly as executable_format/cost.py does. A structural pre-pass checks
- * every record up to END (opcode, dtype, flags, unused fields) before anything runs.
+ * cycle model exactly as executable_format/cost.py does. A pre-pass checks every record
+ * up to END against the encoding and the static rules of docs/npu-architecture.md (the
+ * verifier's), so a malformed program runs nothing. Beyond the documented rules the core
+ * rejects a MAC output overlapping its inputs and bounds each instruction's work by the
+ * SRAM size (ELEMENTS_PER_SRAM_BYTE, MACS_PER_SRAM_BYTE), so it never runs for long.
  *
  * Compute: f16/bf16 are converted to f32 and rounded to nearest even on store; i8
  * MACs accumulate in i32 (wrapping, built with -fwrapv). MAC instructions pack their
@@ -447,14 +450,11 @@ static int out_of_memory(exec_t* x, u128 bytes) {
 
 /* ---- range checks (once per instruction, on box extents) ----------------- */
 
-/* Byte extent of a box: (1 + sum (n_i - 1) * s_i) * elem, 0 if the box is empty. */
+/* Byte extent of a box: (1 + sum (n_i - 1) * s_i) * elem (counts are at least 1). */
 static u128 box_extent(const uint32_t* counts, const uint32_t* strides, int dims,
                        unsigned elem) {
   u128 span = 1;
-  for (int d = 0; d < dims; d++) {
-    if (counts[d] == 0) return 0;
-    span += (u128)(counts[d] - 1) * strides[d];
-  }
+  for (int d = 0; d < dims; d++) span += (u128)(counts[d] - 1) * strides[d];
   return span * elem;
 }
 
@@ -467,7 +467,8 @@ static uint64_t product(const uint64_t* values, int n) {
   return p;
 }
 
-static int check_work(exec_t* x, const char* what, uint64_t work, uint64_t per_sram_byte) {
+static int check_work_limit(exec_t* x, const char* what, uint64_t work,
+                            uint64_t per_sram_byte) {
   uint64_t limit = per_sram_byte * x->core->config.sram_bytes;
   if (work > limit) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT,
@@ -478,13 +479,46 @@ static int check_work(exec_t* x, const char* what, uint64_t work, uint64_t per_s
   return NPU_STATUS_OK;
 }
 
+/* The instruction's elements (MACs for MAC instructions) within the per-SRAM-byte bound. */
+static int check_work(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  uint64_t v[6];
+  switch (in->opcode) {
+    case OP_DMA_LOAD: case OP_DMA_STORE:
+      for (int i = 0; i < 4; i++) v[i] = a[3 + i];
+      return check_work_limit(x, "elements", product(v, 4), ELEMENTS_PER_SRAM_BYTE);
+    case OP_FILL:
+      for (int i = 0; i < 4; i++) v[i] = a[1 + i];
+      return check_work_limit(x, "elements", product(v, 4), ELEMENTS_PER_SRAM_BYTE);
+    case OP_MATMUL:
+      for (int i = 0; i < 3; i++) v[i] = a[3 + i];
+      return check_work_limit(x, "MACs", product(v, 3), MACS_PER_SRAM_BYTE);
+    case OP_CONV2D:
+      v[0] = a[7], v[1] = a[8], v[2] = a[6], v[3] = a[3] / a[12], v[4] = lo16(a[9]),
+      v[5] = hi16(a[9]);
+      return check_work_limit(x, "MACs", product(v, 6), MACS_PER_SRAM_BYTE);
+    case OP_VPOOL:
+      v[0] = a[2], v[1] = a[5], v[2] = a[6], v[3] = lo16(a[7]), v[4] = hi16(a[7]);
+      return check_work_limit(x, "elements", product(v, 5), ELEMENTS_PER_SRAM_BYTE);
+    case OP_VREDUCE:
+      v[0] = a[2], v[1] = a[3];
+      return check_work_limit(x, "elements", product(v, 2), ELEMENTS_PER_SRAM_BYTE);
+    default: {    /* vector boxes: binary counts at a[3..5], unary and vcvt at a[2..4] */
+      if (x->op->engine != ENGINE_VECTOR) return NPU_STATUS_OK;
+      int first = x->op->used_fields == 15 ? 3 : 2;
+      for (int i = 0; i < 3; i++) v[i] = a[first + i];
+      return check_work_limit(x, "elements", product(v, 3), ELEMENTS_PER_SRAM_BYTE);
+    }
+  }
+}
+
 static int check_sram(exec_t* x, const char* operand, uint32_t addr, u128 extent,
                       unsigned align) {
   if (addr % align) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT,
                 "%s SRAM address %u is not aligned to %u bytes", operand, addr, align);
   }
-  if (extent == 0) return NPU_STATUS_OK;
+  if (extent == 0) return NPU_STATUS_OK;      /* an absent operand (bias without BIAS) */
   u128 end = (u128)addr + extent;
   if (end > x->core->config.sram_bytes) {
     return fail(x, NPU_STATUS_OUT_OF_RANGE, "%s SRAM range [%u, %s) exceeds sram_bytes %llu",
@@ -494,7 +528,7 @@ static int check_sram(exec_t* x, const char* operand, uint32_t addr, u128 extent
   return NPU_STATUS_OK;
 }
 
-/* Disjointness of two SRAM byte ranges (empty ranges overlap nothing). */
+/* Disjointness of two SRAM byte ranges (an absent bias, extent 0, overlaps nothing). */
 static int check_disjoint(exec_t* x, const char* out_name, uint32_t out, u128 out_extent,
                           const char* in_name, uint32_t in, u128 in_extent) {
   if (out_extent == 0 || in_extent == 0) return NPU_STATUS_OK;
@@ -528,7 +562,7 @@ static int check_dram(exec_t* x, uint32_t binding, uint32_t offset, u128 extent,
     return fail(x, NPU_STATUS_INVALID_ARGUMENT,
                 "DRAM offset %u is not aligned to %u bytes", offset, elem);
   }
-  if (extent != 0 && (u128)offset + extent > length) {
+  if ((u128)offset + extent > length) {
     if (binding == NPU_CONST_POOL_BINDING) {
       return fail(x, NPU_STATUS_OUT_OF_RANGE,
                   "DRAM range [%u, %s) exceeds the constant pool length %zu", offset,
@@ -537,7 +571,7 @@ static int check_dram(exec_t* x, uint32_t binding, uint32_t offset, u128 extent,
     return fail(x, NPU_STATUS_OUT_OF_RANGE, "DRAM range [%u, %s) exceeds binding %u length %zu",
                 offset, num((u128)offset + extent).s, binding, length);
   }
-  *out = extent ? base + offset : base;
+  *out = base + offset;
   return NPU_STATUS_OK;
 }
 
@@ -769,8 +803,6 @@ static int exec_dma(exec_t* x, const instr_t* in, bool store) {
   const uint32_t* counts = a + 3;
   const uint32_t* dram_s = a + 7;
   const uint32_t* sram_s = a + 11;
-  uint64_t n[4] = {counts[0], counts[1], counts[2], counts[3]};
-  CHECK(check_work(x, "elements", product(n, 4), ELEMENTS_PER_SRAM_BYTE));
   uint8_t* dram = NULL;
   CHECK(check_dram(x, a[0], a[1], box_extent(counts, dram_s, 4, elem), elem, store, &dram));
   CHECK(check_sram(x, "sram", a[2], box_extent(counts, sram_s, 4, elem), elem));
@@ -814,8 +846,6 @@ static int exec_fill(exec_t* x, const instr_t* in) {
   unsigned elem = DTYPE_BYTES[in->dtype];
   const uint32_t* counts = a + 1;
   const uint32_t* s = a + 5;
-  uint64_t n[4] = {counts[0], counts[1], counts[2], counts[3]};
-  CHECK(check_work(x, "elements", product(n, 4), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_sram(x, "sram", a[0], box_extent(counts, s, 4, elem), elem));
   uint8_t* base = x->core->sram + a[0];
   for (size_t i0 = 0; i0 < counts[0]; i0++) {
@@ -869,8 +899,6 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
   uint32_t m = a[3], n = a[4], k = a[5], lda = a[6], ldb = a[7], ldo = a[8];
   bool ta = in->flags & FLAG_TRANSPOSE_A, tb = in->flags & FLAG_TRANSPOSE_B;
   bool bias = in->flags & FLAG_BIAS, acc = in->flags & FLAG_ACCUMULATE;
-  uint64_t macs[3] = {m, n, k};
-  CHECK(check_work(x, "MACs", product(macs, 3), MACS_PER_SRAM_BYTE));
   uint32_t a_counts[2] = {ta ? k : m, ta ? m : k}, a_strides[2] = {lda, 1};
   uint32_t b_counts[2] = {tb ? n : k, tb ? k : n}, b_strides[2] = {ldb, 1};
   uint32_t o_counts[2] = {m, n}, o_strides[2] = {ldo, 1};
@@ -916,8 +944,6 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
   uint32_t dh = lo16(a[11]), dw = hi16(a[11]), groups = a[12];
   bool bias = in->flags & FLAG_BIAS, acc = in->flags & FLAG_ACCUMULATE;
   uint32_t cg = c / groups, fg = f / groups;
-  uint64_t macs[6] = {ho, wo, f, cg, kh, kw};
-  CHECK(check_work(x, "MACs", product(macs, 6), MACS_PER_SRAM_BYTE));
   u128 in_ext = (u128)c * hi * wi * elem;
   u128 w_ext = (u128)f * cg * kh * kw * elem;
   u128 o_ext = (u128)f * ho * wo * 4;
@@ -1037,8 +1063,6 @@ static int exec_binary(exec_t* x, const instr_t* in) {
   box3_t dst = {"dst", a[0], a + 6, in->dtype};
   box3_t lhs = {"lhs", a[1], a + 9, in->dtype};
   box3_t rhs = {"rhs", a[2], a + 12, in->dtype};
-  uint64_t n[3] = {counts[0], counts[1], counts[2]};
-  CHECK(check_work(x, "elements", product(n, 3), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_box3(x, &dst, counts));
   CHECK(check_box3(x, &lhs, counts));
   CHECK(check_box3(x, &rhs, counts));
@@ -1092,8 +1116,6 @@ static int exec_unary(exec_t* x, const instr_t* in) {
   const uint32_t* counts = a + 2;
   box3_t dst = {"dst", a[0], a + 5, in->dtype};
   box3_t src = {"src", a[1], a + 8, in->dtype};
-  uint64_t n[3] = {counts[0], counts[1], counts[2]};
-  CHECK(check_work(x, "elements", product(n, 3), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_box3(x, &dst, counts));
   CHECK(check_box3(x, &src, counts));
   unsigned elem = DTYPE_BYTES[in->dtype];
@@ -1185,8 +1207,6 @@ static int exec_vcvt(exec_t* x, const instr_t* in) {
   const uint32_t* counts = a + 2;
   box3_t dst = {"dst", a[0], a + 5, in->dtype};
   box3_t src = {"src", a[1], a + 8, (int)a[12]};
-  uint64_t n[3] = {counts[0], counts[1], counts[2]};
-  CHECK(check_work(x, "elements", product(n, 3), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_box3(x, &dst, counts));
   CHECK(check_box3(x, &src, counts));
   double scale = a[11] ? (double)bits_f32(a[11]) : 1.0;
@@ -1226,8 +1246,6 @@ static int exec_vpool(exec_t* x, const instr_t* in) {
   uint32_t dh = lo16(a[9]), dw = hi16(a[9]), pt = lo16(a[10]), pl = hi16(a[10]);
   uint32_t vh = lo16(a[11]), vw = hi16(a[11]);
   bool avg = in->flags & FLAG_POOL_AVG, include_pad = in->flags & FLAG_COUNT_INCLUDE_PAD;
-  uint64_t work[5] = {c, ho, wo, kh, kw};
-  CHECK(check_work(x, "elements", product(work, 5), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_sram(x, "src", a[1], (u128)c * hi * wi * elem, elem));
   CHECK(check_sram(x, "dst", a[0], (u128)c * ho * wo * elem, elem));
 
@@ -1277,8 +1295,6 @@ static int exec_vreduce(exec_t* x, const instr_t* in) {
   unsigned elem = DTYPE_BYTES[dt];
   uint32_t outer = a[2], inner = a[3];
   bool max = in->flags & FLAG_REDUCE_MAX, mean = in->flags & FLAG_REDUCE_MEAN;
-  uint64_t work[2] = {outer, inner};
-  CHECK(check_work(x, "elements", product(work, 2), ELEMENTS_PER_SRAM_BYTE));
   CHECK(check_sram(x, "src", a[1], (u128)outer * inner * elem, elem));
   CHECK(check_sram(x, "dst", a[0], (u128)outer * elem, elem));
   uint8_t* sram = x->core->sram;
@@ -1488,6 +1504,7 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
     x.index = i;
     x.op = NULL;
     CHECK(check_encoding(&x, &in));
+    CHECK(check_work(&x, &in));
     if (in.opcode == OP_SIGNAL || in.opcode == OP_WAIT) CHECK(check_semaphore(&x, &in));
     if (in.opcode == OP_END) end = i;
   }
