@@ -3,6 +3,7 @@ them, and the mistakes a user can make. Every mistake must print one line on std
 non-zero and show no Python traceback; run-module mistakes are compared with the stock
 iree-run-module (local-task, the same model compiled for llvm-cpu): same status code
 and the same message where the stock tool's is about the user's input."""
+import os
 import re
 import shutil
 import subprocess
@@ -47,19 +48,30 @@ def assert_one_clear_line(result: subprocess.CompletedProcess) -> str:
 
 @pytest.fixture(scope="module")
 def readme_dir(tmp_path_factory) -> Path:
-    """A directory laid out like the repository for the README's relative paths: bin/ (a
-    link to the real one) and a copy of samples/ (the commands write into it)."""
+    """A directory laid out like the repository for the README's relative paths: bin/ and
+    .venv/ (links to the real ones) and a copy of samples/ (the commands write into it)."""
     root = tmp_path_factory.mktemp("readme")
     (root / "bin").symlink_to(REPO / "bin")
+    (root / ".venv").symlink_to(Path(sys.executable).parents[1])
     shutil.copytree(SAMPLES_DIR, root / "samples",
                     ignore=shutil.ignore_patterns("*.npy", "__pycache__"))
     (root / "build").mkdir()
     return root
 
 
+def new_user_environment() -> dict:
+    """The environment of a fresh shell after `make install`: the venv is not activated."""
+    venv_bin = str(Path(sys.executable).parent)
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin]
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    return {**env, "PATH": os.pathsep.join(path)}
+
+
 def test_readme_commands(readme_dir):
-    script = readme_block("").replace("python ", f"{sys.executable} ", 1)
-    result = run(["bash", "-euo", "pipefail", "-c", script], cwd=readme_dir)
+    """The "Use it like IREE" block, verbatim, in a shell without the venv activated."""
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("")],
+                            cwd=readme_dir, env=new_user_environment(), capture_output=True,
+                            text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[SUCCESS] all function outputs matched their expected values." in result.stdout
     assert re.search(r"^Dispatch #0 SingleConv\S+: .* -> npu \(", result.stderr, re.M)
