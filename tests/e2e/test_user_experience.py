@@ -282,6 +282,10 @@ COMPILE_MISTAKES = [
      "iree-compile: error: --iree-npu-fallback=maybe: expected --iree-npu-fallback=host or =error"),
     ("unsupported-stock-flag", ["{dir}/tiny.mlir", "--dump-compilation-phases-to={dir}/phases"],
      "iree-compile: error: --dump-compilation-phases-to is not supported with the npu target"),
+    ("unwritable-dump-dir", ["{dir}/tiny.mlir", "--iree-npu-dump-asm={dir}/tiny.mlir/asm"],
+     "iree-compile: error: "),
+    ("unwritable-report", ["{dir}/tiny.mlir", "--iree-npu-dispatch-report={dir}/no/dir/r.txt"],
+     "iree-compile: error: "),
     ("fallback-error", ["{dir}/tiny.mlir", "--iree-npu-fallback=error"],
      "iree-compile: error: dispatch #0 main_dispatch_0_elementwise_8_f32 cannot run on npu: "
      "not supported on npu: linalg.generic: math.sin in an elementwise body has no NPU "
