@@ -244,3 +244,114 @@ def test_falling_off_the_end_is_an_error():
     with pytest.raises(StatusError) as error:
         _ours(data, [])
     assert "past the end" in error.value.message
+
+
+def test_switch_ref_cast_any_ref_and_null_refs():
+    f = (Function().block("entry")
+         .op("const.ref.rodata", 0, ref(0))
+         .op("const.ref.rodata", 1, ref(1))
+         .op("const.ref.zero", ref(2))
+         .op("switch.ref", 0, 1, ref(2), [ref(0), ref(1)], ref(3))
+         .op("cmp.nz.ref", ref(3), 1)
+         .op("cast.any.ref", ref(3), 1, ref(3))
+         .op("cond_br", 1, "len", [], "done", [(1, 2)])
+         .block("len")
+         .op("buffer.length", ref(3), 2)
+         .op("trunc.i64.i32", 2, 2)
+         .op("br", "done", [])
+         .block("done")
+         .op("trace", "event", [ref(0, True), 1])
+         .op("print", "event", [ref(1, True)])
+         .op("cmp.nz.ref", ref(0), 3)
+         .op("discard.refs", [ref(2), ref(3)])
+         .op("return", [1, 2, 3]))
+    data = build_module([("0i_iii", f, 4, 4)], types=("i32", "!vm.buffer"), rodata=[b"ab", b"cde"])
+    for index in (-1, 0, 1, 2):
+        assert _ours(data, [index]) == _iree(data, [index], "i"), index
+
+
+def test_cast_any_ref_to_the_wrong_type_fails():
+    f = (Function().block("entry")
+         .op("const.ref.rodata", 0, ref(0))
+         .op("cast.any.ref", ref(0, True), 1, ref(0))
+         .op("discard.refs", [ref(0)])
+         .op("return", []))
+    data = build_module([("0v_v", f, 0, 1)], types=("i32", "!hal.buffer"), rodata=[b"x"])
+    with pytest.raises(StatusError) as error:
+        _ours(data, [])
+    assert error.value.code == StatusCode.INVALID_ARGUMENT and "hal.buffer" in error.value.message
+
+
+def test_break_ops_branch():
+    f = (Function().block("entry")
+         .op("break", "next", [(0, 1)])
+         .block("next")
+         .op("cond_break", 0, "last", [])
+         .block("last")
+         .op("return", [1]))
+    data = build_module([("0i_i", f, 2, 0)])
+    assert _ours(data, [42]) == [42]
+
+
+def test_typed_f64_list():
+    f = (Function().block("entry")
+         .op("const.i32", 2, 2)
+         .op("list.alloc", 1, 2, ref(0))
+         .op("list.resize", ref(0), 2)
+         .op("const.i32", 1, 3)
+         .op("list.set.f64", ref(0), 3, 0)
+         .op("list.get.f64", ref(0), 3, 4)
+         .op("list.get.f32", ref(0), 3, 6)
+         .op("discard.refs", [ref(0)])
+         .op("return", [4, 6]))
+    data = build_module([("0F_Ff", f, 8, 1, FEATURE_EXT_F32 | F64)], types=("i32", "f64"))
+    assert _ours(data, [0.1]) == _iree(data, [0.1], "F")
+
+
+def _generator_native(calls):
+    from hal_driver.vm import NativeModule
+    native = NativeModule("native")
+
+    def wait(x, xs):
+        calls.append((x, xs))
+        yield
+        yield
+        return x + sum(v for (v,) in xs)
+    native.add("wait", "0iCiD_i", wait)
+    return native
+
+
+def test_call_variadic_yieldable_resumes_at_its_block():
+    f = (Function().block("entry")
+         .op("const.i32", 5, 1)
+         .op("call.variadic.yieldable", IMPORT | 0, [0xFFFF, 2], [0, 1, 0], "resume", [2])
+         .block("resume")
+         .op("return", [2]))
+    data = build_module([("0i_i", f, 4, 0)], imports=[("native.wait", "0iCiD_i")])
+    calls = []
+    module = BytecodeModule.from_bytes(data)
+    context = VmContext([_generator_native(calls), module])
+    invocation = context.begin(context.lookup_function("test.f0"), [3])
+    steps = 0
+    while not invocation.run():
+        steps += 1
+    assert steps == 2 and invocation.results == [3 + 5 + 3] and calls == [(3, [(5,), (3,)])]
+
+
+def test_internal_call_yieldable_of_a_yielding_function():
+    callee = (Function().block("entry")
+              .op("add.i32", 0, 0, 0)
+              .op("yield", "after", [])
+              .block("after")
+              .op("return", [0]))
+    caller = (Function().block("entry")
+              .op("call.yieldable", 1, [0], "resume", [1])
+              .block("resume")
+              .op("add.i32", 1, 0, 1)
+              .op("return", [1]))
+    data = build_module([("0i_i", caller, 2, 0), ("0i_i", callee, 1, 0)], exports={"f0": 0})
+    module = BytecodeModule.from_bytes(data)
+    context = VmContext([module])
+    invocation = context.begin(context.lookup_function("test.f0"), [7])
+    assert invocation.run() is False and invocation.run() is True
+    assert invocation.results == [21]
