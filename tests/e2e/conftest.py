@@ -44,6 +44,7 @@ class NpuRun:
     output: np.ndarray
     npu_dispatches: int
     host_dispatches: int
+    npu_cycles: int
     npu_trace: list[str]      # names of the NPU dispatches in the order they ran
 
 
@@ -75,7 +76,7 @@ def run_npu_sim(g: Generated, build: NpuBuild) -> NpuRun:
         trace = [e["name"] for e in module.device.trace.events if e["tid"] == "npu"]
     finally:
         module.close()
-    return NpuRun(output, stats.npu_dispatches, stats.host_dispatches, trace)
+    return NpuRun(output, stats.npu_dispatches, stats.host_dispatches, stats.npu_cycles, trace)
 
 
 def run_stock_cpu(g: Generated, vmfb: Path) -> np.ndarray:

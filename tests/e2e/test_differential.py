@@ -97,3 +97,8 @@ def test_dispatches_ran_where_compiled(npu_build, npu_run, name):
     assert r.npu_dispatches == len(npu_tasks)
     assert r.host_dispatches == len(b.tasks) - len(npu_tasks)
     assert r.npu_trace == npu_tasks
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_simulated_cycles_are_the_compiler_estimates(npu_build, npu_run, name):
+    assert npu_run(name).npu_cycles == sum(t["estimated_cycles"] for t in npu_build(name).tasks)
