@@ -12,6 +12,7 @@ import's), creates its state (zeroed globals) and runs its `__init` export if an
 native import returning a generator) is resumed until it finishes. `begin` returns
 the Invocation for callers that want to interleave work at yield points.
 """
+import types
 from dataclasses import dataclass, field
 
 from hal_driver.status import StatusCode, StatusError
@@ -22,6 +23,15 @@ from hal_driver.vm.interpreter import (BytecodeTarget, Invocation, NativeTarget,
 from hal_driver.vm.native_module import NativeModule
 
 INIT_FUNCTION = "__init"
+
+
+def _drain(generator):
+    """Runs a generator native function to completion; returns its return value."""
+    while True:
+        try:
+            next(generator)
+        except StopIteration as stop:
+            return stop.value
 
 
 @dataclass(frozen=True)
@@ -163,6 +173,9 @@ class VmContext:
             raise StatusError(StatusCode.INVALID_ARGUMENT,
                               f"`{fn.name}` takes {len(arg_types)} arguments, {len(args)} given")
         native = fn.module.functions[fn.name.partition(".")[2]]
-        results = normalize_results(native.fn(*args), result_types, fn.name)
+        returned = native.fn(*args)
+        if isinstance(returned, types.GeneratorType):
+            returned = _drain(returned)
+        results = normalize_results(returned, result_types, fn.name)
         return [to_register_value(kind, value, f"`{fn.name}` result")
                 for kind, value in zip(result_types, results)]

@@ -181,18 +181,6 @@ def cast_f64_ui64(x: float) -> int:
     return i64(_lround(x))
 
 
-def cast_ui64_float(x: int) -> float:
-    return float(x & 0xFFFFFFFFFFFFFFFF)
-
-
-def f32_min(a: float, b: float) -> float:
-    return b if b < a else a
-
-
-def f32_max(a: float, b: float) -> float:
-    return b if a < b else a
-
-
 def ctlz(x: int, bits: int) -> int:
     x &= (1 << bits) - 1
     return bits - x.bit_length()

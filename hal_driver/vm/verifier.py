@@ -25,11 +25,6 @@ _I64 = struct.Struct("<q")
 _F32 = struct.Struct("<f")
 _F64 = struct.Struct("<d")
 
-# Instructions after which execution never falls through to the next one.
-TERMINATORS = frozenset({"br", "cond_br", "br_table", "return", "yield", "break", "cond_break",
-                         "call.yieldable", "call.variadic.yieldable"})
-
-
 @dataclass(frozen=True)
 class Instruction:
     offset: int          # bytecode offset within the function

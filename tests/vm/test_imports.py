@@ -141,3 +141,9 @@ def test_import_resolution_errors(paths):
 def test_native_functions_can_be_invoked_directly(setup):
     recorder, context = setup
     assert context.invoke(context.lookup_function("native.add"), [1, 2]) == [3]
+
+
+def test_generator_native_invoked_directly_runs_to_completion(setup):
+    recorder, context = setup
+    assert context.invoke(context.lookup_function("native.wait"), [2]) == [20]
+    assert recorder.yields == 2
