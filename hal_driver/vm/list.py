@@ -18,7 +18,7 @@ from hal_driver.vm.ref import VmRef
 
 MAX_ELEMENTS = 1 << 24
 VALUE_TYPES = ("i8", "i16", "i32", "i64", "f32", "f64")
-_VARIANT_NAMES = ("?", "vm.opaque", "any", "")
+_VARIANT_NAMES = ("?", "vm.opaque", "vm.ref<?>", "any", "")
 
 
 def normalize_type(type_name: str | None) -> str:
