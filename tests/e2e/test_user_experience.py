@@ -157,7 +157,8 @@ def test_expected_output_success_and_failure_like_stock(files):
 
 
 # -- mistakes, compared with the stock iree-run-module
-# (id, flags with {x} {dir} placeholders, module: "vmfb" or a file in {dir},
+# (id, flags with {x} {dir} placeholders, module: "vmfb" (the tool's own), "other" (the
+#  other tool's), "onnx" or a file in {dir},
 #  status code of ours, status code of stock, text both messages contain)
 
 RUN_MISTAKES = [
@@ -183,6 +184,9 @@ RUN_MISTAKES = [
      "INVALID_ARGUMENT", "FlatBuffer data is not present or less than 16 bytes"),
     ("truncated-vmfb", ["--input=@{x}"], "{dir}/truncated.vmfb", "INVALID_ARGUMENT",
      "INVALID_ARGUMENT", "FlatBuffer length prefix out of bounds"),
+    # each tool given the vmfb compiled for the other one's device
+    ("other-target-vmfb", ["--input=@{x}"], "other", "INCOMPATIBLE", "INCOMPATIBLE",
+     "HAL device `__device_0` not found or unavailable"),
     ("onnx-as-module", ["--input=@{x}"], "onnx", "INVALID_ARGUMENT", "INVALID_ARGUMENT",
      "loading bytecode module at"),
     # the messages differ: "function expects 1 inputs but 0 were provided" (ours) and
@@ -198,6 +202,8 @@ RUN_MISTAKES = [
 def module_path(files, module: str, device: str) -> str:
     if module == "vmfb":
         return str(files["npu" if device == "npu-sim" else "cpu"])
+    if module == "other":
+        return str(files["cpu" if device == "npu-sim" else "npu"])
     if module == "onnx":
         return str(files["onnx"])
     return module.format(dir=files["dir"])
