@@ -26,6 +26,15 @@ class StatusCode(enum.IntEnum):
     DATA_LOSS = 15
     UNAUTHENTICATED = 16
     DEFERRED = 17
+    INCOMPATIBLE = 18
+
+
+def known_status_code(value: int) -> StatusCode | None:
+    """The StatusCode numbered `value`, or None for a number IREE does not define."""
+    try:
+        return StatusCode(value)
+    except ValueError:
+        return None
 
 
 class StatusError(Exception):

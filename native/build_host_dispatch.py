@@ -4,9 +4,9 @@ Run from the repository root with the venv python (the Makefile does):
     .venv/bin/python native/build_host_dispatch.py
 """
 import pathlib
-import shutil
 
 import cffi
+from extension_install import install_extension
 
 NATIVE_DIR = pathlib.Path(__file__).resolve().parent
 BUILD_DIR = NATIVE_DIR.parent / "build" / "host_dispatch"
@@ -63,9 +63,7 @@ def build() -> pathlib.Path:
     )
     BUILD_DIR.mkdir(parents=True, exist_ok=True)
     built = pathlib.Path(ffibuilder.compile(tmpdir=str(BUILD_DIR)))
-    target = NATIVE_DIR / built.name
-    shutil.copyfile(built, target)
-    return target
+    return install_extension(built, NATIVE_DIR)
 
 
 if __name__ == "__main__":

@@ -4,11 +4,11 @@ Run from the repository root with the venv python (the Makefile does):
     .venv/bin/python native/build_npu_core.py
 """
 import pathlib
-import shutil
 import subprocess
 import tempfile
 
 import cffi
+from extension_install import install_extension
 
 NATIVE_DIR = pathlib.Path(__file__).resolve().parent
 BUILD_DIR = NATIVE_DIR.parent / "build" / "npu_core"
@@ -109,9 +109,7 @@ def build() -> pathlib.Path:
     )
     BUILD_DIR.mkdir(parents=True, exist_ok=True)
     built = pathlib.Path(ffibuilder.compile(tmpdir=str(BUILD_DIR)))
-    target = NATIVE_DIR / built.name
-    shutil.copyfile(built, target)
-    return target
+    return install_extension(built, NATIVE_DIR)
 
 
 if __name__ == "__main__":

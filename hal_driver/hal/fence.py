@@ -31,7 +31,7 @@ def signal(state, fence):
 
 
 def fail(state, fence, status_code):
-    code = StatusCode(status_code & 0x1F)
+    code = known_status_code(status_code & 0x1F) or StatusCode.UNKNOWN
     deref(fence, Fence).fail(StatusError(code, "fence failed by the program (hal.fence.fail)"))
 
 

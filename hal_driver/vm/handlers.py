@@ -649,13 +649,10 @@ class HandlerBuilder:
         def h(r, R):
             code = _u32(r[code_reg])
             if code:
-                try:
-                    status = StatusCode(code)
-                except ValueError:
-                    status, message_text = StatusCode.UNKNOWN, f"(status code {code}) {message}"
-                else:
-                    message_text = message
-                raise StatusError(status, message_text)
+                status = known_status_code(code)
+                if status is None:
+                    raise StatusError(StatusCode.UNKNOWN, f"(status code {code}) {message}")
+                raise StatusError(status, message)
         return h
 
     def op_import_resolved(self, function, d):
