@@ -8,7 +8,7 @@ import os
 import sys
 
 from compiler_target import options as cli_options
-from compiler_target.errors import CompileError
+from compiler_target.errors import CompileError, writing
 
 _TOOL = "iree-compile"
 
@@ -21,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
         return _compile_npu(argv)
     except CompileError as e:
         sys.stderr.write(f"{_TOOL}: error: {e}\n")
+        return 1
+    except Exception as e:  # a compiler bug: still one line, never a traceback
+        sys.stderr.write(f"{_TOOL}: internal error: {type(e).__name__}: {e}\n")
         return 1
 
 
@@ -43,11 +46,9 @@ def _compile_npu(argv: list[str]) -> int:
         sys.stdout.buffer.write(output)
         sys.stdout.flush()
     else:
-        try:
+        with writing("output file", options.output_path):
             with open(options.output_path, "wb") as f:
                 f.write(output)
-        except OSError as e:
-            raise CompileError(f"cannot write output file '{options.output_path}': {e.strerror}") from None
     return 0
 
 

@@ -17,7 +17,7 @@ from iree.compiler import ir
 
 from compiler_target import dispatch_report, dumps
 from compiler_target.dispatch_plan import DispatchPlan
-from compiler_target.errors import CompileError
+from compiler_target.errors import CompileError, writing
 from compiler_target.executable_sources import executables, stub_for_npu, symbol_name
 from compiler_target.hal_binaries import install_npu_binaries, select_npu_device
 from compiler_target.onnx_import import import_onnx_file
@@ -87,8 +87,9 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
     output = vmfb_bytes(invocation) if options.compile_to == "end" else ir_text(invocation)
 
     if options.npu.dispatch_report:
-        dispatch_report.write_report(options.npu.dispatch_report, dispatch_report.report_lines(
-            list(plans.values()), time.monotonic() - started))
+        with writing("dispatch report", options.npu.dispatch_report):
+            dispatch_report.write_report(options.npu.dispatch_report, dispatch_report.report_lines(
+                list(plans.values()), time.monotonic() - started))
     return output
 
 
@@ -133,8 +134,11 @@ def _write_dumps(module, plans: dict[str, DispatchPlan], source: Source,
                  options: CompileOptions) -> None:
     npu = options.npu
     if npu.dump_asm:
-        dumps.dump_asm(npu.dump_asm, list(plans.values()))
+        with writing("asm dump", npu.dump_asm):
+            dumps.dump_asm(npu.dump_asm, list(plans.values()))
     if npu.dump_ir:
-        dumps.dump_ir(npu.dump_ir, list(plans.values()))
+        with writing("IR dump", npu.dump_ir):
+            dumps.dump_ir(npu.dump_ir, list(plans.values()))
     if npu.dump_json:
-        dumps.dump_json(npu.dump_json, source.stem, plans, dispatch_sites(module))
+        with writing("json dump", npu.dump_json):
+            dumps.dump_json(npu.dump_json, source.stem, plans, dispatch_sites(module))
