@@ -3,7 +3,7 @@ also runs synchronously) until every fence is reached, a fence fails, or the tim
 from hal_driver.device.device import Device
 from hal_driver.device.fence import Fence
 from hal_driver.hal.refs import deref, deref_or_null
-from hal_driver.status import StatusCode, StatusError
+from hal_driver.status import StatusCode, StatusError, known_status_code
 
 INFINITE_TIMEOUT_MS = 0xFFFFFFFF
 

@@ -135,6 +135,8 @@ def run(flags: Flags) -> int:
         try:
             exit_code = run_function(flags, bound, function)
         except StatusError as status:
+            if not function.declaration:  # as the stock tool: only a declared signature is shown
+                raise
             raise annotate(status, f"`{function.declaration}`") from None
         finally:
             del function, bound   # release the context's buffers before the statistics

@@ -13,7 +13,7 @@ after being read.
 """
 import struct
 
-from hal_driver.status import StatusCode, StatusError
+from hal_driver.status import StatusCode, StatusError, known_status_code
 from hal_driver.vm import opcodes, values
 from hal_driver.vm.buffer import VmBuffer, siphash24
 from hal_driver.vm.list import VmList, normalize_type, ref_matches
