@@ -20,7 +20,7 @@ from hal_driver.device.memory import BufferUsage, check_usage
 from hal_driver.device.queue import Queue
 from hal_driver.device.semaphore import Semaphore, Timepoint
 from hal_driver.device.statistics import StatisticsRecorder
-from hal_driver.device.trace import DispatchTrace
+from hal_driver.device.trace import DeviceTrace
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm.ref import VmRef
 
@@ -37,7 +37,7 @@ class Device(VmRef):
         self.allocator = Allocator()
         self.executable_cache = ExecutableCache(self.machine)
         self.statistics = StatisticsRecorder()
-        self.trace = DispatchTrace(self.machine.clock_hz) if trace else None
+        self.trace = DeviceTrace(self.machine.clock_hz) if trace else None
         self.queue = Queue(DEVICE_ID)
         self._closer = weakref.finalize(self, self.queue.close)   # stop the worker with us
         self._core = None
@@ -95,26 +95,26 @@ class Device(VmRef):
     def queue_alloca(self, waits: list[Timepoint], signals: list[Timepoint], memory_type: int,
                      usage: int, size: int) -> Buffer:
         buffer = self.allocator.allocate(memory_type, usage, size)
-        self.queue.submit(waits, signals, lambda: None)
+        self._submit("queue.alloca", waits, signals, lambda: None)
         return buffer
 
     def queue_dealloca(self, waits, signals, buffer: Buffer) -> None:
-        self.queue.submit(waits, signals, buffer.allocation.release)
+        self._submit("queue.dealloca", waits, signals, buffer.allocation.release)
 
     def queue_barrier(self, waits, signals) -> None:
-        self.queue.submit(waits, signals, lambda: None)
+        self._submit("queue.barrier", waits, signals, lambda: None)
 
     def queue_fill(self, waits, signals, target: Buffer, offset: int, length: int,
                    pattern: bytes) -> None:
         target.resolve_range(offset, length)
         check_usage(target.allowed_usage, BufferUsage.TRANSFER_TARGET, "queue fill")
-        self.queue.submit(waits, signals, lambda: target.fill(offset, length, pattern))
+        self._submit("queue.fill", waits, signals, lambda: target.fill(offset, length, pattern))
 
     def queue_update(self, waits, signals, data: bytes, target: Buffer, offset: int) -> None:
         target.resolve_range(offset, len(data))
         check_usage(target.allowed_usage, BufferUsage.TRANSFER_TARGET, "queue update")
         data = bytes(data)
-        self.queue.submit(waits, signals, lambda: target.write(offset, data))
+        self._submit("queue.update", waits, signals, lambda: target.write(offset, data))
 
     def queue_copy(self, waits, signals, source: Buffer, source_offset: int, target: Buffer,
                    target_offset: int, length: int) -> None:
@@ -122,18 +122,18 @@ class Device(VmRef):
         target.resolve_range(target_offset, length)
         check_usage(source.allowed_usage, BufferUsage.TRANSFER_SOURCE, "queue copy source")
         check_usage(target.allowed_usage, BufferUsage.TRANSFER_TARGET, "queue copy target")
-        self.queue.submit(waits, signals, lambda: copy_buffer(
+        self._submit("queue.copy", waits, signals, lambda: copy_buffer(
             source, source_offset, target, target_offset, length))
 
     def queue_read(self, waits, signals, file: File, file_offset: int, target: Buffer,
                    offset: int, length: int) -> None:
         target.resolve_range(offset, length)
-        self.queue.submit(waits, signals, lambda: file.read_into(file_offset, target, offset, length))
+        self._submit("queue.read", waits, signals, lambda: file.read_into(file_offset, target, offset, length))
 
     def queue_write(self, waits, signals, source: Buffer, offset: int, file: File,
                     file_offset: int, length: int) -> None:
         source.resolve_range(offset, length)
-        self.queue.submit(waits, signals, lambda: file.write_from(source, offset, file_offset, length))
+        self._submit("queue.write", waits, signals, lambda: file.write_from(source, offset, file_offset, length))
 
     def queue_execute(self, waits, signals, command_buffer: Optional[CommandBuffer],
                       binding_table: Sequence[Binding] = ()) -> None:
@@ -142,7 +142,13 @@ class Device(VmRef):
             return self.queue_barrier(waits, signals)
         command_buffer.check_submittable(binding_table)
         table = list(binding_table)
-        self.queue.submit(waits, signals, lambda: command_buffer.execute(self, table))
+        self._submit("queue.execute", waits, signals,
+                     lambda: command_buffer.execute(self, table))
+
+    def _submit(self, name: str, waits, signals, operation) -> None:
+        if self.trace is not None:
+            operation = self.trace.traced(name, operation)
+        self.queue.submit(waits, signals, operation)
 
     def queue_flush(self) -> None:
         """Submissions start as soon as they are queued; nothing to flush."""

@@ -7,6 +7,7 @@ import pytest
 
 from executable_format.machine import DEFAULT_MACHINE
 from hal_driver.device.driver import create_device
+from hal_driver.device.trace import TID
 from hal_driver.hal import create_hal_module
 from hal_driver.status import StatusCode, StatusError
 from tests.format.helpers import TILE_BYTES, relu_executable
@@ -63,11 +64,12 @@ def test_trace_places_engine_events_inside_dispatches(tmp_path):
         device.trace.write(str(tmp_path / "trace.json"))
     finally:
         device.close()
-    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
-    dispatches = [e for e in events if e["tid"] == "npu"]
+    events = [e for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+              if e["ph"] == "X"]
+    dispatches = [e for e in events if e["tid"] == TID["npu"]]
     assert [e["name"] for e in dispatches] == ["relu", "relu"]
     assert dispatches[1]["ts"] == pytest.approx(dispatches[0]["dur"])
-    assert {e["tid"] for e in events} >= {"npu", "dma_in", "vector", "dma_out"}
+    assert {e["tid"] for e in events} >= {TID[t] for t in ("npu", "dma_in", "vector", "dma_out")}
 
 
 def test_corrupt_executable_is_rejected(hal, device):

@@ -8,6 +8,7 @@ import iree.runtime as rt
 import numpy as np
 import pytest
 
+from hal_driver.device.trace import TID
 from hal_driver.runtime import load_vm_flatbuffer_file
 from hal_driver.tools import run_module
 from tests.runtime.conftest import BIN, LLVM_CPU
@@ -59,8 +60,10 @@ def test_cli_trace_and_machine_mismatch(capsys, matmul, tmp_path):
                             f"--npu_sim_trace={tmp_path}/t.json", "--npu_sim_stats"]) == 0
     captured = capsys.readouterr()
     assert "[SUCCESS]" in captured.out and "dispatches: 1 (npu: 1, host fallback: 0)" in captured.err
-    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
-    assert events[0]["tid"] == "npu" and {"dma_in", "mac", "dma_out"} <= {e["tid"] for e in events}
+    events = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+              if e["ph"] == "X"]
+    tracks = {e["tid"] for e in events}
+    assert {TID["queue"], TID["npu"], TID["dma_in"], TID["mac"], TID["dma_out"]} <= tracks
     assert run_module.main([*args, "--npu_sim_machine_sram_bytes=1048576"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("FAILED_PRECONDITION;") and err.count("\n") == 1
