@@ -65,15 +65,21 @@ def compile_stock(source: Path, vmfb: Path) -> tuple[float, float]:
     return wall + compile_wall, cpu + compile_cpu
 
 
-def median_time(function, repetitions: int) -> float:
-    """Median wall time of `function()` over `repetitions` calls after one warm-up."""
-    function()
-    times = []
-    for _ in range(repetitions):
-        start = time.perf_counter()
+def interleaved_times(functions: dict, repetitions: int) -> dict:
+    """{name: (median wall seconds, median process CPU seconds)} per call: one warm-up
+    each, then the functions take turns, so that both see the same machine load.
+    Process CPU time counts every thread of this process (npu-sim's queue worker, the
+    stock runtime's task workers)."""
+    samples = {name: [] for name in functions}
+    for function in functions.values():
         function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    for _ in range(repetitions):
+        for name, function in functions.items():
+            cpu, start = time.process_time(), time.perf_counter()
+            function()
+            samples[name].append((time.perf_counter() - start, time.process_time() - cpu))
+    return {name: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
+            for name, runs in samples.items()}
 
 
 def entry_function(names) -> str:

@@ -1,13 +1,17 @@
 """`make bench`: the benchmark suite (tests/bench/models.py) compiled for npu and for
-stock llvm-cpu, run on npu-sim and on stock local-task in the same process.
+stock llvm-cpu, run on npu-sim and on stock local-task in the same process (one
+process per model, `run_bench --model NAME`, so that a crash only loses that model).
 
 Writes build/bench/results.json, results.txt (the table printed here) and
 utilization.png (tests/bench/chart.py); traces of one npu-sim call per model in
 build/bench/traces/. Times are medians over repetitions (the machine may be shared).
 """
 import json
+import os
 import platform
+import signal
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +20,7 @@ from tests.bench import chart, measure, models
 
 OUT = models.ROOT / "build" / "bench"
 COMPILE_REPETITIONS = 3
-RUN_REPETITIONS = 5
+RUN_REPETITIONS = 7
 TINY_CALLS = 300
 TARGETS = {"utilization": 0.85, "wall_ratio": 2.0, "compile_ratio": 1.0, "tiny_call_ms": 1.0}
 
@@ -46,8 +50,9 @@ def run_both(model: models.Model, npu_vmfb: Path, stock_vmfb: Path) -> dict:
     stock_call = measure.stock_callable(stock_vmfb, model.inputs)
     try:
         difference = measure.max_abs_difference(npu_call(), stock_call())
-        return {"npu_sim_wall_s": measure.median_time(npu_call, RUN_REPETITIONS),
-                "stock_cpu_wall_s": measure.median_time(stock_call, RUN_REPETITIONS),
+        times = measure.interleaved_times({"npu": npu_call, "stock": stock_call}, RUN_REPETITIONS)
+        return {"npu_sim_wall_s": times["npu"][0], "stock_cpu_wall_s": times["stock"][0],
+                "npu_sim_process_cpu_s": times["npu"][1], "stock_process_cpu_s": times["stock"][1],
                 "max_abs_difference_vs_stock": difference}
     finally:
         module.close()
@@ -91,6 +96,29 @@ def bench_or_error(model: models.Model) -> dict:
         return {"name": model.name, "kind": model.kind, "error": "\n".join(message[:1] + message[-1:])}
 
 
+def bench_in_subprocess(model: models.Model) -> dict:
+    """bench_or_error in a child process; a crash (e.g. a native fault) becomes the error."""
+    path = OUT / "results" / f"{model.name}.json"
+    path.unlink(missing_ok=True)
+    child = subprocess.run([sys.executable, "-m", "tests.bench.run_bench", "--model", model.name],
+                           stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+    sys.stderr.write(child.stderr)
+    if child.returncode == 0 and path.exists():
+        return json.loads(path.read_text())
+    reason = (f"killed by {signal.Signals(-child.returncode).name}" if child.returncode < 0
+              else f"exit code {child.returncode}")
+    log(f"bench: {model.name}: FAILED: {reason}")
+    return {"name": model.name, "kind": model.kind, "error": f"bench process {reason}"}
+
+
+def bench_one(name: str) -> int:
+    """The child's side: benchmarks the suite's model `name` into results/NAME.json."""
+    [model] = [m for m in models.suite(OUT / "models") if m.name == name]
+    result = bench_or_error(model)
+    (OUT / "results" / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
+    return 0
+
+
 def model_targets(result: dict) -> dict:
     """Which targets a model meets; utilization only over compute-bound dispatches."""
     bound = [d for d in result["dispatches"] if d["compute_bound"]]
@@ -106,12 +134,14 @@ def bench_tiny() -> dict:
     measure.compile_npu(model.source, npu_vmfb, OUT / "reports" / "add4.txt")
     measure.compile_stock(model.source, stock_vmfb)
     module, npu_call = measure.npu_callable(npu_vmfb, model.inputs)
+    stock_call = measure.stock_callable(stock_vmfb, model.inputs)
     try:
-        npu_ms = measure.median_time(npu_call, TINY_CALLS) * 1e3
+        times = measure.interleaved_times({"npu": npu_call, "stock": stock_call}, TINY_CALLS)
     finally:
         module.close()
-    stock_ms = measure.median_time(measure.stock_callable(stock_vmfb, model.inputs), TINY_CALLS) * 1e3
-    return {"tiny_call_overhead_ms": npu_ms, "tiny_stock_call_ms": stock_ms,
+    return {"tiny_call_overhead_ms": times["npu"][0] * 1e3, "tiny_stock_call_ms": times["stock"][0] * 1e3,
+            "tiny_npu_process_cpu_ms": times["npu"][1] * 1e3,
+            "tiny_stock_process_cpu_ms": times["stock"][1] * 1e3,
             "benchmark_module": {
                 "npu-sim": measure.benchmark_tool(measure.NPU_BENCHMARK, "npu-sim", npu_vmfb,
                                                   model.inputs, TINY_CALLS),
@@ -126,7 +156,7 @@ def mark(ok) -> str:
 
 def model_table(results: list[dict]) -> list[str]:
     lines = [f"{'model':<26}{'npu/host':>9}{'npu cycles':>12}{'roofline':>11}{'util':>6}{'':>5}"
-             f"{'npu-sim ms':>11}{'stock ms':>10}{'ratio':>7}{'':>5}"
+             f"{'npu-sim ms':>11}{'stock ms':>10}{'ratio':>7}{'':>5}{'cpu ms npu/stock':>18}"
              f"{'npu comp s':>11}{'stock s':>8}{'ratio':>7}{'':>5}{'cpu s npu/stock':>16}"]
     for r in results:
         if "error" in r:
@@ -138,7 +168,9 @@ def model_table(results: list[dict]) -> list[str]:
             f"{r['name']:<26}{r['npu_dispatches']:>5}/{r['host_dispatches']:<3}{r['npu_cycles']:>12}"
             f"{r['roofline_cycles']:>11}{util:>6}{mark(t['utilization']):>5}"
             f"{r['npu_sim_wall_s'] * 1e3:>11.1f}{r['stock_cpu_wall_s'] * 1e3:>10.1f}{r['wall_ratio']:>7.1f}"
-            f"{mark(t['wall_ratio']):>5}{r['npu_compile_s']:>11.2f}{r['stock_compile_s']:>8.2f}"
+            f"{mark(t['wall_ratio']):>5}"
+            f"{r['npu_sim_process_cpu_s'] * 1e3:>11.1f}/{r['stock_process_cpu_s'] * 1e3:<6.1f}"
+            f"{r['npu_compile_s']:>11.2f}{r['stock_compile_s']:>8.2f}"
             f"{r['compile_ratio']:>7.2f}{mark(t['compile_ratio']):>5}"
             f"{r['npu_compile_cpu_s']:>10.2f}/{r['stock_compile_cpu_s']:<5.2f}")
     return lines
@@ -165,16 +197,19 @@ def tiny_lines(tiny: dict) -> list[str]:
     return [f"tiny model (4-element add), per call: npu-sim {tiny['tiny_call_overhead_ms']:.3f} ms "
             f"{mark(tiny['tiny_call_overhead_ms'] <= TARGETS['tiny_call_ms'])} (target <= "
             f"{TARGETS['tiny_call_ms']} ms), stock {measure.STOCK_DRIVER} {tiny['tiny_stock_call_ms']:.3f} ms "
-            f"(Python APIs, median of {TINY_CALLS})",
+            f"(Python APIs, median of {TINY_CALLS}; process CPU per call npu-sim "
+            f"{tiny['tiny_npu_process_cpu_ms']:.3f} ms, stock {tiny['tiny_stock_process_cpu_ms']:.3f} ms)",
             f"iree-benchmark-module median per iteration: npu-sim wall {npu['wall_ms']:.3f} ms "
             f"cpu {npu['cpu_ms']:.3f} ms simulated {npu['counters'].get('simulated_time', '?')}; "
             f"stock {measure.STOCK_DRIVER} wall {stock['wall_ms']:.3f} ms cpu {stock['cpu_ms']:.3f} ms"]
 
 
-def main() -> int:
-    for sub in ("models", "vmfb", "reports", "traces"):
+def main(argv: list[str]) -> int:
+    for sub in ("models", "vmfb", "reports", "traces", "results"):
         (OUT / sub).mkdir(parents=True, exist_ok=True)
-    results = [bench_or_error(model) for model in models.suite(OUT / "models")]
+    if argv[:1] == ["--model"]:
+        return bench_one(argv[1])
+    results = [bench_in_subprocess(model) for model in models.suite(OUT / "models")]
     log("bench: tiny model")
     tiny = bench_tiny()
     summary = {"machine": DEFAULT_MACHINE.as_dict(), "host": platform.node(),
@@ -193,4 +228,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
