@@ -34,6 +34,23 @@ def _vector_cycles(m: MachineConfig, elements: int, elem: int, factor: int = 1) 
     return m.vector_latency_cycles + _ceil_div(elements * elem, m.vector_bytes_per_cycle) * factor
 
 
+def instruction_elements(opcode: int, a) -> int:
+    """Elements a DMA, fill or vector instruction processes (vpool: window taps)."""
+    name = OPCODES[opcode].name
+    if name in ("dma.load", "dma.store"):
+        return a[3] * a[4] * a[5] * a[6]
+    if name == "fill":
+        return a[1] * a[2] * a[3] * a[4]
+    if name == "vpool":
+        kh, kw = unpack_pair(a[7])
+        return a[2] * a[5] * a[6] * kh * kw
+    if name == "vreduce":
+        return a[2] * a[3]
+    if OPCODES[opcode].engine == Engine.VECTOR:
+        return a[3] * a[4] * a[5] if OPCODES[opcode].fields[1] == "lhs" else a[2] * a[3] * a[4]
+    return 0
+
+
 def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a) -> int:
     """Cycles the instruction occupies its engine (0 for control instructions)."""
     name = OPCODES[opcode].name
@@ -41,7 +58,7 @@ def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a) -> int:
     if name in ("dma.load", "dma.store"):
         return _dma_cycles(m, elem, a)
     if name == "fill":
-        return 1 + _ceil_div(a[1] * a[2] * a[3] * a[4] * elem, m.sram_bytes_per_cycle)
+        return 1 + _ceil_div(instruction_elements(opcode, a) * elem, m.sram_bytes_per_cycle)
     if name == "matmul":
         mm, n, k = a[3], a[4], a[5]
         return m.mac_latency_cycles + mm * _ceil_div(n, m.mac_cols) * _ceil_div(
@@ -52,18 +69,11 @@ def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a) -> int:
         k_group = (c // groups) * kh * kw
         return m.mac_latency_cycles + groups * ho * wo * _ceil_div(f // groups, m.mac_cols) * \
             _ceil_div(k_group, m.mac_k_lanes(DType(dtype).name.lower()))
-    if name == "vpool":
-        kh, kw = unpack_pair(a[7])
-        return _vector_cycles(m, a[2] * a[5] * a[6] * kh * kw, elem)
-    if name == "vreduce":
-        return _vector_cycles(m, a[2] * a[3], elem)
     if name == "vcvt":
         elem = max(elem, DTYPE_BYTES[DType(a[12])])
-        return _vector_cycles(m, a[2] * a[3] * a[4], elem)
     if OPCODES[opcode].engine == Engine.VECTOR:
-        count = a[3] * a[4] * a[5] if OPCODES[opcode].fields[1] == "lhs" else a[2] * a[3] * a[4]
         factor = m.transcendental_factor if name in TRANSCENDENTAL else 1
-        return _vector_cycles(m, count, elem, factor)
+        return _vector_cycles(m, instruction_elements(opcode, a), elem, factor)
     return 0
 
 

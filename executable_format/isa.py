@@ -24,6 +24,10 @@ import numpy as np
 INSTRUCTION_BYTES = 64
 OPERAND_COUNT = 15
 CONST_POOL = 0xFFFFFFFF          # binding index meaning "the executable's constant pool"
+# Work one instruction may do, per byte of the machine's SRAM (native/npu_core.c mirrors
+# these): far above what any tile that fits in SRAM needs, so no program runs for long.
+ELEMENTS_PER_SRAM_BYTE = 64
+MACS_PER_SRAM_BYTE = 2048
 
 INSTRUCTION_DTYPE = np.dtype([("opcode", "<u1"), ("dtype", "<u1"), ("flags", "<u2"),
                               ("a", "<u4", (OPERAND_COUNT,))])

@@ -8,11 +8,12 @@ Failures raise FormatError("npu-fb verification failed: <where>: <what>").
 """
 import numpy as np
 
+from .cost import instruction_elements, instruction_macs
 from .errors import FormatError
 from .generated import npu_executable_generated as fb
-from .isa import (CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ENGINE_NAMES, INSTRUCTION_BYTES,
-                  INSTRUCTION_DTYPE, OPCODE_FLAGS, OPCODES, UNUSED_FIELDS, DType, Engine,
-                  Flag, unpack_pair)
+from .isa import (CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES,
+                  INSTRUCTION_BYTES, INSTRUCTION_DTYPE, MACS_PER_SRAM_BYTE, OPCODE_FLAGS,
+                  OPCODES, UNUSED_FIELDS, DType, Engine, Flag, unpack_pair)
 from .machine import MachineConfig
 from .ranges import Access, instruction_accesses
 from .structure import check_structure
@@ -159,8 +160,33 @@ def _check_instruction(opcode: int, dtype: int, flags: int, a: list[int], limits
         semaphores.signal(fields["engine"], fields["sem"])
     elif info.name == "wait":
         semaphores.wait(fields["engine"], fields["sem"], fields["value"])
-    for access in instruction_accesses(opcode, dtype, flags, a):
+    _check_work(opcode, a, limits.machine)
+    accesses = instruction_accesses(opcode, dtype, flags, a)
+    for access in accesses:
         _check_access(access, limits)
+    if info.engine == Engine.MAC:
+        _check_output_disjoint(accesses)
+
+
+def _check_work(opcode: int, a: list[int], machine: MachineConfig) -> None:
+    macs = instruction_macs(opcode, a)
+    work, what, per_byte = ((macs, "MACs", MACS_PER_SRAM_BYTE) if macs else
+                            (instruction_elements(opcode, a), "elements", ELEMENTS_PER_SRAM_BYTE))
+    limit = per_byte * machine.sram_bytes
+    if work > limit:
+        raise FormatError(f"{work} {what} exceed the per-instruction limit {limit} "
+                          f"({per_byte} per SRAM byte)")
+
+
+def _check_output_disjoint(accesses: list[Access]) -> None:
+    """A MAC instruction's output may not overlap its inputs or bias."""
+    [out] = [x for x in accesses if x.writes]
+    for source in accesses:
+        if source is out or source.end == source.start:   # an absent bias covers nothing
+            continue
+        if out.start < source.end and source.start < out.end:
+            raise FormatError(f"{out.operand} SRAM range [{out.start}, {out.end}) overlaps "
+                              f"{source.operand} SRAM range [{source.start}, {source.end})")
 
 
 class _Semaphores:

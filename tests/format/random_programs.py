@@ -25,6 +25,11 @@ class _Generator:
     def address(self) -> int:
         return self.rng.randrange(0, 1 << 14) * 4
 
+    def disjoint_addresses(self, count: int) -> list[int]:
+        """Addresses in distinct 8 KiB slots: MAC operands may not overlap their output."""
+        return [slot * 8192 + self.rng.randrange(0, 256) * 4
+                for slot in self.rng.sample(range(8), count)]
+
     def counts(self, rank: int) -> list[int]:
         return [self.rng.randint(1, 4) for _ in range(rank)]
 
@@ -66,17 +71,20 @@ class _Generator:
         a = [self.address(), *self.counts(4), *self.strides(4), self.rng.getrandbits(width)]
         p.emit_raw(OPCODES_BY_NAME["fill"].code, dtype, 0, a)
 
-    def _bias(self, flags: int) -> int:
-        return self.address() if flags & Flag.BIAS else 0
+    def _mac_addresses(self, flags: int) -> list[int]:
+        """Input, weight/B, output and bias (0 without BIAS) addresses, all disjoint."""
+        first, second, out, bias = self.disjoint_addresses(4)
+        return [first, second, out, bias if flags & Flag.BIAS else 0]
 
     def matmul(self, p):
         flags = self.flags("matmul", [(Flag.ACCUMULATE, Flag.BIAS)])
         m, n, k = self.counts(3)
         a_row = m if flags & Flag.TRANSPOSE_A else k
         b_row = k if flags & Flag.TRANSPOSE_B else n
-        a = [self.address(), self.address(), self.address(), m, n, k,
+        first, second, out, bias = self._mac_addresses(flags)
+        a = [first, second, out, m, n, k,
              a_row + self.rng.randint(0, 3), b_row + self.rng.randint(0, 3),
-             n + self.rng.randint(0, 3), self._bias(flags)]
+             n + self.rng.randint(0, 3), bias]
         p.emit_raw(OPCODES_BY_NAME["matmul"].code, self.dtype("matmul"), flags, a)
 
     def _window(self):
@@ -90,8 +98,8 @@ class _Generator:
         groups = self.rng.randint(1, 3)
         hi, wi, ho, wo, k, s, d = self._window()
         c, f = groups * self.rng.randint(1, 3), groups * self.rng.randint(1, 3)
-        a = [self.address(), self.address(), self.address(), c, hi, wi, f, ho, wo, k, s, d,
-             groups, self._bias(flags)]
+        first, second, out, bias = self._mac_addresses(flags)
+        a = [first, second, out, c, hi, wi, f, ho, wo, k, s, d, groups, bias]
         p.emit_raw(OPCODES_BY_NAME["conv2d"].code, self.dtype("conv2d"), flags, a)
 
     def binary(self, p):

@@ -8,7 +8,7 @@ from executable_format.builder import ExecutableBuilder, ProgramBuilder
 from executable_format.errors import FormatError
 from executable_format.generated import npu_executable_generated as fb
 from executable_format.isa import INSTRUCTION_DTYPE, OPCODES_BY_NAME
-from executable_format.machine import MachineConfig
+from executable_format.machine import DEFAULT_MACHINE, MachineConfig
 from executable_format.verifier import verify
 
 from .helpers import TILE_BYTES, dma, relu_executable, relu_program, unary
@@ -288,7 +288,7 @@ def test_zero_count():
 
 
 def conv(p, **changes):
-    args = dict(dst_in=0, w=1024, out=2048, c=4, hi=5, wi=5, f=8, ho=3, wo=3, kh_kw=(3, 3),
+    args = dict(dst_in=0, w=1024, out=4096, c=4, hi=5, wi=5, f=8, ho=3, wo=3, kh_kw=(3, 3),
                 sh_sw=(1, 1), dh_dw=(1, 1), groups=1)
     args.update(changes)
     args["in"] = args.pop("dst_in")
@@ -306,6 +306,16 @@ def test_conv2d_valid_and_shape_errors():
     rejects(with_extra(lambda p: conv(p, flags="accumulate|bias", bias=4096)),
             "flags accumulate and bias exclude each other")
     rejects(with_extra(lambda p: conv(p, bias=4096)), "bias is 4096 but the bias flag is not set")
+    rejects(with_extra(lambda p: conv(p, out=2048)),
+            "out SRAM range [2048, 2336) overlaps w SRAM range [1024, 2176)")
+
+
+def test_work_per_instruction_is_bounded_by_sram_size():
+    limit = 64 * DEFAULT_MACHINE.sram_bytes
+    rejects(with_extra(lambda p: p.emit("vrelu", dst=0, src=0, n0=limit // 4, n1=2, n2=4,
+                                        dst_s0=0, dst_s1=0, dst_s2=0, src_s0=0, src_s1=0,
+                                        src_s2=0)),
+            f"{2 * limit} elements exceed the per-instruction limit {limit} (64 per SRAM byte)")
 
 
 def test_matmul_leading_dimension():
