@@ -11,6 +11,7 @@ from compiler_target.errors import CompileError
 def import_onnx_file(path: str, context):
     """Returns the module operation, built in `context` (the compiler session's)."""
     model = _load(path)
+    _name_unnamed_nodes(model.graph)
     model_info = onnx_importer.ModelInfo(model)
     module = model_info.create_module(context=context).operation
     try:
@@ -20,6 +21,15 @@ def import_onnx_file(path: str, context):
     if not module.verify():
         raise CompileError(f"{path}: imported ONNX module does not verify")
     return module
+
+
+def _name_unnamed_nodes(graph: onnx.GraphProto) -> None:
+    """The importer locates each op at its node's name; unnamed nodes (common in
+    hand-built models) get `<OpType>_<index>` so reports and dumps can say where a
+    dispatch came from."""
+    for index, node in enumerate(graph.node):
+        if not node.name:
+            node.name = f"{node.op_type}_{index}"
 
 
 def _load(path: str) -> onnx.ModelProto:
