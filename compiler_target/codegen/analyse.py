@@ -50,7 +50,7 @@ NUMPY_FLOATS = {"f32": np.float32, "f16": np.float16}
 GENERALIZE = "builtin.module(func.func(linalg-generalize-named-ops))"
 IGNORED_OPS = {"func.return", "arith.constant"}
 LEAVES = ("input", "acc", "const")
-PLUMBING_DIALECTS = ("arith", "hal", "iree_tensor_ext", "tensor", "func")
+PLUMBING_DIALECTS = ("arith", "hal", "iree_tensor_ext", "tensor", "func", "util")
 
 
 class NotSupported(Exception):
