@@ -54,7 +54,7 @@ def used_inputs(expr) -> list[int]:
 
 def fold_bias(expr, inputs, channel_dim: int, acc_dtype: str):
     """If the expression starts by adding a per-channel input to the accumulator (and
-    uses the accumulator nowhere else), returns (that input's index, the expression with
+    uses the accumulator nowhere else) and that input varies along the channel, returns (that input's index, the expression with
     the add replaced by the accumulator) so the MAC BIAS flag does the add; else (None, expr).
     A bias of another float dtype than the accumulator is converted when loaded."""
     acc_nodes = [i for i, node in enumerate(expr) if node[0] == "acc"]
@@ -74,6 +74,8 @@ def fold_bias(expr, inputs, channel_dim: int, acc_dtype: str):
             s != 0 and n != 1 for d, (n, s) in enumerate(zip(ref.shape, ref.strides))
             if d != channel_dim):
         return None, expr
+    if ref.strides[channel_dim] == 0 and ref.shape[channel_dim] != 1:
+        return None, expr   # one value for every channel: BIAS reads one per channel
     return k, [("acc",) if i == add else node for i, node in enumerate(expr)]
 
 

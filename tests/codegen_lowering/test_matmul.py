@@ -22,7 +22,8 @@ def build_matmul(rng, batch, m, n, k, transpose_a=False, transpose_b=False,
     acc = np.einsum("bmk,bkn->bmn", a.astype(np.float64), np.broadcast_to(w, (batch, k, n)))
     expr, refs, values = [("acc",)], [], []
     if epilogue != "none":
-        bias = rng.standard_normal((1, 1, n)).astype(np.float32)
+        bias_shape = (1, 1, 1) if epilogue == "scalar_bias" else (1, 1, n)
+        bias = rng.standard_normal(bias_shape).astype(np.float32)
         refs.append(b.add_broadcast(bias, acc.shape))
         values.append(np.broadcast_to(bias, acc.shape))
         expr = [("acc",), ("input", 0), ("add", (0, 1))]
@@ -45,6 +46,14 @@ def test_random_matmul(seed):
     compiled, stats = compile_and_run(op, b, machine=machine)
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-3)
     assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_scalar_bias_is_added_to_every_column(rng):
+    """A bias broadcast along N (ONNX Gemm with a scalar C) cannot use the per-column
+    MAC bias; every output column must still get it."""
+    op, b, expected = build_matmul(rng, 1, 5, 40, 7, epilogue="scalar_bias")
+    compile_and_run(op, b)
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_matmul_512_reaches_roofline(rng):
