@@ -86,7 +86,7 @@ def _compile_npu_in_process(mlir: str, report_path: Path) -> bytes:
 def _compile_npu_isolated(mlir: str, report_path: Path) -> bytes:
     """Through bin/iree-compile in a child process: for inputs the stock compiler
     itself fails on, where the compiler may abort the whole process."""
-    source, vmfb = report_path.with_suffix(".mlir"), report_path.with_suffix(".vmfb")
+    source, vmfb = report_path.parent / "model.mlir", report_path.parent / "model.vmfb"
     source.write_text(mlir)
     result = subprocess.run([str(ROOT / "bin" / "iree-compile"), "--iree-hal-target-backends=npu",
                              str(source), "-o", str(vmfb),

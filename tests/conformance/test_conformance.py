@@ -42,5 +42,6 @@ def test_case(case):
     TABLE[case.name] = (npu, stock)
     if stock.passed:
         assert npu.passed, f"stock passes, npu-sim fails: {npu.error}"
-    if npu.passed and case.op_type in conformance_cases.NPU_OPS and case.all_f32:
-        assert npu.npu_dispatches > 0, f"no dispatch ran on the NPU: {npu.report}"
+    dispatches = npu.npu_dispatches + npu.host_dispatches
+    if npu.passed and dispatches and conformance_cases.npu_claims(case):
+        assert npu.host_dispatches == 0, f"a claimed case ran on the host: {npu.report}"
