@@ -43,16 +43,19 @@ def main() -> None:
                     f"--iree-npu-dump-json={OUT / 'json'}"])
     print(compiled.stderr.rstrip())
 
-    step(f"3. NPU assembly (full listing in {OUT / 'asm'}, IR after each stage in {OUT / 'ir'})")
+    step(f"3. NPU IR: SRAM/DRAM buffers after tiling, engine order after scheduling ({OUT / 'ir'})")
+    show_ir_excerpt()
+
+    step(f"4. NPU assembly (full listing in {OUT / 'asm'})")
     listing = sorted((OUT / "asm").glob("*.s"))[0].read_text().splitlines()
     code = [line for line in listing if not line.startswith((".npu_ir", ".constants"))]
-    print("\n".join(code[:24]) + f"\n    ... {len(listing)} lines")
+    print("\n".join(code[:20]) + f"\n    ... {len(listing)} lines")
 
-    step("4. Run on npu-sim and compare with onnx's reference evaluator")
+    step("5. Run on npu-sim and compare with onnx's reference evaluator")
     result_path = OUT / "y.npy"
     ran = run([ROOT / "bin" / "iree-run-module", "--device=npu-sim", f"--module={vmfb}",
                f"--input=@{SAMPLE / 'input_0.npy'}", f"--output=@{result_path}",
-               "--npu_sim_stats"])
+               "--npu_sim_stats", f"--npu_sim_trace={OUT / 'trace.json'}"])
     print((ran.stdout + ran.stderr).rstrip())
     actual, expected = np.load(result_path), np.load(SAMPLE / "expected_0.npy")
     error = float(np.max(np.abs(actual - expected)))
@@ -60,7 +63,7 @@ def main() -> None:
     if not np.allclose(actual, expected, rtol=1e-4, atol=1e-4):
         sys.exit("demo: npu-sim result does not match the onnx reference")
 
-    step("5. Cycles and MAC utilization")
+    step(f"6. Cycles and MAC utilization (engine timeline for ui.perfetto.dev: {OUT / 'trace.json'})")
     stats = dict(line.split(": ", 1) for line in (ran.stdout + ran.stderr).splitlines()
                  if ": " in line)
     cycles = int(stats["npu cycles"].split()[0])
@@ -68,7 +71,39 @@ def main() -> None:
     peak = DEFAULT_MACHINE.peak_macs_per_cycle("f32")
     print(f"NPU cycles {cycles}, MACs {macs}, MAC utilization {macs / (cycles * peak):.2f} "
           f"of the {peak} f32 MAC/cycle peak")
+
+    step("7. A dispatch the NPU cannot run falls back to the host CPU")
+    show_host_fallback()
     print("\ndemo: OK")
+
+
+def excerpt(path: Path, keep, count: int) -> None:
+    lines = [line.strip() for line in path.read_text().splitlines() if keep(line)]
+    for line in lines[:count]:
+        print("  " + (line if len(line) <= 150 else line[:147] + "..."))
+
+
+def show_ir_excerpt() -> None:
+    tiled = sorted((OUT / "ir").glob("*.01.tile.mlir"))[0]
+    scheduled = sorted((OUT / "ir").glob("*.02.schedule.mlir"))[0]
+    print(f"{tiled.name}:")
+    excerpt(tiled, lambda line: "npu.alloc" in line, 7)
+    print(f"{scheduled.name}:")
+    excerpt(scheduled, lambda line: "order = " in line, 10)
+
+
+def show_host_fallback() -> None:
+    sample = ROOT / "samples" / "host_fallback"
+    run([sys.executable, sample / "make_model.py"])
+    vmfb = OUT / "host_fallback.vmfb"
+    compiled = run([ROOT / "bin" / "iree-compile", "--iree-hal-target-backends=npu",
+                    sample / "host_fallback.onnx", "-o", vmfb, "--iree-npu-dispatch-report"])
+    print(compiled.stderr.rstrip())
+    ran = run([ROOT / "bin" / "iree-run-module", "--device=npu-sim", f"--module={vmfb}",
+               f"--input=@{sample / 'input_0.npy'}",
+               f"--expected_output=@{sample / 'expected_0.npy'}", "--npu_sim_stats"])
+    print("\n".join(line for line in (ran.stdout + ran.stderr).splitlines()
+                    if line.startswith(("[SUCCESS]", "[FAILED]", "dispatches:"))))
 
 
 if __name__ == "__main__":
