@@ -255,77 +255,71 @@ static void copy_run(uint8_t* dst, size_t dst_stride, const uint8_t* src, size_t
 }
 
 /* ---- GEMM kernel: C[m][n] += A[m][k] * B[k][n] (row-major, leading dims) --
- * Blocked over n and k; four rows of C are updated per pass with four k steps
- * folded into each update, so each C element is loaded and stored once per four
- * multiply-adds. The innermost j loop is contiguous and vectorizes. */
-#define GEMM_NB 256
-#define GEMM_KB 128
+ * C is computed in GEMM_MR x GEMM_NR tiles held in registers across all of k. k
+ * advances four steps at a time, each element adding x0*b0 + x1*b1 + x2*b2 + x3*b3,
+ * then one step at a time for the last k % 4. An element's value depends only on its
+ * row of A and column of B, so every tiling and every split of C over threads gives
+ * the same bits. Tiles cut by the edge of C run on a copy (rows past m repeat row 0 of
+ * A); the B operand is read GEMM_NR columns at a time, so it needs GEMM_NR elements of
+ * readable slack past its end (their lanes are computed and dropped). */
+#define GEMM_MR 4
+#define GEMM_NR 32
+#define GEMM_LANES 16
+#define GEMM_VECTORS (GEMM_NR / GEMM_LANES)
 
 #define DEFINE_GEMM(NAME, T)                                                           \
-  static void NAME(size_t m, size_t n, size_t k, const T* restrict a, size_t lda,      \
-                   const T* restrict b, size_t ldb, T* restrict c, size_t ldc) {       \
-    for (size_t j0 = 0; j0 < n; j0 += GEMM_NB) {                                       \
-      size_t nb = n - j0 < GEMM_NB ? n - j0 : GEMM_NB;                                 \
-      for (size_t k0 = 0; k0 < k; k0 += GEMM_KB) {                                     \
-        size_t k1 = k - k0 < GEMM_KB ? k : k0 + GEMM_KB;                               \
-        size_t i = 0;                                                                  \
-        for (; i + 4 <= m; i += 4) {                                                   \
-          T* restrict c0 = c + i * ldc + j0;                                           \
-          T* restrict c1 = c0 + ldc;                                                   \
-          T* restrict c2 = c1 + ldc;                                                   \
-          T* restrict c3 = c2 + ldc;                                                   \
-          const T* a0 = a + i * lda;                                                   \
-          const T* a1 = a0 + lda;                                                      \
-          const T* a2 = a1 + lda;                                                      \
-          const T* a3 = a2 + lda;                                                      \
-          size_t kk = k0;                                                              \
-          for (; kk + 4 <= k1; kk += 4) {                                              \
-            const T* b0 = b + kk * ldb + j0;                                           \
-            const T* b1 = b0 + ldb;                                                    \
-            const T* b2 = b1 + ldb;                                                    \
-            const T* b3 = b2 + ldb;                                                    \
-            T x00 = a0[kk], x01 = a0[kk + 1], x02 = a0[kk + 2], x03 = a0[kk + 3];      \
-            T x10 = a1[kk], x11 = a1[kk + 1], x12 = a1[kk + 2], x13 = a1[kk + 3];      \
-            T x20 = a2[kk], x21 = a2[kk + 1], x22 = a2[kk + 2], x23 = a2[kk + 3];      \
-            T x30 = a3[kk], x31 = a3[kk + 1], x32 = a3[kk + 2], x33 = a3[kk + 3];      \
-            for (size_t j = 0; j < nb; j++) {                                          \
-              T v0 = b0[j], v1 = b1[j], v2 = b2[j], v3 = b3[j];                        \
-              c0[j] += x00 * v0 + x01 * v1 + x02 * v2 + x03 * v3;                      \
-              c1[j] += x10 * v0 + x11 * v1 + x12 * v2 + x13 * v3;                      \
-              c2[j] += x20 * v0 + x21 * v1 + x22 * v2 + x23 * v3;                      \
-              c3[j] += x30 * v0 + x31 * v1 + x32 * v2 + x33 * v3;                      \
-            }                                                                          \
-          }                                                                            \
-          for (; kk < k1; kk++) {                                                      \
-            const T* b0 = b + kk * ldb + j0;                                           \
-            T x0 = a0[kk], x1 = a1[kk], x2 = a2[kk], x3 = a3[kk];                      \
-            for (size_t j = 0; j < nb; j++) {                                          \
-              c0[j] += x0 * b0[j];                                                     \
-              c1[j] += x1 * b0[j];                                                     \
-              c2[j] += x2 * b0[j];                                                     \
-              c3[j] += x3 * b0[j];                                                     \
-            }                                                                          \
-          }                                                                            \
+  typedef T NAME##_vec __attribute__((vector_size(GEMM_LANES * sizeof(T)), aligned(4))); \
+                                                                                       \
+  static void NAME##_tile(size_t k, const T* const* a, const T* b, size_t ldb, T* c,   \
+                          size_t ldc) {                                                \
+    typedef NAME##_vec V;                                                              \
+    V acc[GEMM_MR][GEMM_VECTORS];                                                      \
+    for (int r = 0; r < GEMM_MR; r++)                                                  \
+      for (int v = 0; v < GEMM_VECTORS; v++)                                           \
+        acc[r][v] = *(const V*)(c + r * ldc + v * GEMM_LANES);                         \
+    size_t kk = 0;                                                                     \
+    for (; kk + 4 <= k; kk += 4) {                                                     \
+      V b0[GEMM_VECTORS], b1[GEMM_VECTORS], b2[GEMM_VECTORS], b3[GEMM_VECTORS];        \
+      for (int v = 0; v < GEMM_VECTORS; v++) {                                         \
+        b0[v] = *(const V*)(b + kk * ldb + v * GEMM_LANES);                            \
+        b1[v] = *(const V*)(b + (kk + 1) * ldb + v * GEMM_LANES);                      \
+        b2[v] = *(const V*)(b + (kk + 2) * ldb + v * GEMM_LANES);                      \
+        b3[v] = *(const V*)(b + (kk + 3) * ldb + v * GEMM_LANES);                      \
+      }                                                                                \
+      for (int r = 0; r < GEMM_MR; r++) {                                              \
+        T x0 = a[r][kk], x1 = a[r][kk + 1], x2 = a[r][kk + 2], x3 = a[r][kk + 3];      \
+        for (int v = 0; v < GEMM_VECTORS; v++)                                         \
+          acc[r][v] += x0 * b0[v] + x1 * b1[v] + x2 * b2[v] + x3 * b3[v];              \
+      }                                                                                \
+    }                                                                                  \
+    for (; kk < k; kk++) {                                                             \
+      for (int v = 0; v < GEMM_VECTORS; v++) {                                         \
+        V b0 = *(const V*)(b + kk * ldb + v * GEMM_LANES);                             \
+        for (int r = 0; r < GEMM_MR; r++) acc[r][v] += a[r][kk] * b0;                  \
+      }                                                                                \
+    }                                                                                  \
+    for (int r = 0; r < GEMM_MR; r++)                                                  \
+      for (int v = 0; v < GEMM_VECTORS; v++)                                           \
+        *(V*)(c + r * ldc + v * GEMM_LANES) = acc[r][v];                               \
+  }                                                                                    \
+                                                                                       \
+  static void NAME(size_t m, size_t n, size_t k, const T* a, size_t lda, const T* b,   \
+                   size_t ldb, T* c, size_t ldc) {                                     \
+    for (size_t j = 0; j < n; j += GEMM_NR) {                                          \
+      size_t nr = n - j < GEMM_NR ? n - j : GEMM_NR;                                   \
+      for (size_t i = 0; i < m; i += GEMM_MR) {                                        \
+        size_t mr = m - i < GEMM_MR ? m - i : GEMM_MR;                                 \
+        const T* rows[GEMM_MR];                                                        \
+        for (size_t r = 0; r < GEMM_MR; r++) rows[r] = a + (i + (r < mr ? r : 0)) * lda; \
+        T* tile = c + i * ldc + j;                                                     \
+        if (mr == GEMM_MR && nr == GEMM_NR) {                                          \
+          NAME##_tile(k, rows, b + j, ldb, tile, ldc);                                 \
+          continue;                                                                    \
         }                                                                              \
-        for (; i < m; i++) {                                                           \
-          T* restrict c0 = c + i * ldc + j0;                                           \
-          const T* a0 = a + i * lda;                                                   \
-          size_t kk = k0;                                                              \
-          for (; kk + 4 <= k1; kk += 4) {                                              \
-            const T* b0 = b + kk * ldb + j0;                                           \
-            const T* b1 = b0 + ldb;                                                    \
-            const T* b2 = b1 + ldb;                                                    \
-            const T* b3 = b2 + ldb;                                                    \
-            T x0 = a0[kk], x1 = a0[kk + 1], x2 = a0[kk + 2], x3 = a0[kk + 3];          \
-            for (size_t j = 0; j < nb; j++)                                            \
-              c0[j] += x0 * b0[j] + x1 * b1[j] + x2 * b2[j] + x3 * b3[j];              \
-          }                                                                            \
-          for (; kk < k1; kk++) {                                                      \
-            const T* b0 = b + kk * ldb + j0;                                           \
-            T x0 = a0[kk];                                                             \
-            for (size_t j = 0; j < nb; j++) c0[j] += x0 * b0[j];                       \
-          }                                                                            \
-        }                                                                              \
+        T edge[GEMM_MR * GEMM_NR] = {0};                                               \
+        for (size_t r = 0; r < mr; r++) memcpy(edge + r * GEMM_NR, tile + r * ldc, nr * sizeof(T)); \
+        NAME##_tile(k, rows, b + j, ldb, edge, GEMM_NR);                               \
+        for (size_t r = 0; r < mr; r++) memcpy(tile + r * ldc, edge + r * GEMM_NR, nr * sizeof(T)); \
       }                                                                                \
     }                                                                                  \
   }
@@ -916,7 +910,7 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
 
   uint8_t* sram = x->core->sram;
   void* ap = scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
-  void* bp = scratch(x, SCRATCH_B, (u128)k * n * 4 + 4);
+  void* bp = scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
   if (!ap) return out_of_memory(x, (u128)m * k * 4);
   if (!bp) return out_of_memory(x, (u128)k * n * 4);
   /* A as [m][k]: element (i, kk) is at lda*kk + i when transposed. */
@@ -963,7 +957,7 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
   if (chunk_rows > ho) chunk_rows = ho;
   size_t chunk_cols = chunk_rows * wo;
   void* wp = scratch(x, SCRATCH_A, (u128)fg * kdim * 4 + 4);
-  void* col = scratch(x, SCRATCH_B, (u128)kdim * chunk_cols * 4 + 4);
+  void* col = scratch(x, SCRATCH_B, (u128)kdim * chunk_cols * 4 + GEMM_NR * 4);
   if (!wp) return out_of_memory(x, (u128)fg * kdim * 4);
   if (!col) return out_of_memory(x, (u128)kdim * chunk_cols * 4);
   uint8_t* out = sram + a[2];
