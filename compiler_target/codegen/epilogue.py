@@ -194,3 +194,55 @@ class OutputStage:
             result, _ = self.cast.acquire(None)
             instrs.append(convert(Operand(result, acc.strides), acc, box, note + " convert"))
         return instrs + store_instrs(self.out, starts, counts, result, sram_strides, note)
+
+
+AFFINE = ("add", "sub", "mul", "div")
+
+
+def fold_affine(expr, inputs, channel_dim: int):
+    """The per-channel affine chain the epilogue starts with: acc combined, one op after
+    the other, with per-channel f32 inputs or constants by add/sub/mul/div (e.g. a bias
+    and a BatchNormalization). Returns (steps, the expression with the chain replaced by
+    the accumulator); a step is (op, operand node, acc_first) with the operand node an
+    ("input", k) or ("const", v) of `expr`. The chain is acc·A + B with per-channel A, B,
+    which a tiler can fold into the weights and the bias. ([], expr) when there is none."""
+    acc_nodes = [i for i, node in enumerate(expr) if node[0] == "acc"]
+    if len(acc_nodes) != 1:
+        return [], expr
+    live = reachable(expr)
+    steps, current = [], acc_nodes[0]
+    while True:
+        users = [i for i in live if expr[i][0] not in LEAVES and current in expr[i][1]]
+        if len(users) != 1 or expr[users[0]][0] not in AFFINE:
+            break
+        user = users[0]
+        lhs, rhs = expr[user][1]
+        other = rhs if lhs == current else lhs
+        if other == current or not _per_channel(expr[other], inputs, channel_dim) or (
+                expr[user][0] == "div" and rhs == current):
+            break
+        steps.append((expr[user][0], expr[other], lhs == current))
+        current = user
+    if not steps:
+        return [], expr
+    folded = [("acc",) if i == current else node for i, node in enumerate(expr)]
+    return steps, _live_only(folded)
+
+
+def _per_channel(node, inputs, channel_dim: int) -> bool:
+    if node[0] == "const":
+        return True
+    if node[0] != "input":
+        return False
+    ref = inputs[node[1]]
+    return ref.dtype == "f32" and all(s == 0 or n == 1 for d, (n, s) in
+                                      enumerate(zip(ref.shape, ref.strides)) if d != channel_dim)
+
+
+def _live_only(expr):
+    """The nodes the last one depends on, renumbered (input indices unchanged)."""
+    order = sorted(reachable(expr))
+    renumber = {old: new for new, old in enumerate(order)}
+    return [expr[i] if expr[i][0] in LEAVES else
+            (expr[i][0], tuple(renumber[a] for a in expr[i][1])) + tuple(expr[i][2:])
+            for i in order]

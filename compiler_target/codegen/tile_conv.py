@@ -17,12 +17,13 @@ emitter's allocation) fits, double buffering included. Convolutions with few out
 channels may instead run as an im2col matmul (tile_conv_im2col), depthwise ones on the
 vector engine (tile_conv_depthwise), whichever strategy's estimate is lowest.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from executable_format.isa import Flag, pack_pair
 from executable_format.machine import MachineConfig
 
-from .epilogue import LEAVES, OutputStage, accumulator, fold_bias, reachable, used_inputs
+from .epilogue import (LEAVES, OutputStage, accumulator, fold_affine, fold_bias, reachable,
+                       used_inputs)
 from .lower import Lowered, NotLowerable
 from . import tile_conv_depthwise as depthwise
 from .tile_conv_im2col import Im2colEmitter, Im2colPlanner
@@ -95,6 +96,7 @@ class ConvJob:
     expr: list                 # epilogue, with a folded bias removed
     bias_index: int | None     # epilogue input applied with the MAC BIAS flag
     inputs_used: list[int]     # epilogue inputs the (folded) epilogue reads
+    affine: list = field(default_factory=list)  # epilogue.fold_affine steps folded into W
 
     def __post_init__(self):
         self.transfers = ConvTransfers(self)
@@ -152,6 +154,17 @@ def conv_job(lowered: Lowered, m: MachineConfig) -> ConvJob:
     bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, 1, acc_dtype)
     return ConvJob(lowered, conv_shape(lowered), m, dtype, acc_dtype, expr, bias_index,
                    used_inputs(expr))
+
+
+def affine_job(job: ConvJob) -> ConvJob:
+    """The job with the epilogue's per-channel affine chain (bias, BatchNormalization)
+    folded into the weights and bias column (im2col only), or `job` when the chain is at
+    most the bias fold_bias already takes."""
+    op = job.lowered.op
+    steps, expr = fold_affine(op.epilogue, op.epilogue_inputs, 1)
+    if not steps or (len(steps) == 1 and job.bias_index is not None):
+        return job
+    return replace(job, expr=expr, bias_index=None, inputs_used=used_inputs(expr), affine=steps)
 
 
 def counts(s: ConvShape, t: ConvTiling) -> tuple[int, int, int, int]:
@@ -236,23 +249,24 @@ def tile_conv(lowered: Lowered, m: MachineConfig) -> TiledProgram:
     planner = ConvPlanner(job)
     direct = planner.choose()
     if direct is not None:
-        options.append((planner.estimate(direct), ConvEmitter, direct))
+        options.append((planner.estimate(direct), ConvEmitter, direct, job))
     bias_dtype = None if job.bias_index is None else \
         job.lowered.tensors[f"epilogue.{job.bias_index}"].dtype
     if job.s.groups == 1 and job.dtype == "f32" and bias_dtype in (None, job.dtype):
-        im2col = Im2colPlanner(job).choose()
+        im2col_job = affine_job(job)
+        im2col = Im2colPlanner(im2col_job).choose()
         if im2col is not None:
-            options.append((im2col[0], Im2colEmitter, im2col[1]))
+            options.append((im2col[0], Im2colEmitter, im2col[1], im2col_job))
     if depthwise.applies(job):
         chosen = depthwise.DepthwisePlanner(job).choose()
         if chosen is not None:
-            options.append((chosen[0], depthwise.DepthwiseEmitter, chosen[1]))
+            options.append((chosen[0], depthwise.DepthwiseEmitter, chosen[1], job))
     if not options:
         s = job.s
         raise NotLowerable(f"does not fit SRAM even tiled: conv {s.c}->{s.f} channels, "
                            f"{s.kh}x{s.kw} kernel, width {s.w}")
-    _, emitter, tiling = min(options, key=lambda option: option[0])
-    return emitter(job, tiling, Sram(m.sram_bytes)).run()
+    _, emitter, tiling, chosen_job = min(options, key=lambda option: option[0])
+    return emitter(chosen_job, tiling, Sram(m.sram_bytes)).run()
 
 
 class ConvEmitter:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from executable_format.isa import Flag, f32_bits
 
-from .epilogue import OutputStage
-from .vector import Operand
+from .epilogue import BINARY, OutputStage
+from .vector import Operand, binary, unary
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
                    fill_instrs, fitting, footprint, load_window, pick, split_candidates)
@@ -33,10 +33,15 @@ class Im2colTiling:
         return self.rows * self.cols
 
 
+def bias_row(job) -> bool:
+    """Whether X has a ones row: a bias (or a folded affine epilogue's offset) to add."""
+    return job.bias_index is not None or bool(job.affine)
+
+
 def k_rows(job) -> int:
     """Rows of X: C·KH·KW, plus the ones row carrying a folded bias."""
     s = job.s
-    return s.c * s.kh * s.kw + (1 if job.bias_index is not None else 0)
+    return s.c * s.kh * s.kw + (1 if bias_row(job) else 0)
 
 
 class Im2colPlanner:
@@ -93,11 +98,13 @@ class Im2colEmitter:
                                 compute_dtype=job.acc_dtype) for k in job.inputs_used}
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   s.f * t.pixels)
+        self.scale = sram.alloc("affine.scale", "f32", (s.f,)) if job.affine else None
+        self.affine_operands = [self._channel_operand(node) for _, node, _ in job.affine]
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t
         setup = self.output.setup + self._load_weights()
-        if self.job.bias_index is not None:
+        if bias_row(self.job):
             for buf in self.cols.buffers:
                 setup += fill_instrs(buf, (self.k_rows - 1) * t.pixels, [(t.pixels, 1)],
                                      f32_bits(1.0), "ones row (bias)")
@@ -122,7 +129,46 @@ class Im2colEmitter:
             bias = self.tensors[f"epilogue.{self.job.bias_index}"]
             instrs += dma_instrs("dma.load", bias, 0, self.weights, self.k_rows - 1,
                                  [Dim(s.f, bias.strides[1], k_rows)], "bias column")
+        if self.job.affine:
+            instrs += self._fold_affine()
         return instrs
+
+    def _fold_affine(self) -> list[Instr]:
+        """The epilogue's per-channel chain acc·A + B folded into W: A (from 1) and B
+        (from 0, in W's bias column) go through the chain's steps over the F channels,
+        then W's first K columns are scaled by A."""
+        s, k, scale = self.s, self.k_rows - 1, self.scale
+        instrs = fill_instrs(scale, 0, [(s.f, 1)], f32_bits(1.0), "affine scale")
+        instrs += fill_instrs(self.weights, k, [(s.f, self.k_rows)], f32_bits(0.0),
+                              "affine bias column")
+        a = Operand(scale, (0, 0, 1))
+        b = Operand(self.weights, (0, 0, self.k_rows), k)
+        box, note = (1, 1, s.f), "affine fold"
+        for (op, _, acc_first), (c, loads) in zip(self.job.affine, self.affine_operands):
+            instrs += loads
+            first, second = (b, c) if acc_first else (c, b)
+            instrs.append(binary(BINARY[op], "f32", b, first, second, box, note))
+            if op in ("mul", "div"):
+                instrs.append(binary(BINARY[op], "f32", a, a, c, box, note))
+            elif op == "sub" and not acc_first:
+                instrs.append(unary("vscale", "f32", a, a, box, note, -1.0, 0.0))
+        w = Operand(self.weights, (0, self.k_rows, 1))
+        instrs.append(binary("vmul", "f32", w, w, Operand(scale, (0, 1, 0)), (1, s.f, k),
+                             note + " into the weights"))
+        return instrs
+
+    def _channel_operand(self, node) -> tuple[Operand, list[Instr]]:
+        """A step's per-channel operand in SRAM: the F values of an epilogue input, or a
+        constant cell read with stride 0."""
+        if node[0] == "const":
+            cell = self.sram.alloc("affine.const", "f32", (1,))
+            return Operand(cell, (0, 0, 0)), fill_instrs(cell, 0, [(1, 1)], f32_bits(node[1]),
+                                                         f"constant {node[1]}")
+        src = self.tensors[f"epilogue.{node[1]}"]
+        buf = self.sram.alloc(f"affine.{node[1]}", "f32", (self.s.f,))
+        loads = dma_instrs("dma.load", src, 0, buf, 0, [Dim(self.s.f, src.strides[1], 1)],
+                           f"affine operand {node[1]}")
+        return Operand(buf, (0, 0, 1)), loads
 
     def _tile(self, n, y0, rows, x0, cols) -> tuple[list[Instr], list[Instr]]:
         s, t = self.s, self.t

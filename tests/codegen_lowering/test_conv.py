@@ -36,6 +36,13 @@ EPILOGUES = {
                         ("add", (2, 3)), ("clamp", (4,), 0.0, 6.0)], ["channel", "full"]),
     "scale_abs": ([("acc",), ("const", 0.5), ("mul", (0, 1)), ("abs", (2,)),
                    ("input", 0), ("sub", (3, 4))], ["full"]),
+    # conv bias, then BatchNormalization (x - mean) * s1 * s2 + shift, as ONNX imports it,
+    # a constant step and a reversed subtraction, then relu
+    "batchnorm_relu": ([("acc",), ("input", 0), ("add", (0, 1)), ("input", 1), ("sub", (2, 3)),
+                        ("input", 2), ("mul", (4, 5)), ("input", 3), ("mul", (6, 7)),
+                        ("input", 4), ("add", (8, 9)), ("const", 2.0), ("div", (10, 11)),
+                        ("const", 0.25), ("sub", (13, 12)), ("relu", (14,))],
+                       ["channel"] * 5),
 }
 
 
@@ -88,6 +95,21 @@ def test_depthwise_conv_with_bias(rng):
     compiled, stats = compile_and_run(op, b)
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
     assert compiled.estimated_cycles == stats.total_cycles
+
+
+@pytest.mark.parametrize("constant_bias", [False, True])
+def test_batchnorm_folds_into_im2col_weights(rng, constant_bias):
+    """Few output channels (im2col): the per-channel affine epilogue is folded into the
+    weights and the bias column once per dispatch; only the relu is left per tile."""
+    case = dict(n=1, c=3, h=64, w=64, f=16, kh=3, kw=3, stride=(1, 1), dilation=(1, 1),
+                pads=(1, 1, 1, 1), groups=1)
+    op, b, expected = build_conv(rng, case, "batchnorm_relu", NCHW, FCHW, constant_bias)
+    compiled, stats = compile_and_run(op, b)
+    assert "im2col" in compiled.detail
+    assert "vsub" not in compiled.asm.split("vcopy")[-1]
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+    assert compiled.estimated_cycles == stats.total_cycles
+    assert stats.roofline_cycles(MACHINE, "f32") / stats.total_cycles >= 0.65
 
 
 def test_input_channel_split_accumulates(rng):
