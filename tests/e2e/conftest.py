@@ -69,11 +69,12 @@ def compile_stock_cpu(g: Generated) -> Path:
 
 def run_npu_sim(g: Generated, build: NpuBuild) -> NpuRun:
     from hal_driver import runtime as rt
+    from hal_driver.device.trace import TID
     module = rt.load_vm_flatbuffer_file(str(build.vmfb), trace=True)
     try:
         output = getattr(module, g.sample.function)(np.load(g.input))
         stats = module.last_call_stats
-        trace = [e["name"] for e in module.device.trace.events if e["tid"] == "npu"]
+        trace = [e["name"] for e in module.device.trace.events if e["tid"] == TID["npu"]]
     finally:
         module.close()
     return NpuRun(output, stats.npu_dispatches, stats.host_dispatches, stats.npu_cycles, trace)
