@@ -77,6 +77,13 @@ def wait_any(timepoints: Iterable[Timepoint], timeout: Optional[float] = None) -
     _wait(lambda: any(s.reached(v) for s, v in timepoints), timeout, lambda: False)
 
 
+def all_settled(timepoints: Iterable[Timepoint]) -> bool:
+    """True when every timepoint is reached or its semaphore failed (waiting on them
+    would return or raise at once)."""
+    with _changed:
+        return all(s.failure or s._value >= v for s, v in timepoints)
+
+
 def notify_waiters() -> None:
     """Wakes all waiters so they re-check their `cancelled` predicate."""
     with _changed:

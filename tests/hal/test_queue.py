@@ -106,3 +106,109 @@ def test_dropping_a_device_stops_its_worker_thread():
             break
         threading.Event().wait(0.01)
     assert threading.active_count() == before
+
+
+# -- inline execution: an idle queue runs a submission whose waits are settled on the
+#    submitting thread; anything else goes to the worker, in submission order.
+
+def _recorder(log, name):
+    return lambda: log.append((name, threading.current_thread().name))
+
+
+def test_idle_queue_runs_a_ready_submission_inline(device):
+    log, s = [], Semaphore(0)
+    device.queue.submit([], [(s, 1)], _recorder(log, "a"))
+    assert log == [("a", threading.current_thread().name)]   # done before submit returned
+    assert s.query() == 1
+    device.queue.submit([(s, 1)], [(s, 2)], _recorder(log, "b"))
+    assert log[-1] == ("b", threading.current_thread().name)
+    assert s.query() == 2
+
+
+def test_submission_with_unmet_waits_goes_to_the_worker(device):
+    log, gate, done = [], Semaphore(0), Semaphore(0)
+    device.queue.submit([(gate, 1)], [(done, 1)], _recorder(log, "a"))
+    assert log == [] and done.query() == 0                   # submit did not block
+    gate.signal(1)
+    done.wait(1, timeout=5)
+    assert log == [("a", "npu-sim-queue")]
+
+
+def test_ready_submissions_queue_behind_a_waiting_one_and_then_inline_again(device):
+    log, gate, s = [], Semaphore(0), Semaphore(0)
+    device.queue.submit([(gate, 1)], [], _recorder(log, "first"))
+    device.queue.submit([], [(s, 1)], _recorder(log, "second"))   # ready, but queued
+    device.queue.submit([], [(s, 2)], _recorder(log, "third"))
+    assert log == []
+    gate.signal(1)
+    s.wait(2, timeout=5)
+    assert [name for name, _ in log] == ["first", "second", "third"]
+    assert {thread for _, thread in log} == {"npu-sim-queue"}
+    for _ in range(500):                                          # the worker goes idle
+        if not device.queue._busy:
+            break
+        threading.Event().wait(0.01)
+    device.queue.submit([(s, 2)], [(s, 3)], _recorder(log, "fourth"))
+    assert log[-1] == ("fourth", threading.current_thread().name)
+
+
+def test_no_submission_runs_while_an_inline_one_is_running(device):
+    """A submission made while an inline one runs queues behind it, never overlaps."""
+    log, running, release, s = [], threading.Event(), threading.Event(), Semaphore(0)
+
+    def slow():
+        running.set()
+        release.wait(5)
+        log.append("inline")
+    submitter = threading.Thread(target=device.queue.submit, args=([], [(s, 1)], slow))
+    submitter.start()
+    assert running.wait(5)
+    device.queue.submit([], [(s, 2)], lambda: log.append("next"))
+    threading.Event().wait(0.05)
+    assert log == []                                              # waits for the inline one
+    release.set()
+    submitter.join(5)
+    s.wait(2, timeout=5)
+    assert log == ["inline", "next"]
+
+
+def test_inline_failure_propagates_to_signals_and_downstream(device):
+    first, second = Semaphore(0), Semaphore(0)
+
+    def broken():
+        raise StatusError(StatusCode.DATA_LOSS, "inline op failed")
+    device.queue.submit([], [(first, 1)], broken)                 # runs inline, must not raise
+    with pytest.raises(StatusError, match="inline op failed"):
+        first.query()
+    ran = []
+    device.queue.submit([(first, 1)], [(second, 1)], lambda: ran.append(1))
+    with pytest.raises(StatusError, match="inline op failed"):
+        second.wait(1, timeout=5)
+    assert ran == []
+
+
+def test_inline_internal_error_becomes_an_internal_status(device):
+    s = Semaphore(0)
+    device.queue.submit([], [(s, 1)], lambda: 1 / 0)
+    with pytest.raises(StatusError) as e:
+        s.wait(1, timeout=5)
+    assert e.value.code == StatusCode.INTERNAL
+
+
+def test_closing_while_an_inline_submission_runs_stops_the_worker():
+    from hal_driver.device.driver import create_device
+    device = create_device()
+    running, release, s = threading.Event(), threading.Event(), Semaphore(0)
+
+    def slow():
+        running.set()
+        release.wait(5)
+    submitter = threading.Thread(target=device.queue.submit, args=([], [(s, 1)], slow))
+    submitter.start()
+    assert running.wait(5)
+    closer = threading.Thread(target=device.close)
+    closer.start()
+    release.set()
+    closer.join(5)
+    submitter.join(5)
+    assert not closer.is_alive() and s.query() == 1
