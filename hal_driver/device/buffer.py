@@ -14,9 +14,10 @@ from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm.ref import VmRef
 
 
-def aligned_bytes(length: int) -> np.ndarray:
-    """Zeroed uint8 storage whose first byte is 64-byte aligned."""
-    raw = np.zeros(length + ALIGNMENT, dtype=np.uint8)
+def aligned_bytes(length: int, zeroed: bool = True) -> np.ndarray:
+    """uint8 storage whose first byte is 64-byte aligned; uninitialized unless
+    `zeroed` (for storage that is overwritten at once)."""
+    raw = (np.zeros if zeroed else np.empty)(length + ALIGNMENT, dtype=np.uint8)
     start = -raw.ctypes.data % ALIGNMENT
     return raw[start:start + length]
 
@@ -32,6 +33,7 @@ class Allocation:
         self.allowed_access = allowed_access
         self.released = False
         self.preserve_count = 1
+        self.staged_copies: dict[tuple[int, int], np.ndarray] = {}   # see executable.py
         self._finalizer = weakref.finalize(self, on_release) if on_release else None
 
     def release(self) -> None:
@@ -39,7 +41,6 @@ class Allocation:
         self.released = True
         if self._finalizer:
             self._finalizer()
-
 
     def preserve(self) -> None:
         self.preserve_count += 1

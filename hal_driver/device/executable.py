@@ -70,7 +70,9 @@ class NpuExecutable(Executable):
                     StatusCode.INVALID_ARGUMENT,
                     f"npu-fb export '{export.name}' binding {index} needs at least "
                     f"{binding.min_size} bytes but is bound to {buffer.byte_length}")
-        staged = [_staged_binding(buffer) for buffer in bindings]
+        staged = [_staged_binding(buffer, binding.read_only)
+                  for binding, buffer in zip(export.bindings, bindings)]
+        staged += [_staged_binding(buffer) for buffer in bindings[len(export.bindings):]]
         stats = core.execute(export.program.instructions, [array for array, _ in staged],
                              constants, const_pool=self.program.constants, trace=trace)
         _write_back(staged)
@@ -108,16 +110,34 @@ def _writable(buffer: Buffer) -> bool:
     return bool(buffer.allowed_access & MemoryAccess.WRITE)
 
 
-def _staged_binding(buffer: Buffer) -> tuple[np.ndarray, Buffer | None]:
+def _staged_binding(buffer: Buffer, read_only: bool = False) -> tuple[np.ndarray, Buffer | None]:
     """A writable 64-byte aligned array for the binding; a staging copy (to write back
     to the buffer if it is writable) when the buffer's own memory does not qualify,
-    e.g. read-only constants imported from the module."""
+    e.g. read-only constants imported from the module.
+
+    A binding the program never stores to (`read_only`, checked by the npu-fb
+    verifier) of an immutable buffer is staged once: the copy is kept on the
+    allocation and reused by later dispatches."""
     view = buffer.view()
     if view.flags.writeable and view.ctypes.data % ALIGNMENT == 0:
         return view, None
-    staging = aligned_bytes(len(view))
+    if read_only and not _writable(buffer):
+        return _immutable_staging(buffer, view), None
+    staging = aligned_bytes(len(view), zeroed=False)
     staging[:] = view
     return staging, buffer if _writable(buffer) else None
+
+
+def _immutable_staging(buffer: Buffer, view: np.ndarray) -> np.ndarray:
+    """The allocation's kept aligned copy of the buffer's range (made on first use);
+    valid for ever because nothing can write an allocation without WRITE access."""
+    key = (buffer.byte_offset, buffer.byte_length)
+    staging = buffer.allocation.staged_copies.get(key)
+    if staging is None:
+        staging = aligned_bytes(len(view), zeroed=False)
+        staging[:] = view
+        buffer.allocation.staged_copies[key] = staging
+    return staging
 
 
 def _write_back(staged: list[tuple[np.ndarray, Buffer | None]]) -> None:

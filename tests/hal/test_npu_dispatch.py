@@ -21,12 +21,14 @@ def hal_functions(device):
     return {name: f.fn for name, f in create_hal_module([device]).functions.items()}
 
 
-def run_relu(hal, device, values: np.ndarray, output_bytes: int = TILE_BYTES) -> np.ndarray:
+def run_relu(hal, device, values: np.ndarray, output_bytes: int = TILE_BYTES,
+             source=None) -> np.ndarray:
     exe = hal["executable.create"](device, -1, vm_str("npu-fb"), FakeVmBuffer(relu_executable()),
                                    None)
     allocator = hal["device.allocator"](device)
-    source = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, TILE_BYTES)
-    source.write(0, values.tobytes())
+    if source is None:
+        source = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, TILE_BYTES)
+        source.write(0, values.tobytes())
     target = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, output_bytes)
     cb = hal["command_buffer.create"](device, 1, 3, -1, 0)
     hal["command_buffer.dispatch"](
@@ -46,6 +48,22 @@ def test_npu_dispatch_runs_on_the_core_and_counts_cycles(device):
     stats = device.statistics.snapshot()
     assert stats.dispatches == stats.npu_dispatches == 1 and stats.host_dispatches == 0
     assert stats.npu_cycles > 0 and stats.dram_bytes == 2 * TILE_BYTES
+
+
+def test_immutable_constant_is_staged_once_and_reused(device):
+    """A read-only binding of an immutable import (a module constant) is copied to
+    aligned memory on its first dispatch only."""
+    hal = hal_functions(device)
+    values = np.linspace(-4, 4, TILE_BYTES // 4, dtype=np.float32)
+    allocator = hal["device.allocator"](device)
+    constant = hal["allocator.import"](allocator, 0, -1, DEVICE_LOCAL, USAGE | (1 << 19),
+                                       FakeVmBuffer(b"\0" + values.tobytes()), 1, TILE_BYTES)
+    for _ in range(3):
+        np.testing.assert_array_equal(run_relu(hal, device, values, source=constant),
+                                      np.maximum(values, 0))
+    [(key, staged)] = constant.allocation.staged_copies.items()
+    assert key == (constant.byte_offset, TILE_BYTES)
+    np.testing.assert_array_equal(staged.view(np.float32), values)
 
 
 def test_binding_smaller_than_the_export_needs_fails_the_fence(device):
