@@ -45,11 +45,12 @@ def buffer_view_from_array(device: Device, array: np.ndarray,
                            element_type: int | None = None) -> BufferView:
     """Copies `array` into a new npu-sim buffer; the element type defaults to the
     dtype's (signless for integers, as compiled programs expect)."""
-    array = np.asarray(array, order="C")   # keeps rank-0 arrays rank 0
+    array = np.asarray(array)   # keeps rank-0 arrays rank 0; any strides (copied once)
     if element_type is None:
         element_type = et.from_dtype(array.dtype)
-    buffer = device.allocator.allocate(INPUT_MEMORY_TYPE, INPUT_USAGE, array.nbytes)
-    buffer.write(0, array.reshape(-1).view(np.uint8))
+    buffer = device.allocator.allocate(INPUT_MEMORY_TYPE, INPUT_USAGE, array.nbytes,
+                                       zeroed=False)
+    buffer.view().view(array.dtype).reshape(array.shape)[...] = array
     return BufferView(buffer, array.shape, element_type)
 
 

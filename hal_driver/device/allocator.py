@@ -39,13 +39,15 @@ class Allocator(VmRef):
     def bytes_in_use(self) -> int:
         return self.statistics.bytes_live
 
-    def allocate(self, memory_type: int, usage: int, size: int) -> Buffer:
+    def allocate(self, memory_type: int, usage: int, size: int, zeroed: bool = True) -> Buffer:
+        """A new buffer; `zeroed=False` leaves the storage uninitialized (for callers
+        that overwrite it at once)."""
         if size < 0:
             raise StatusError(StatusCode.INVALID_ARGUMENT,
                               f"allocation size must be non-negative, got {size}")
         charged = align_up(size)
         self._charge(charged)
-        allocation = Allocation(aligned_bytes(size), resolve_memory_type(memory_type), usage,
+        allocation = Allocation(aligned_bytes(size, zeroed), resolve_memory_type(memory_type), usage,
                                 int(MemoryAccess.ALL), on_release=lambda: self._refund(charged))
         return Buffer(allocation, 0, size)
 

@@ -42,8 +42,8 @@ class BufferView(VmRef):
 
     def to_numpy(self) -> np.ndarray:
         """A copy of the contents as a numpy array of the view's shape."""
-        data = self.buffer.read(0, self.byte_length)
-        return np.frombuffer(data, dtype=et.to_dtype(self.element_type)).reshape(self.shape).copy()
+        data = self.buffer.map(0, self.byte_length)
+        return data.view(et.to_dtype(self.element_type)).reshape(self.shape).copy()
 
     def describe(self) -> str:
         """`2x3xf32` (shape and element type as IREE prints them)."""
