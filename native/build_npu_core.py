@@ -82,8 +82,9 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
 # -fwrapv: i8/i32 accumulation and vector integer arithmetic wrap.
 # -fno-strict-aliasing: SRAM bytes are read and written as every dtype.
 # -ffp-contract=fast: the GEMM kernel may use fused multiply-add.
+# -pthread: heavy instructions are split over threads (NPU_SIM_THREADS, docs/performance.md).
 BASE_FLAGS = ["-std=c11", "-O3", "-Wall", "-fwrapv", "-fno-strict-aliasing", "-ffp-contract=fast",
-              "-fno-math-errno"]
+              "-fno-math-errno", "-pthread"]
 
 
 def _native_arch_flags() -> list[str]:
@@ -106,6 +107,7 @@ def build() -> pathlib.Path:
         include_dirs=[str(NATIVE_DIR)],
         libraries=["m"],
         extra_compile_args=BASE_FLAGS + _native_arch_flags(),
+        extra_link_args=["-pthread"],
     )
     BUILD_DIR.mkdir(parents=True, exist_ok=True)
     built = pathlib.Path(ffibuilder.compile(tmpdir=str(BUILD_DIR)))

@@ -10,18 +10,25 @@
  *
  * Compute: f16/bf16 are converted to f32 and rounded to nearest even on store; i8
  * MACs accumulate in i32 (wrapping, built with -fwrapv). MAC instructions pack their
- * operands into f32/i32 scratch and run one blocked GEMM kernel; conv2d is an implicit
- * im2col over chunks of output rows. Vector instructions stream rows through f32 (or
+ * operands into f32/i32 scratch and run one register-tiled GEMM kernel; conv2d is an
+ * implicit im2col over chunks of output rows. Large MAC instructions are split over
+ * worker threads (NPU_SIM_THREADS, default the online CPUs) by output columns, rows or
+ * chunks, which leaves every output element's summation order, and so its bits, as on
+ * one thread. Vector instructions stream rows through f32 (or
  * i32) chunks so every inner loop is a tight, vectorizable loop.
  */
+#define _GNU_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) */
 #include "npu_core.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef unsigned __int128 u128;
 
@@ -255,26 +262,27 @@ static void copy_run(uint8_t* dst, size_t dst_stride, const uint8_t* src, size_t
 }
 
 /* ---- GEMM kernel: C[m][n] += A[m][k] * B[k][n] (row-major, leading dims) --
- * C is computed in GEMM_MR x GEMM_NR tiles held in registers across all of k. k
- * advances four steps at a time, each element adding x0*b0 + x1*b1 + x2*b2 + x3*b3,
- * then one step at a time for the last k % 4. An element's value depends only on its
- * row of A and column of B, so every tiling and every split of C over threads gives
- * the same bits. Tiles cut by the edge of C run on a copy (rows past m repeat row 0 of
- * A); the B operand is read GEMM_NR columns at a time, so it needs GEMM_NR elements of
- * readable slack past its end (their lanes are computed and dropped). */
+ * C is computed in tiles of GEMM_MR (or, for the last m % GEMM_MR rows, 1) rows by
+ * GEMM_NR columns, held in registers across all of k. k advances four steps at a time,
+ * each element adding x0*b0 + x1*b1 + x2*b2 + x3*b3, then one step at a time for the
+ * last k % 4. An element's value depends only on its row of A and column of B, so every
+ * tiling and every split of C over threads gives the same bits. Tiles cut by the right
+ * edge of C run on a copy; B is read GEMM_NR columns at a time, so a B operand needs
+ * GEMM_NR elements of readable slack past its end (their lanes are computed and
+ * dropped). */
 #define GEMM_MR 4
 #define GEMM_NR 32
 #define GEMM_LANES 16
 #define GEMM_VECTORS (GEMM_NR / GEMM_LANES)
 
-#define DEFINE_GEMM(NAME, T)                                                           \
-  typedef T NAME##_vec __attribute__((vector_size(GEMM_LANES * sizeof(T)), aligned(4))); \
-                                                                                       \
-  static void NAME##_tile(size_t k, const T* const* a, const T* b, size_t ldb, T* c,   \
-                          size_t ldc) {                                                \
-    typedef NAME##_vec V;                                                              \
-    V acc[GEMM_MR][GEMM_VECTORS];                                                      \
-    for (int r = 0; r < GEMM_MR; r++)                                                  \
+typedef float gemm_f32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned(4)));
+typedef int32_t gemm_i32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned(4)));
+
+#define DEFINE_GEMM_TILE(NAME, T, V, ROWS)                                             \
+  static void NAME(size_t k, const T* const* a, const T* b, size_t ldb, T* c,          \
+                   size_t ldc) {                                                       \
+    V acc[ROWS][GEMM_VECTORS];                                                         \
+    for (int r = 0; r < ROWS; r++)                                                     \
       for (int v = 0; v < GEMM_VECTORS; v++)                                           \
         acc[r][v] = *(const V*)(c + r * ldc + v * GEMM_LANES);                         \
     size_t kk = 0;                                                                     \
@@ -286,7 +294,7 @@ static void copy_run(uint8_t* dst, size_t dst_stride, const uint8_t* src, size_t
         b2[v] = *(const V*)(b + (kk + 2) * ldb + v * GEMM_LANES);                      \
         b3[v] = *(const V*)(b + (kk + 3) * ldb + v * GEMM_LANES);                      \
       }                                                                                \
-      for (int r = 0; r < GEMM_MR; r++) {                                              \
+      for (int r = 0; r < ROWS; r++) {                                                 \
         T x0 = a[r][kk], x1 = a[r][kk + 1], x2 = a[r][kk + 2], x3 = a[r][kk + 3];      \
         for (int v = 0; v < GEMM_VECTORS; v++)                                         \
           acc[r][v] += x0 * b0[v] + x1 * b1[v] + x2 * b2[v] + x3 * b3[v];              \
@@ -295,37 +303,118 @@ static void copy_run(uint8_t* dst, size_t dst_stride, const uint8_t* src, size_t
     for (; kk < k; kk++) {                                                             \
       for (int v = 0; v < GEMM_VECTORS; v++) {                                         \
         V b0 = *(const V*)(b + kk * ldb + v * GEMM_LANES);                             \
-        for (int r = 0; r < GEMM_MR; r++) acc[r][v] += a[r][kk] * b0;                  \
+        for (int r = 0; r < ROWS; r++) acc[r][v] += a[r][kk] * b0;                     \
       }                                                                                \
     }                                                                                  \
-    for (int r = 0; r < GEMM_MR; r++)                                                  \
+    for (int r = 0; r < ROWS; r++)                                                     \
       for (int v = 0; v < GEMM_VECTORS; v++)                                           \
         *(V*)(c + r * ldc + v * GEMM_LANES) = acc[r][v];                               \
+  }
+
+/* NAME(m, n, k, a, lda, b, ldb, c, ldc): panels of GEMM_NR columns, tiles of rows. */
+#define DEFINE_GEMM(NAME, T, TILE_MR, TILE_1)                                          \
+  static void NAME##_run_tile(size_t rows, size_t nr, size_t k, const T* const* a,     \
+                          const T* b, size_t ldb, T* c, size_t ldc) {                  \
+    if (nr == GEMM_NR) {                                                               \
+      (rows == GEMM_MR ? TILE_MR : TILE_1)(k, a, b, ldb, c, ldc);                      \
+      return;                                                                          \
+    }                                                                                  \
+    T edge[GEMM_MR * GEMM_NR] = {0};                                                   \
+    for (size_t r = 0; r < rows; r++) memcpy(edge + r * GEMM_NR, c + r * ldc, nr * sizeof(T)); \
+    (rows == GEMM_MR ? TILE_MR : TILE_1)(k, a, b, ldb, edge, GEMM_NR);                 \
+    for (size_t r = 0; r < rows; r++) memcpy(c + r * ldc, edge + r * GEMM_NR, nr * sizeof(T)); \
   }                                                                                    \
                                                                                        \
   static void NAME(size_t m, size_t n, size_t k, const T* a, size_t lda, const T* b,   \
                    size_t ldb, T* c, size_t ldc) {                                     \
     for (size_t j = 0; j < n; j += GEMM_NR) {                                          \
       size_t nr = n - j < GEMM_NR ? n - j : GEMM_NR;                                   \
-      for (size_t i = 0; i < m; i += GEMM_MR) {                                        \
-        size_t mr = m - i < GEMM_MR ? m - i : GEMM_MR;                                 \
+      size_t i = 0;                                                                    \
+      for (; i + GEMM_MR <= m; i += GEMM_MR) {                                         \
         const T* rows[GEMM_MR];                                                        \
-        for (size_t r = 0; r < GEMM_MR; r++) rows[r] = a + (i + (r < mr ? r : 0)) * lda; \
-        T* tile = c + i * ldc + j;                                                     \
-        if (mr == GEMM_MR && nr == GEMM_NR) {                                          \
-          NAME##_tile(k, rows, b + j, ldb, tile, ldc);                                 \
-          continue;                                                                    \
-        }                                                                              \
-        T edge[GEMM_MR * GEMM_NR] = {0};                                               \
-        for (size_t r = 0; r < mr; r++) memcpy(edge + r * GEMM_NR, tile + r * ldc, nr * sizeof(T)); \
-        NAME##_tile(k, rows, b + j, ldb, edge, GEMM_NR);                               \
-        for (size_t r = 0; r < mr; r++) memcpy(tile + r * ldc, edge + r * GEMM_NR, nr * sizeof(T)); \
+        for (size_t r = 0; r < GEMM_MR; r++) rows[r] = a + (i + r) * lda;              \
+        NAME##_run_tile(GEMM_MR, nr, k, rows, b + j, ldb, c + i * ldc + j, ldc);       \
+      }                                                                                \
+      for (; i < m; i++) {                                                             \
+        const T* row = a + i * lda;                                                    \
+        NAME##_run_tile(1, nr, k, &row, b + j, ldb, c + i * ldc + j, ldc);             \
       }                                                                                \
     }                                                                                  \
   }
 
-DEFINE_GEMM(gemm_f32, float)
-DEFINE_GEMM(gemm_i32, int32_t)
+DEFINE_GEMM_TILE(gemm_f32_tile4, float, gemm_f32_vec, GEMM_MR)
+DEFINE_GEMM_TILE(gemm_f32_tile1, float, gemm_f32_vec, 1)
+DEFINE_GEMM_TILE(gemm_i32_tile4, int32_t, gemm_i32_vec, GEMM_MR)
+DEFINE_GEMM_TILE(gemm_i32_tile1, int32_t, gemm_i32_vec, 1)
+DEFINE_GEMM(gemm_f32, float, gemm_f32_tile4, gemm_f32_tile1)
+DEFINE_GEMM(gemm_i32, int32_t, gemm_i32_tile4, gemm_i32_tile1)
+
+/* ---- worker threads -------------------------------------------------------
+ * A heavy instruction is split into units, each computing a disjoint set of output
+ * elements. Workers (the caller and threads created for the instruction) claim units
+ * in order from a shared counter until none are left, so a worker whose CPU is busy
+ * elsewhere just claims fewer; a thread that cannot be created leaves its share to the
+ * others. Which worker computes a unit does not change its bits. */
+#define MAX_THREADS 64
+/* An instruction gets one worker per this many MACs (so thread start-up, tens of
+ * microseconds, stays small against the worker's share). */
+#define MACS_PER_WORKER ((uint64_t)1 << 21)
+
+typedef void (*unit_fn)(const void* job, size_t unit, size_t worker);
+
+typedef struct work_t {
+  unit_fn fn;
+  const void* job;
+  size_t units;
+  atomic_size_t next;
+} work_t;
+
+typedef struct worker_t {
+  work_t* work;
+  size_t index;
+} worker_t;
+
+static void* run_worker(void* arg) {
+  const worker_t* w = arg;
+  for (size_t u; (u = atomic_fetch_add(&w->work->next, 1)) < w->work->units;) {
+    w->work->fn(w->work->job, u, w->index);
+  }
+  return NULL;
+}
+
+/* Runs fn(job, u, worker) for every u < units on `workers` workers (0 is the caller). */
+static void run_units(unit_fn fn, const void* job, size_t units, size_t workers) {
+  work_t work = {fn, job, units, 0};
+  pthread_t threads[MAX_THREADS];
+  worker_t args[MAX_THREADS];
+  bool started[MAX_THREADS];
+  for (size_t i = 0; i < workers; i++) args[i] = (worker_t){&work, i};
+  for (size_t i = 1; i < workers; i++) {
+    started[i] = pthread_create(&threads[i], NULL, run_worker, &args[i]) == 0;
+  }
+  run_worker(&args[0]);
+  for (size_t i = 1; i < workers; i++) {
+    if (started[i]) pthread_join(threads[i], NULL);
+  }
+}
+
+/* NPU_SIM_THREADS when it is a positive number, else the online CPUs; at most
+ * MAX_THREADS. */
+static size_t thread_count(void) {
+  const char* env = getenv("NPU_SIM_THREADS");
+  long n = env ? strtol(env, NULL, 10) : 0;
+  if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) return 1;
+  return n > MAX_THREADS ? MAX_THREADS : (size_t)n;
+}
+
+/* Workers for `macs` of work over `units` units. */
+static size_t worker_count(size_t threads, uint64_t macs, size_t units) {
+  uint64_t workers = macs / MACS_PER_WORKER;
+  if (workers > threads) workers = threads;
+  if (workers > units) workers = units;
+  return workers ? (size_t)workers : 1;
+}
 
 /* ---- the core ----------------------------------------------------------- */
 
@@ -344,6 +433,7 @@ struct npu_core_t {
   void* scratch[SCRATCH_COUNT];
   size_t scratch_bytes[SCRATCH_COUNT];
   semaphore_t* semaphores;
+  size_t threads;         /* most workers one instruction runs on */
 };
 
 static void* aligned_bytes(size_t bytes) {
@@ -360,6 +450,7 @@ npu_core_t* npu_core_create(const npu_machine_config_t* config) {
   npu_core_t* core = calloc(1, sizeof(*core));
   if (!core) return NULL;
   core->config = *config;
+  core->threads = thread_count();
   core->sram = aligned_bytes(config->sram_bytes);
   core->semaphores = calloc(config->semaphores, sizeof(semaphore_t));
   if (!core->sram || !core->semaphores) {
@@ -886,6 +977,45 @@ static void init_accumulator(uint8_t* out, size_t rows, size_t cols, size_t ld,
   }
 }
 
+/* A packed matmul: dense A [m][k] and B [k][n] (with GEMM_NR elements of slack) into
+ * C with row stride ldc, split over panels of columns or tiles of rows. */
+typedef struct gemm_job_t {
+  bool i32;
+  size_t m, n, k;
+  const void* a;
+  const void* b;
+  uint8_t* c;
+  size_t ldc;
+  bool by_columns;
+} gemm_job_t;
+
+static size_t ceil_units(size_t count, size_t unit) { return (count + unit - 1) / unit; }
+
+static void gemm_block(const gemm_job_t* g, size_t i0, size_t i1, size_t j0, size_t j1) {
+  size_t k = g->k, n = g->n;
+  uint8_t* c = g->c + (i0 * g->ldc + j0) * 4;
+  if (g->i32) {
+    gemm_i32(i1 - i0, j1 - j0, k, (const int32_t*)g->a + i0 * k, k, (const int32_t*)g->b + j0,
+             n, (int32_t*)c, g->ldc);
+  } else {
+    gemm_f32(i1 - i0, j1 - j0, k, (const float*)g->a + i0 * k, k, (const float*)g->b + j0,
+             n, (float*)c, g->ldc);
+  }
+}
+
+/* Unit u: the u-th panel of GEMM_NR columns or tile of GEMM_MR rows. */
+static void gemm_unit(const void* job, size_t u, size_t worker) {
+  (void)worker;
+  const gemm_job_t* g = job;
+  if (g->by_columns) {
+    size_t j0 = u * GEMM_NR, j1 = j0 + GEMM_NR < g->n ? j0 + GEMM_NR : g->n;
+    gemm_block(g, 0, g->m, j0, j1);
+  } else {
+    size_t i0 = u * GEMM_MR, i1 = i0 + GEMM_MR < g->m ? i0 + GEMM_MR : g->m;
+    gemm_block(g, i0, i1, 0, g->n);
+  }
+}
+
 static int exec_matmul(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
   int dt = in->dtype;
@@ -918,16 +1048,67 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
   pack_matrix(dt, sram + a[1], k, n, tb ? 1 : ldb, tb ? ldb : 1, bp);
   uint8_t* out = sram + a[2];
   if (!acc) init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + a[9]) : NULL, NULL);
-  if (dt == DT_I8) {
-    gemm_i32(m, n, k, ap, k, bp, n, (int32_t*)out, ldo);
-  } else {
-    gemm_f32(m, n, k, ap, k, bp, n, (float*)out, ldo);
-  }
+  gemm_job_t job = {dt == DT_I8, m, n, k, ap, bp, out, ldo, n >= m};
+  size_t units = job.by_columns ? ceil_units(n, GEMM_NR) : ceil_units(m, GEMM_MR);
+  run_units(gemm_unit, &job, units, worker_count(x->core->threads, (uint64_t)m * n * k, units));
   return NPU_STATUS_OK;
 }
 
 /* Output rows per im2col chunk target this many columns. */
 #define CONV_CHUNK_COLUMNS 256
+
+/* A conv2d as chunks of output rows of one group each: im2col of the chunk into the
+ * worker's own `col` buffer, then one GEMM with the group's packed weights. */
+typedef struct conv_job_t {
+  int dtype;
+  size_t cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups;
+  const uint8_t* in;
+  const void* weights;     /* packed [f][kdim], f32 or i32 */
+  uint8_t* out;
+  uint8_t* col;            /* one buffer of col_bytes per worker */
+  size_t col_bytes;
+  size_t chunk_rows, chunks;
+} conv_job_t;
+
+static void conv_chunk(const conv_job_t* j, uint8_t* col, size_t g, size_t y0) {
+  unsigned elem = DTYPE_BYTES[j->dtype];
+  size_t kdim = j->cg * j->kh * j->kw, spatial = j->ho * j->wo, wo = j->wo;
+  size_t rows = j->ho - y0 < j->chunk_rows ? j->ho - y0 : j->chunk_rows;
+  size_t cols = rows * wo;
+  const uint8_t* in_g = j->in + g * j->cg * j->hi * j->wi * elem;
+  /* col[(ci*kh + ky)*kw + kx][(y - y0)*wo + xo] = in[ci][y*sh + ky*dh][xo*sw + kx*dw] */
+  size_t r = 0;
+  for (size_t ci = 0; ci < j->cg; ci++) {
+    for (size_t ky = 0; ky < j->kh; ky++) {
+      for (size_t kx = 0; kx < j->kw; kx++, r++) {
+        for (size_t y = 0; y < rows; y++) {
+          const uint8_t* src =
+              in_g + ((ci * j->hi + (y0 + y) * j->sh + ky * j->dh) * j->wi + kx * j->dw) * elem;
+          size_t at = r * cols + y * wo;
+          if (j->dtype == DT_I8) {
+            load_i32(j->dtype, src, j->sw, wo, (int32_t*)col + at);
+          } else {
+            load_f32(j->dtype, src, j->sw, wo, (float*)col + at);
+          }
+        }
+      }
+    }
+  }
+  uint8_t* o = j->out + (g * j->fg * spatial + y0 * wo) * 4;
+  if (j->dtype == DT_I8) {
+    const int32_t* w = (const int32_t*)j->weights + g * j->fg * kdim;
+    gemm_i32(j->fg, cols, kdim, w, kdim, (int32_t*)col, cols, (int32_t*)o, spatial);
+  } else {
+    const float* w = (const float*)j->weights + g * j->fg * kdim;
+    gemm_f32(j->fg, cols, kdim, w, kdim, (float*)col, cols, (float*)o, spatial);
+  }
+}
+
+/* Unit u: chunk u % chunks of group u / chunks. */
+static void conv_unit(const void* job, size_t u, size_t worker) {
+  const conv_job_t* j = job;
+  conv_chunk(j, j->col + worker * j->col_bytes, u / j->chunks, u % j->chunks * j->chunk_rows);
+}
 
 static int exec_conv2d(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
@@ -955,49 +1136,25 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
   size_t kdim = (size_t)cg * kh * kw;
   size_t chunk_rows = wo >= CONV_CHUNK_COLUMNS ? 1 : CONV_CHUNK_COLUMNS / wo;
   if (chunk_rows > ho) chunk_rows = ho;
-  size_t chunk_cols = chunk_rows * wo;
-  void* wp = scratch(x, SCRATCH_A, (u128)fg * kdim * 4 + 4);
-  void* col = scratch(x, SCRATCH_B, (u128)kdim * chunk_cols * 4 + GEMM_NR * 4);
-  if (!wp) return out_of_memory(x, (u128)fg * kdim * 4);
-  if (!col) return out_of_memory(x, (u128)kdim * chunk_cols * 4);
+  size_t chunks = ceil_units(ho, chunk_rows);
+  uint64_t macs = (uint64_t)f * spatial * kdim;
+  size_t units = (size_t)groups * chunks;
+  size_t workers = worker_count(x->core->threads, macs, units);
+  /* Each worker's col buffer, with the GEMM's slack, rounded to 64 bytes. */
+  size_t col_bytes = (kdim * chunk_rows * wo * 4 + GEMM_NR * 4 + 63) & ~(size_t)63;
+  void* wp = scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
+  void* col = scratch(x, SCRATCH_B, (u128)col_bytes * workers);
+  if (!wp) return out_of_memory(x, (u128)f * kdim * 4);
+  if (!col) return out_of_memory(x, (u128)col_bytes * workers);
   uint8_t* out = sram + a[2];
   if (!acc) {
     init_accumulator(out, f, spatial, spatial, NULL,
                      bias ? (const uint32_t*)(sram + a[13]) : NULL);
   }
-  for (uint32_t g = 0; g < groups; g++) {
-    const uint8_t* w_g = sram + a[1] + (size_t)g * fg * kdim * elem;
-    pack_matrix(dt, w_g, fg, kdim, kdim, 1, wp);
-    const uint8_t* in_g = sram + a[0] + (size_t)g * cg * hi * wi * elem;
-    uint8_t* out_g = out + (size_t)g * fg * spatial * 4;
-    for (size_t y0 = 0; y0 < ho; y0 += chunk_rows) {
-      size_t rows = ho - y0 < chunk_rows ? ho - y0 : chunk_rows;
-      size_t cols = rows * wo;
-      /* col[(ci*kh + ky)*kw + kx][(y - y0)*wo + xo] = in[ci][y*sh + ky*dh][xo*sw + kx*dw] */
-      size_t r = 0;
-      for (size_t ci = 0; ci < cg; ci++) {
-        for (size_t ky = 0; ky < kh; ky++) {
-          for (size_t kx = 0; kx < kw; kx++, r++) {
-            for (size_t y = 0; y < rows; y++) {
-              const uint8_t* src = in_g + ((ci * hi + (y0 + y) * sh + ky * dh) * wi + kx * dw) * elem;
-              size_t at = r * cols + y * wo;
-              if (dt == DT_I8) {
-                load_i32(dt, src, sw, wo, (int32_t*)col + at);
-              } else {
-                load_f32(dt, src, sw, wo, (float*)col + at);
-              }
-            }
-          }
-        }
-      }
-      uint8_t* o = out_g + y0 * wo * 4;
-      if (dt == DT_I8) {
-        gemm_i32(fg, cols, kdim, wp, kdim, col, cols, (int32_t*)o, spatial);
-      } else {
-        gemm_f32(fg, cols, kdim, wp, kdim, col, cols, (float*)o, spatial);
-      }
-    }
-  }
+  pack_matrix(dt, sram + a[1], f, kdim, kdim, 1, wp);
+  conv_job_t job = {dt, cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
+                    sram + a[0], wp, out, col, col_bytes, chunk_rows, chunks};
+  run_units(conv_unit, &job, units, workers);
   return NPU_STATUS_OK;
 }
 

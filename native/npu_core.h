@@ -70,7 +70,9 @@ typedef struct npu_trace_event_t {
 
 typedef struct npu_core_t npu_core_t;
 
-/* Returns NULL if a parameter is zero or the SRAM cannot be allocated. */
+/* Returns NULL if a parameter is zero or the SRAM cannot be allocated. The core splits
+ * large MAC instructions over up to NPU_SIM_THREADS threads (environment variable, read
+ * here; default the online CPUs); results do not depend on the count. */
 npu_core_t* npu_core_create(const npu_machine_config_t* config);
 void npu_core_destroy(npu_core_t* core);
 

@@ -1,0 +1,64 @@
+"""Heavy MAC instructions are split over NPU_SIM_THREADS threads: every thread count
+gives the same bits and statistics, and a setting that is not a positive number falls
+back to the online CPUs."""
+import numpy as np
+
+from executable_format import isa
+from executable_format.machine import MachineConfig
+from hal_driver.device.npu_core import NpuCore
+from tests.native.programs import SramImage, instr, random_values, run_on_sram
+
+F = isa.Flag
+MACHINE = MachineConfig(sram_bytes=8 * 1024 * 1024)
+
+
+def _matmul(rng, dtype, m, n, k, flags):
+    acc = "i32" if dtype == "i8" else "f32"
+    image = SramImage()
+    a = image.put(random_values(rng, dtype, (m, k)))
+    b = image.put(random_values(rng, dtype, (k, n)))
+    out = image.put(random_values(rng, acc, (m, n)))
+    bias = image.put(random_values(rng, acc, n)) if flags & F.BIAS else 0
+    return image, instr("matmul", dtype, flags, a=a, b=b, out=out, m=m, n=n, k=k, lda=k,
+                        ldb=n, ldo=n, bias=bias), (out, acc, (m, n))
+
+
+def _conv(rng, dtype, c, f, ho, wo, kk, groups, flags):
+    acc = "i32" if dtype == "i8" else "f32"
+    hi, wi = ho + kk - 1, wo + kk - 1
+    image = SramImage()
+    x = image.put(random_values(rng, dtype, (c, hi, wi)))
+    w = image.put(random_values(rng, dtype, (f, c // groups, kk, kk)))
+    out = image.put(random_values(rng, acc, (f, ho, wo)))
+    bias = image.put(random_values(rng, acc, f)) if flags & F.BIAS else 0
+    return image, instr("conv2d", dtype, flags, **{"in": x}, w=w, out=out, c=c, hi=hi,
+                        wi=wi, f=f, ho=ho, wo=wo, kh_kw=(kk, kk), sh_sw=(1, 1),
+                        dh_dw=(1, 1), groups=groups, bias=bias), (out, acc, (f, ho, wo))
+
+
+def _cases(rng):
+    """Each with at least 2^22 MACs (two workers or more), split by columns, by rows,
+    by chunks of output rows, with edge tiles on both sides."""
+    return [_matmul(rng, "f32", 97, 301, 163, F.ACCUMULATE),
+            _matmul(rng, "i8", 301, 45, 331, F.BIAS),
+            _matmul(rng, "f16", 130, 258, 255, 0),
+            _conv(rng, "f32", 35, 47, 31, 29, 3, 1, F.BIAS),
+            _conv(rng, "bf16", 64, 64, 40, 40, 3, 4, F.ACCUMULATE),
+            _conv(rng, "i8", 48, 40, 30, 30, 3, 1, 0)]
+
+
+def _run_all(threads, monkeypatch):
+    monkeypatch.setenv("NPU_SIM_THREADS", threads)
+    core = NpuCore(MACHINE)
+    results = []
+    for image, record, (out, acc, shape) in _cases(np.random.default_rng(5)):
+        result = run_on_sram(core, image, record)
+        results.append((result.view(out, acc, shape).tobytes(), result.stats.total_cycles,
+                        result.stats.macs))
+    return results
+
+
+def test_thread_counts_agree_bit_for_bit(monkeypatch):
+    single = _run_all("1", monkeypatch)
+    for threads in ("2", "3", "8", "0", "many"):
+        assert _run_all(threads, monkeypatch) == single, threads
