@@ -14,6 +14,9 @@ from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm.ref import VmRef
 
 
+_READ_WRITE = int(MemoryAccess.READ | MemoryAccess.WRITE)
+
+
 def aligned_bytes(length: int, zeroed: bool = True) -> np.ndarray:
     """uint8 storage whose first byte is 64-byte aligned; uninitialized unless
     `zeroed` (for storage that is overwritten at once)."""
@@ -101,7 +104,7 @@ class Buffer(VmRef):
     def map(self, offset: int = 0, length: int = WHOLE_BUFFER,
             access: int = MemoryAccess.READ) -> np.ndarray:
         """Host mapping of the range; checks the allocation allows `access`."""
-        if access & ~self.allowed_access & (MemoryAccess.READ | MemoryAccess.WRITE):
+        if access & ~self.allowed_access & _READ_WRITE:
             raise StatusError(StatusCode.PERMISSION_DENIED,
                               "buffer does not allow the requested memory access "
                               f"(allowed {self.allowed_access:#x}, requested {access:#x})")

@@ -78,10 +78,13 @@ def format_bits(flag_type: type[enum.IntFlag], value: int) -> str:
     return "|".join(names)
 
 
+_REQUESTABLE_BITS = 0x7F & ~int(MemoryType.OPTIMAL)
+
+
 def resolve_memory_type(requested: int) -> int:
-    """The memory type an allocation gets: DRAM plus the host bits that were asked for."""
-    requested = MemoryType(requested & 0x7F)
-    return int(DRAM_MEMORY_TYPE | (requested & ~MemoryType.OPTIMAL))
+    """The memory type an allocation gets: DRAM plus the host bits that were asked for
+    (plain int arithmetic: this runs for every allocation)."""
+    return int(DRAM_MEMORY_TYPE) | (requested & _REQUESTABLE_BITS)
 
 
 def check_usage(allowed: int, required: int, what: str) -> None:
