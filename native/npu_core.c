@@ -263,9 +263,9 @@ static void copy_run(uint8_t* dst, size_t dst_stride, const uint8_t* src, size_t
 
 /* ---- GEMM kernel: C[m][n] += A[m][k] * B[k][n] (row-major, leading dims) --
  * C is computed in tiles of GEMM_MR (or, for the last m % GEMM_MR rows, 1) rows by
- * GEMM_NR columns, held in registers across all of k. k advances four steps at a time,
- * each element adding x0*b0 + x1*b1 + x2*b2 + x3*b3, then one step at a time for the
- * last k % 4. An element's value depends only on its row of A and column of B, so every
+ * GEMM_NR columns, held in registers across blocks of GEMM_KB of k (so a block of B
+ * stays in L1 and of A in L2). k advances four steps at a time, each element adding
+ * x0*b0 + x1*b1 + x2*b2 + x3*b3, then one step at a time for the last k % 4. An element's value depends only on its row of A and column of B, so every
  * tiling and every split of C over threads gives the same bits. Tiles cut by the right
  * edge of C run on a copy; B is read GEMM_NR columns at a time, so a B operand needs
  * GEMM_NR elements of readable slack past its end (their lanes are computed and
@@ -273,6 +273,8 @@ static void copy_run(uint8_t* dst, size_t dst_stride, const uint8_t* src, size_t
 #define GEMM_MR 4
 #define GEMM_NR 32
 #define GEMM_LANES 16
+#define GEMM_KB 256
+_Static_assert(GEMM_KB % 4 == 0, "k blocks must not split a four-step group");
 #define GEMM_VECTORS (GEMM_NR / GEMM_LANES)
 
 typedef float gemm_f32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned(4)));
@@ -329,15 +331,19 @@ typedef int32_t gemm_i32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned
                    size_t ldb, T* c, size_t ldc) {                                     \
     for (size_t j = 0; j < n; j += GEMM_NR) {                                          \
       size_t nr = n - j < GEMM_NR ? n - j : GEMM_NR;                                   \
-      size_t i = 0;                                                                    \
-      for (; i + GEMM_MR <= m; i += GEMM_MR) {                                         \
-        const T* rows[GEMM_MR];                                                        \
-        for (size_t r = 0; r < GEMM_MR; r++) rows[r] = a + (i + r) * lda;              \
-        NAME##_run_tile(GEMM_MR, nr, k, rows, b + j, ldb, c + i * ldc + j, ldc);       \
-      }                                                                                \
-      for (; i < m; i++) {                                                             \
-        const T* row = a + i * lda;                                                    \
-        NAME##_run_tile(1, nr, k, &row, b + j, ldb, c + i * ldc + j, ldc);             \
+      for (size_t k0 = 0; k0 < k; k0 += GEMM_KB) {                                     \
+        size_t kb = k - k0 < GEMM_KB ? k - k0 : GEMM_KB;                               \
+        const T* bk = b + k0 * ldb + j;                                                \
+        size_t i = 0;                                                                  \
+        for (; i + GEMM_MR <= m; i += GEMM_MR) {                                       \
+          const T* rows[GEMM_MR];                                                      \
+          for (size_t r = 0; r < GEMM_MR; r++) rows[r] = a + (i + r) * lda + k0;       \
+          NAME##_run_tile(GEMM_MR, nr, kb, rows, bk, ldb, c + i * ldc + j, ldc);       \
+        }                                                                              \
+        for (; i < m; i++) {                                                           \
+          const T* row = a + i * lda + k0;                                             \
+          NAME##_run_tile(1, nr, kb, &row, bk, ldb, c + i * ldc + j, ldc);             \
+        }                                                                              \
       }                                                                                \
     }                                                                                  \
   }
