@@ -356,15 +356,17 @@ DEFINE_GEMM(gemm_f32, float, gemm_f32_tile4, gemm_f32_tile1)
 DEFINE_GEMM(gemm_i32, int32_t, gemm_i32_tile4, gemm_i32_tile1)
 
 /* ---- worker threads -------------------------------------------------------
- * A heavy instruction is split into units, each computing a disjoint set of output
- * elements. Workers (the caller and threads created for the instruction) claim units
- * in order from a shared counter until none are left, so a worker whose CPU is busy
- * elsewhere just claims fewer; a thread that cannot be created leaves its share to the
- * others. Which worker computes a unit does not change its bits. */
+ * An execute with a large MAC instruction starts a pool of threads (NPU_SIM_THREADS,
+ * default the online CPUs, less the caller) that sleep between instructions. A large
+ * instruction is split into units, each computing a disjoint set of output elements;
+ * the caller and the pool's threads claim units in order from a shared counter until
+ * none are left, so a worker whose CPU is busy elsewhere just claims fewer. Threads that
+ * cannot be created leave the work to the others. Which worker computes a unit does not
+ * change its bits. */
 #define MAX_THREADS 64
-/* An instruction gets one worker per this many MACs (so thread start-up, tens of
- * microseconds, stays small against the worker's share). */
-#define MACS_PER_WORKER ((uint64_t)1 << 21)
+/* An instruction gets one worker per this many MACs (a worker's wake-up costs
+ * microseconds). */
+#define MACS_PER_WORKER ((uint64_t)1 << 19)
 
 typedef void (*unit_fn)(const void* job, size_t unit, size_t worker);
 
@@ -372,36 +374,100 @@ typedef struct work_t {
   unit_fn fn;
   const void* job;
   size_t units;
-  atomic_size_t next;
+  size_t workers;            /* workers 0 (the caller) .. workers - 1 take part */
+  atomic_size_t next;        /* the next unit to claim */
 } work_t;
 
-typedef struct worker_t {
-  work_t* work;
-  size_t index;
-} worker_t;
+typedef struct pool_t pool_t;
 
-static void* run_worker(void* arg) {
-  const worker_t* w = arg;
-  for (size_t u; (u = atomic_fetch_add(&w->work->next, 1)) < w->work->units;) {
-    w->work->fn(w->work->job, u, w->index);
+typedef struct pool_thread_t {
+  pool_t* pool;
+  size_t worker;
+} pool_thread_t;
+
+struct pool_t {
+  pthread_mutex_t lock;
+  pthread_cond_t wake;       /* a new job was posted, or stop */
+  pthread_cond_t done;       /* the last thread finished the job */
+  work_t* work;
+  uint64_t generation;       /* jobs posted */
+  size_t busy;               /* threads not done with the current job */
+  bool stop;
+  size_t count;              /* threads running */
+  pthread_t threads[MAX_THREADS];
+  pool_thread_t args[MAX_THREADS];
+};
+
+static void claim_units(work_t* w, size_t worker) {
+  for (size_t u; (u = atomic_fetch_add(&w->next, 1)) < w->units;) w->fn(w->job, u, worker);
+}
+
+static void* pool_thread(void* arg) {
+  const pool_thread_t* self = arg;
+  pool_t* p = self->pool;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&p->lock);
+  for (;;) {
+    while (!p->stop && p->generation == seen) pthread_cond_wait(&p->wake, &p->lock);
+    if (p->stop) break;
+    seen = p->generation;
+    work_t* w = p->work;
+    pthread_mutex_unlock(&p->lock);
+    if (self->worker < w->workers) claim_units(w, self->worker);
+    pthread_mutex_lock(&p->lock);
+    if (--p->busy == 0) pthread_cond_signal(&p->done);
   }
+  pthread_mutex_unlock(&p->lock);
   return NULL;
 }
 
-/* Runs fn(job, u, worker) for every u < units on `workers` workers (0 is the caller). */
-static void run_units(unit_fn fn, const void* job, size_t units, size_t workers) {
-  work_t work = {fn, job, units, 0};
-  pthread_t threads[MAX_THREADS];
-  worker_t args[MAX_THREADS];
-  bool started[MAX_THREADS];
-  for (size_t i = 0; i < workers; i++) args[i] = (worker_t){&work, i};
-  for (size_t i = 1; i < workers; i++) {
-    started[i] = pthread_create(&threads[i], NULL, run_worker, &args[i]) == 0;
+/* Starts up to threads - 1 threads (workers 1, 2, ...); stops at the first that cannot
+ * be created. */
+static void pool_start(pool_t* p, size_t threads) {
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  pthread_cond_init(&p->done, NULL);
+  p->work = NULL;
+  p->generation = 0;
+  p->busy = 0;
+  p->stop = false;
+  p->count = 0;
+  for (size_t i = 0; i + 1 < threads; i++) {
+    p->args[i] = (pool_thread_t){p, i + 1};
+    if (pthread_create(&p->threads[i], NULL, pool_thread, &p->args[i]) != 0) break;
+    p->count++;
   }
-  run_worker(&args[0]);
-  for (size_t i = 1; i < workers; i++) {
-    if (started[i]) pthread_join(threads[i], NULL);
+}
+
+static void pool_stop(pool_t* p) {
+  pthread_mutex_lock(&p->lock);
+  p->stop = true;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->lock);
+  for (size_t i = 0; i < p->count; i++) pthread_join(p->threads[i], NULL);
+  pthread_cond_destroy(&p->done);
+  pthread_cond_destroy(&p->wake);
+  pthread_mutex_destroy(&p->lock);
+}
+
+/* Runs fn(job, u, worker) for every u < units on `workers` workers (at most the pool's
+ * threads + 1; worker 0 is the caller). */
+static void run_units(pool_t* p, unit_fn fn, const void* job, size_t units, size_t workers) {
+  work_t work = {fn, job, units, workers, 0};
+  if (workers == 1) {
+    claim_units(&work, 0);
+    return;
   }
+  pthread_mutex_lock(&p->lock);
+  p->work = &work;
+  p->generation++;
+  p->busy = p->count;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->lock);
+  claim_units(&work, 0);
+  pthread_mutex_lock(&p->lock);
+  while (p->busy) pthread_cond_wait(&p->done, &p->lock);
+  pthread_mutex_unlock(&p->lock);
 }
 
 /* NPU_SIM_THREADS when it is a positive number, else the online CPUs; at most
@@ -414,10 +480,11 @@ static size_t thread_count(void) {
   return n > MAX_THREADS ? MAX_THREADS : (size_t)n;
 }
 
-/* Workers for `macs` of work over `units` units. */
-static size_t worker_count(size_t threads, uint64_t macs, size_t units) {
+/* Workers for `macs` of work over `units` units (the pool may be NULL: one). */
+static size_t worker_count(const pool_t* p, uint64_t macs, size_t units) {
   uint64_t workers = macs / MACS_PER_WORKER;
-  if (workers > threads) workers = threads;
+  size_t most = p ? p->count + 1 : 1;
+  if (workers > most) workers = most;
   if (workers > units) workers = units;
   return workers ? (size_t)workers : 1;
 }
@@ -491,6 +558,7 @@ typedef struct exec_t {
   size_t error_capacity;
   size_t index;
   const op_info_t* op;    /* NULL while the opcode is unknown */
+  pool_t* pool;           /* NULL: every instruction runs on the caller */
 } exec_t;
 
 static int fail(exec_t* x, int status, const char* format, ...) {
@@ -1056,7 +1124,7 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
   if (!acc) init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + a[9]) : NULL, NULL);
   gemm_job_t job = {dt == DT_I8, m, n, k, ap, bp, out, ldo, n >= m};
   size_t units = job.by_columns ? ceil_units(n, GEMM_NR) : ceil_units(m, GEMM_MR);
-  run_units(gemm_unit, &job, units, worker_count(x->core->threads, (uint64_t)m * n * k, units));
+  run_units(x->pool, gemm_unit, &job, units, worker_count(x->pool, (uint64_t)m * n * k, units));
   return NPU_STATUS_OK;
 }
 
@@ -1145,7 +1213,7 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
   size_t chunks = ceil_units(ho, chunk_rows);
   uint64_t macs = (uint64_t)f * spatial * kdim;
   size_t units = (size_t)groups * chunks;
-  size_t workers = worker_count(x->core->threads, macs, units);
+  size_t workers = worker_count(x->pool, macs, units);
   /* Each worker's col buffer, with the GEMM's slack, rounded to 64 bytes. */
   size_t col_bytes = (kdim * chunk_rows * wo * 4 + GEMM_NR * 4 + 63) & ~(size_t)63;
   void* wp = scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
@@ -1160,7 +1228,7 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
   pack_matrix(dt, sram + a[1], f, kdim, kdim, 1, wp);
   conv_job_t job = {dt, cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
                     sram + a[0], wp, out, col, col_bytes, chunk_rows, chunks};
-  run_units(conv_unit, &job, units, workers);
+  run_units(x->pool, conv_unit, &job, units, workers);
   return NPU_STATUS_OK;
 }
 
@@ -1644,7 +1712,7 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
   memset(stats, 0, sizeof(*stats));
   if (error && error_capacity) error[0] = 0;
   exec_t x = {core, bindings, binding_count, const_pool, const_pool_bytes, stats,
-              error, error_capacity, 0, NULL};
+              error, error_capacity, 0, NULL, NULL};
   if (program_bytes == 0 || program_bytes % NPU_INSTRUCTION_BYTES) {
     snprintf(error, error_capacity, "program size %zu is not a positive multiple of %d bytes",
              program_bytes, NPU_INSTRUCTION_BYTES);
@@ -1652,6 +1720,7 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
   }
   size_t count = program_bytes / NPU_INSTRUCTION_BYTES;
   size_t end = count;
+  bool heavy = false;
   for (uint64_t s = 0; s < core->config.semaphores; s++) {
     core->semaphores[s].count = 0;
     core->semaphores[s].engine = -1;
@@ -1664,6 +1733,7 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
     CHECK(check_work(&x, &in));
     if (in.opcode == OP_SIGNAL || in.opcode == OP_WAIT) CHECK(check_semaphore(&x, &in));
     if (in.opcode == OP_END) end = i;
+    if (instruction_macs(&in) >= 2 * MACS_PER_WORKER) heavy = true;
   }
   if (end == count) {
     snprintf(error, error_capacity, "program has no end instruction");
@@ -1671,6 +1741,11 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
   }
   x.op = NULL;
   CHECK(reserve_signals(&x));
+  pool_t pool;
+  if (heavy && core->threads > 1) {
+    pool_start(&pool, core->threads);
+    x.pool = &pool;
+  }
   timeline_t t = {{0}};
   int status = NPU_STATUS_OK;
   for (size_t i = 0; i < end && status == NPU_STATUS_OK; i++) {
@@ -1685,6 +1760,7 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
     }
     if (status == NPU_STATUS_OK) stats->instructions++;
   }
+  if (x.pool) pool_stop(x.pool);
   for (int e = 0; e < NPU_ENGINE_COUNT; e++) {
     if (t.free_at[e] > stats->total_cycles) stats->total_cycles = t.free_at[e];
   }

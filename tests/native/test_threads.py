@@ -62,3 +62,14 @@ def test_thread_counts_agree_bit_for_bit(monkeypatch):
     single = _run_all("1", monkeypatch)
     for threads in ("2", "3", "8", "0", "many"):
         assert _run_all(threads, monkeypatch) == single, threads
+
+
+def test_one_pool_serves_a_program_of_large_instructions(monkeypatch):
+    image, record, (out, acc, shape) = _matmul(np.random.default_rng(6), "f32", 64, 200, 96,
+                                               F.ACCUMULATE)
+    results = []
+    for threads in ("1", "2", "4"):
+        monkeypatch.setenv("NPU_SIM_THREADS", threads)
+        result = run_on_sram(NpuCore(MACHINE), image, *[record] * 5)
+        results.append(result.view(out, acc, shape).tobytes())
+    assert results[1:] == results[:1] * 2
