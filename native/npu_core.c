@@ -1144,13 +1144,14 @@ typedef struct conv_job_t {
   size_t chunk_rows, chunks;
 } conv_job_t;
 
-static void conv_chunk(const conv_job_t* j, uint8_t* col, size_t g, size_t y0) {
+/* Fills `col` with the im2col of chunk y0 of group g; returns its column count:
+ * col[(ci*kh + ky)*kw + kx][(y - y0)*wo + xo] = in[ci][y*sh + ky*dh][xo*sw + kx*dw]. */
+static size_t conv_im2col(const conv_job_t* j, uint8_t* col, size_t g, size_t y0) {
   unsigned elem = DTYPE_BYTES[j->dtype];
-  size_t kdim = j->cg * j->kh * j->kw, spatial = j->ho * j->wo, wo = j->wo;
+  size_t wo = j->wo;
   size_t rows = j->ho - y0 < j->chunk_rows ? j->ho - y0 : j->chunk_rows;
   size_t cols = rows * wo;
   const uint8_t* in_g = j->in + g * j->cg * j->hi * j->wi * elem;
-  /* col[(ci*kh + ky)*kw + kx][(y - y0)*wo + xo] = in[ci][y*sh + ky*dh][xo*sw + kx*dw] */
   size_t r = 0;
   for (size_t ci = 0; ci < j->cg; ci++) {
     for (size_t ky = 0; ky < j->kh; ky++) {
@@ -1168,20 +1169,37 @@ static void conv_chunk(const conv_job_t* j, uint8_t* col, size_t g, size_t y0) {
       }
     }
   }
-  uint8_t* o = j->out + (g * j->fg * spatial + y0 * wo) * 4;
-  if (j->dtype == DT_I8) {
-    const int32_t* w = (const int32_t*)j->weights + g * j->fg * kdim;
-    gemm_i32(j->fg, cols, kdim, w, kdim, (int32_t*)col, cols, (int32_t*)o, spatial);
-  } else {
-    const float* w = (const float*)j->weights + g * j->fg * kdim;
-    gemm_f32(j->fg, cols, kdim, w, kdim, (float*)col, cols, (float*)o, spatial);
-  }
+  return cols;
 }
 
-/* Unit u: chunk u % chunks of group u / chunks. */
+/* The GEMM of chunk y0 of group g: the group's weights times its `cols` columns. */
+static gemm_job_t conv_gemm(const conv_job_t* j, const uint8_t* col, size_t cols, size_t g,
+                            size_t y0) {
+  size_t kdim = j->cg * j->kh * j->kw, spatial = j->ho * j->wo;
+  const uint8_t* w = (const uint8_t*)j->weights + g * j->fg * kdim * 4;
+  uint8_t* o = j->out + (g * j->fg * spatial + y0 * j->wo) * 4;
+  return (gemm_job_t){j->dtype == DT_I8, j->fg, cols, kdim, w, col, o, spatial, cols >= j->fg};
+}
+
+/* Unit u: chunk u % chunks of group u / chunks, all on one worker. */
 static void conv_unit(const void* job, size_t u, size_t worker) {
   const conv_job_t* j = job;
-  conv_chunk(j, j->col + worker * j->col_bytes, u / j->chunks, u % j->chunks * j->chunk_rows);
+  uint8_t* col = j->col + worker * j->col_bytes;
+  size_t g = u / j->chunks, y0 = u % j->chunks * j->chunk_rows;
+  gemm_job_t gemm = conv_gemm(j, col, conv_im2col(j, col, g, y0), g, y0);
+  gemm_block(&gemm, 0, gemm.m, 0, gemm.n);
+}
+
+/* Fewer chunks than workers: each chunk's im2col on the caller, its GEMM split. */
+static void conv_split_chunks(exec_t* x, const conv_job_t* j) {
+  for (size_t g = 0; g < j->groups; g++) {
+    for (size_t y0 = 0; y0 < j->ho; y0 += j->chunk_rows) {
+      gemm_job_t gemm = conv_gemm(j, j->col, conv_im2col(j, j->col, g, y0), g, y0);
+      size_t units = gemm.by_columns ? ceil_units(gemm.n, GEMM_NR) : ceil_units(gemm.m, GEMM_MR);
+      uint64_t macs = (uint64_t)gemm.m * gemm.n * gemm.k;
+      run_units(x->pool, gemm_unit, &gemm, units, worker_count(x->pool, macs, units));
+    }
+  }
 }
 
 static int exec_conv2d(exec_t* x, const instr_t* in) {
@@ -1213,7 +1231,7 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
   size_t chunks = ceil_units(ho, chunk_rows);
   uint64_t macs = (uint64_t)f * spatial * kdim;
   size_t units = (size_t)groups * chunks;
-  size_t workers = worker_count(x->pool, macs, units);
+  size_t workers = worker_count(x->pool, macs, SIZE_MAX);
   /* Each worker's col buffer, with the GEMM's slack, rounded to 64 bytes. */
   size_t col_bytes = (kdim * chunk_rows * wo * 4 + GEMM_NR * 4 + 63) & ~(size_t)63;
   void* wp = scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
@@ -1228,7 +1246,11 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
   pack_matrix(dt, sram + a[1], f, kdim, kdim, 1, wp);
   conv_job_t job = {dt, cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
                     sram + a[0], wp, out, col, col_bytes, chunk_rows, chunks};
-  run_units(x->pool, conv_unit, &job, units, workers);
+  if (workers == 1 || units >= 2 * workers) {
+    run_units(x->pool, conv_unit, &job, units, workers);
+  } else {
+    conv_split_chunks(x, &job);
+  }
   return NPU_STATUS_OK;
 }
 

@@ -37,14 +37,15 @@ def _conv(rng, dtype, c, f, ho, wo, kk, groups, flags):
 
 
 def _cases(rng):
-    """Each with at least 2^22 MACs (two workers or more), split by columns, by rows,
-    by chunks of output rows, with edge tiles on both sides."""
+    """Each large enough for two workers or more: split by columns, by rows, by chunks
+    of output rows, or (one chunk) the chunk's GEMM; with edge tiles on both sides."""
     return [_matmul(rng, "f32", 97, 301, 163, F.ACCUMULATE),
             _matmul(rng, "i8", 301, 45, 331, F.BIAS),
             _matmul(rng, "f16", 130, 258, 255, 0),
             _conv(rng, "f32", 35, 47, 31, 29, 3, 1, F.BIAS),
             _conv(rng, "bf16", 64, 64, 40, 40, 3, 4, F.ACCUMULATE),
-            _conv(rng, "i8", 48, 40, 30, 30, 3, 1, 0)]
+            _conv(rng, "i8", 48, 40, 30, 30, 3, 1, 0),
+            _conv(rng, "f32", 32, 50, 14, 14, 3, 1, F.BIAS)]
 
 
 def _run_all(threads, monkeypatch):
