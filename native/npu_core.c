@@ -367,6 +367,8 @@ DEFINE_GEMM(gemm_i32, int32_t, gemm_i32_tile4, gemm_i32_tile1)
 /* An instruction gets one worker per this many MACs (a worker's wake-up costs
  * microseconds). */
 #define MACS_PER_WORKER ((uint64_t)1 << 19)
+/* Units are claimed in runs of about 1 / (workers * CLAIMS_PER_WORKER) of the work. */
+#define CLAIMS_PER_WORKER 4
 
 typedef void (*unit_fn)(const void* job, size_t unit, size_t worker);
 
@@ -375,6 +377,7 @@ typedef struct work_t {
   const void* job;
   size_t units;
   size_t workers;            /* workers 0 (the caller) .. workers - 1 take part */
+  size_t batch;              /* units claimed at a time */
   atomic_size_t next;        /* the next unit to claim */
 } work_t;
 
@@ -398,8 +401,13 @@ struct pool_t {
   pool_thread_t args[MAX_THREADS];
 };
 
+/* Claims runs of `batch` consecutive units (fewer output boundaries shared between
+ * workers' cache lines than claiming one at a time). */
 static void claim_units(work_t* w, size_t worker) {
-  for (size_t u; (u = atomic_fetch_add(&w->next, 1)) < w->units;) w->fn(w->job, u, worker);
+  for (size_t u; (u = atomic_fetch_add(&w->next, w->batch)) < w->units;) {
+    size_t end = w->units - u < w->batch ? w->units : u + w->batch;
+    for (; u < end; u++) w->fn(w->job, u, worker);
+  }
 }
 
 static void* pool_thread(void* arg) {
@@ -453,7 +461,8 @@ static void pool_stop(pool_t* p) {
 /* Runs fn(job, u, worker) for every u < units on `workers` workers (at most the pool's
  * threads + 1; worker 0 is the caller). */
 static void run_units(pool_t* p, unit_fn fn, const void* job, size_t units, size_t workers) {
-  work_t work = {fn, job, units, workers, 0};
+  size_t batch = units / (workers * CLAIMS_PER_WORKER);
+  work_t work = {fn, job, units, workers, batch ? batch : 1, 0};
   if (workers == 1) {
     claim_units(&work, 0);
     return;
