@@ -1,6 +1,11 @@
 """Heavy MAC instructions are split over NPU_SIM_THREADS threads: every thread count
 gives the same bits and statistics, and a setting that is not a positive number falls
-back to the online CPUs."""
+back to the online CPUs; a thread that cannot be created leaves its work to the caller."""
+import os
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 
 from executable_format import isa
@@ -74,3 +79,43 @@ def test_one_pool_serves_a_program_of_large_instructions(monkeypatch):
         result = run_on_sram(NpuCore(MACHINE), image, *[record] * 5)
         results.append(result.view(out, acc, shape).tobytes())
     assert results[1:] == results[:1] * 2
+
+
+_NO_THREADS_SHIM = """
+#include <errno.h>
+#include <pthread.h>
+int pthread_create(pthread_t* t, const pthread_attr_t* a, void* (*f)(void*), void* arg) {
+  (void)t; (void)a; (void)f; (void)arg;
+  return EAGAIN;
+}
+"""
+
+_RUN_CASES = """
+import hashlib, numpy as np
+from hal_driver.device.npu_core import NpuCore
+from tests.native.programs import run_on_sram
+from tests.native.test_threads import MACHINE, _cases
+core = NpuCore(MACHINE)
+digest = hashlib.sha256()
+for image, record, (out, acc, shape) in _cases(np.random.default_rng(5)):
+    digest.update(run_on_sram(core, image, record).view(out, acc, shape).tobytes())
+print(digest.hexdigest())
+"""
+
+
+def test_failed_thread_creation_runs_on_the_caller(tmp_path):
+    """With every pthread_create failing, a 4-thread core computes the same bits."""
+    shim = tmp_path / "no_threads.so"
+    source = tmp_path / "no_threads.c"
+    source.write_text(_NO_THREADS_SHIM)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(shim), str(source)], check=True)
+    root = pathlib.Path(__file__).resolve().parents[2]
+    digests = []
+    for threads, preload in (("1", ""), ("4", str(shim))):
+        env = dict(os.environ, NPU_SIM_THREADS=threads, LD_PRELOAD=preload,
+                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        run = subprocess.run([sys.executable, "-c", _RUN_CASES], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        digests.append(run.stdout.strip())
+    assert digests[0] == digests[1]
