@@ -7,6 +7,7 @@ the executable's function, sets its workgroup count to `workgroup_count`, and af
 hal phase swaps the binary for `npu_fb` (format `npu-fb`). For target "host" the stock
 llvm-cpu binary is kept and `reason` says why.
 """
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -21,7 +22,7 @@ class DispatchPlan:
     npu_fb: bytes | None = None      # npu only: the verified npu-fb executable
     workgroup_count: tuple[int, int, int] = (1, 1, 1)
     asm: str = ""                    # npu only: disassembly with a header naming the dispatch
-    ir_stages: list[tuple[str, str]] = field(default_factory=list)  # (stage, NPU IR text)
+    ir_stages: Sequence[tuple[str, str]] = field(default_factory=list)  # (stage, NPU IR text); codegen prints them on first read
     estimated_cycles: int = 0
     task: dict = field(default_factory=dict)  # inputs/outputs/bindings for model.npu.json
     source_location: str = ""

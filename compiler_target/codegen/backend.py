@@ -7,10 +7,13 @@ scheduled NPU program -> npu-fb.
     schedule  engines, SIGNAL/WAIT so loads and stores overlap compute (schedule.py)
     emit      npu-fb via executable_format's builder, asm listing     (emit.py)
 
-Each stage's NPU IR (MLIR generic form) is returned in `ir_stages`. docs/compiler-codegen.md
-describes the stages and how to add an op.
+Each stage's NPU IR (MLIR generic form) is returned in `ir_stages`, printed on first use
+(only `--iree-npu-dump-ir` reads them; printing the tile and schedule stages costs about
+as much as tiling). docs/compiler-codegen.md describes the stages and how to add an op.
 """
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from executable_format.isa import ENGINE_NAMES
 from executable_format.machine import MachineConfig
@@ -41,9 +44,33 @@ class BindingInfo:
 class CompiledOp:
     npu_fb: bytes
     asm: str
-    ir_stages: list[tuple[str, str]]
+    ir_stages: Sequence[tuple[str, str]]
     estimated_cycles: int
     detail: str
+
+
+class IrStages(Sequence):
+    """The (stage, text) pairs lower, tile, schedule, emit; the tile and schedule texts
+    are printed when the sequence is first read."""
+
+    def __init__(self, name: str, lowered_text: str, program: TiledProgram,
+                 scheduled: list[Instr], machine: MachineConfig, asm: str):
+        self._name, self._lowered_text, self._asm = name, lowered_text, asm
+        self._program, self._scheduled, self._machine = program, scheduled, machine
+
+    @cached_property
+    def _stages(self) -> list[tuple[str, str]]:
+        return [("lower", self._lowered_text),
+                ("tile", tiled_text(self._program, self._name, "tile")),
+                ("schedule", schedule_text(self._program, self._scheduled, self._name,
+                                           self._machine)),
+                ("emit", self._asm)]
+
+    def __getitem__(self, index):
+        return self._stages[index]
+
+    def __len__(self) -> int:
+        return len(self._stages)
 
 
 def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: MachineConfig,
@@ -51,17 +78,15 @@ def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: Ma
     """Compiles one NPU op into a verified npu-fb executable with a single export `name`
     (workgroup grid 1x1x1). Raises NotLowerable with the reason when it cannot."""
     lowered = lower(op)
-    stages = [("lower", lowered_text(lowered, name))]
+    npu_ir = lowered_text(lowered, name)
     program = tile_program(lowered, machine)
-    stages.append(("tile", tiled_text(program, name, "tile")))
     scheduled = schedule(program.instrs, machine)
-    stages.append(("schedule", schedule_text(program, scheduled, name, machine)))
     header = [f"dispatch {name}", f"source {source_location or 'unknown'}",
               f"{lowered.kind}: {program.tiles}, {program.buffers} buffers"]
     emitted = emit(scheduled, name=name, bindings=bindings,
                    constants=bytes(lowered.constants.data), machine=machine,
-                   source_location=source_location, npu_ir=stages[0][1], header=header)
-    stages.append(("emit", emitted.asm))
+                   source_location=source_location, npu_ir=npu_ir, header=header)
+    stages = IrStages(name, npu_ir, program, scheduled, machine, emitted.asm)
     cycles = emitted.stats.total_cycles
     detail = f"{program.tiles}, {program.buffers} buffers, est. {cycles} cycles, " + \
         efficiency(emitted.stats, machine, mac_dtype(lowered))
