@@ -1060,12 +1060,14 @@ static void init_accumulator(uint8_t* out, size_t rows, size_t cols, size_t ld,
   }
 }
 
-/* A packed matmul: dense A [m][k] and B [k][n] (with GEMM_NR elements of slack) into
- * C with row stride ldc, split over panels of columns or tiles of rows. */
+/* A packed matmul: A [m][k] with row stride lda and dense B [k][n] (with GEMM_NR
+ * elements of slack) into C with row stride ldc, split over panels of columns or tiles
+ * of rows. */
 typedef struct gemm_job_t {
   bool i32;
   size_t m, n, k;
   const void* a;
+  size_t lda;
   const void* b;
   uint8_t* c;
   size_t ldc;
@@ -1078,11 +1080,11 @@ static void gemm_block(const gemm_job_t* g, size_t i0, size_t i1, size_t j0, siz
   size_t k = g->k, n = g->n;
   uint8_t* c = g->c + (i0 * g->ldc + j0) * 4;
   if (g->i32) {
-    gemm_i32(i1 - i0, j1 - j0, k, (const int32_t*)g->a + i0 * k, k, (const int32_t*)g->b + j0,
-             n, (int32_t*)c, g->ldc);
+    gemm_i32(i1 - i0, j1 - j0, k, (const int32_t*)g->a + i0 * g->lda, g->lda,
+             (const int32_t*)g->b + j0, n, (int32_t*)c, g->ldc);
   } else {
-    gemm_f32(i1 - i0, j1 - j0, k, (const float*)g->a + i0 * k, k, (const float*)g->b + j0,
-             n, (float*)c, g->ldc);
+    gemm_f32(i1 - i0, j1 - j0, k, (const float*)g->a + i0 * g->lda, g->lda,
+             (const float*)g->b + j0, n, (float*)c, g->ldc);
   }
 }
 
@@ -1122,16 +1124,18 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
   CHECK(check_disjoint(x, "out", a[2], o_ext, "bias", a[9], bias_ext));
 
   uint8_t* sram = x->core->sram;
-  void* ap = scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
+  /* An f32 A in rows is used in place; others are packed as [m][k] (element (i, kk) is
+   * at lda*kk + i when transposed). */
+  bool a_in_place = dt == DT_F32 && !ta;
+  void* ap = a_in_place ? sram + a[0] : scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
   void* bp = scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
   if (!ap) return out_of_memory(x, (u128)m * k * 4);
   if (!bp) return out_of_memory(x, (u128)k * n * 4);
-  /* A as [m][k]: element (i, kk) is at lda*kk + i when transposed. */
-  pack_matrix(dt, sram + a[0], m, k, ta ? 1 : lda, ta ? lda : 1, ap);
+  if (!a_in_place) pack_matrix(dt, sram + a[0], m, k, ta ? 1 : lda, ta ? lda : 1, ap);
   pack_matrix(dt, sram + a[1], k, n, tb ? 1 : ldb, tb ? ldb : 1, bp);
   uint8_t* out = sram + a[2];
   if (!acc) init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + a[9]) : NULL, NULL);
-  gemm_job_t job = {dt == DT_I8, m, n, k, ap, bp, out, ldo, n >= m};
+  gemm_job_t job = {dt == DT_I8, m, n, k, ap, a_in_place ? lda : k, bp, out, ldo, n >= m};
   size_t units = job.by_columns ? ceil_units(n, GEMM_NR) : ceil_units(m, GEMM_MR);
   run_units(x->pool, gemm_unit, &job, units, worker_count(x->pool, (uint64_t)m * n * k, units));
   return NPU_STATUS_OK;
@@ -1146,7 +1150,7 @@ typedef struct conv_job_t {
   int dtype;
   size_t cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups;
   const uint8_t* in;
-  const void* weights;     /* packed [f][kdim], f32 or i32 */
+  const void* weights;     /* [f][kdim] f32 or i32: the SRAM operand if f32, else packed */
   uint8_t* out;
   uint8_t* col;            /* one buffer of col_bytes per worker */
   size_t col_bytes;
@@ -1187,7 +1191,8 @@ static gemm_job_t conv_gemm(const conv_job_t* j, const uint8_t* col, size_t cols
   size_t kdim = j->cg * j->kh * j->kw, spatial = j->ho * j->wo;
   const uint8_t* w = (const uint8_t*)j->weights + g * j->fg * kdim * 4;
   uint8_t* o = j->out + (g * j->fg * spatial + y0 * j->wo) * 4;
-  return (gemm_job_t){j->dtype == DT_I8, j->fg, cols, kdim, w, col, o, spatial, cols >= j->fg};
+  return (gemm_job_t){j->dtype == DT_I8, j->fg, cols, kdim, w, kdim, col, o, spatial,
+                      cols >= j->fg};
 }
 
 /* Unit u: chunk u % chunks of group u / chunks, all on one worker. */
@@ -1243,7 +1248,7 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
   size_t workers = worker_count(x->pool, macs, SIZE_MAX);
   /* Each worker's col buffer, with the GEMM's slack, rounded to 64 bytes. */
   size_t col_bytes = (kdim * chunk_rows * wo * 4 + GEMM_NR * 4 + 63) & ~(size_t)63;
-  void* wp = scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
+  void* wp = dt == DT_F32 ? sram + a[1] : scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
   void* col = scratch(x, SCRATCH_B, (u128)col_bytes * workers);
   if (!wp) return out_of_memory(x, (u128)f * kdim * 4);
   if (!col) return out_of_memory(x, (u128)col_bytes * workers);
@@ -1252,7 +1257,7 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
     init_accumulator(out, f, spatial, spatial, NULL,
                      bias ? (const uint32_t*)(sram + a[13]) : NULL);
   }
-  pack_matrix(dt, sram + a[1], f, kdim, kdim, 1, wp);
+  if (dt != DT_F32) pack_matrix(dt, sram + a[1], f, kdim, kdim, 1, wp);
   conv_job_t job = {dt, cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
                     sram + a[0], wp, out, col, col_bytes, chunk_rows, chunks};
   if (workers == 1 || units >= 2 * workers) {
