@@ -11,16 +11,17 @@ Dispatches the code generator does not take keep the stock llvm-cpu binary (host
 """
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from iree.compiler import ir
+from iree.compiler._mlir_libs._mlir import globals as _mlir_globals
 
 from compiler_target import dispatch_report, dumps
 from compiler_target.dispatch_plan import DispatchPlan
 from compiler_target.errors import CompileError, writing
 from compiler_target.executable_sources import executables, stub_for_npu, symbol_name
 from compiler_target.hal_binaries import install_npu_binaries, select_npu_device
-from compiler_target.onnx_import import import_onnx_file
 from compiler_target.options import SURROGATE_TARGET_FLAGS, CompileOptions
 from compiler_target.stock_compiler import (
     StockCompiler, ir_text, phase_index, set_process_global_flags, split_session_flags, vmfb_bytes)
@@ -65,26 +66,26 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
                            "where npu code generation runs")
     compiler = _open_compiler(options.stock_flags)
     module = _load(compiler, source)
+    with _generic_op_views():
+        if end <= phase_index(SPLIT_PHASE):
+            return ir_text(compiler.run(module, options.compile_from, options.compile_to))
+        if start < phase_index(SPLIT_PHASE):
+            compiler.run(module, options.compile_from, SPLIT_PHASE)
 
-    if end <= phase_index(SPLIT_PHASE):
-        return ir_text(compiler.run(module, options.compile_from, options.compile_to))
-    if start < phase_index(SPLIT_PHASE):
-        compiler.run(module, options.compile_from, SPLIT_PHASE)
+        machine = build_machine(options.npu.machine)
+        plans = _plan_all(module, machine, options.npu.fallback)
+        _write_dumps(module, plans, source, options)
+        _stub_npu_executables(module, plans)
 
-    machine = build_machine(options.npu.machine)
-    plans = _plan_all(module, machine, options.npu.fallback)
-    _write_dumps(module, plans, source, options)
-    _stub_npu_executables(module, plans)
-
-    to_swap = options.compile_to if end < phase_index(SWAP_PHASE) else SWAP_PHASE
-    invocation = compiler.run(module, SPLIT_PHASE, to_swap)
-    if end >= phase_index(SWAP_PHASE):
-        install_npu_binaries(module, {name: plan.npu_fb for name, plan in plans.items()
-                                      if plan.target == "npu"})
-        select_npu_device(module)
-    if end > phase_index(SWAP_PHASE):
-        invocation = compiler.run(module, SWAP_PHASE, options.compile_to)
-    output = vmfb_bytes(invocation) if options.compile_to == "end" else ir_text(invocation)
+        to_swap = options.compile_to if end < phase_index(SWAP_PHASE) else SWAP_PHASE
+        invocation = compiler.run(module, SPLIT_PHASE, to_swap)
+        if end >= phase_index(SWAP_PHASE):
+            install_npu_binaries(module, {name: plan.npu_fb for name, plan in plans.items()
+                                          if plan.target == "npu"})
+            select_npu_device(module)
+        if end > phase_index(SWAP_PHASE):
+            invocation = compiler.run(module, SWAP_PHASE, options.compile_to)
+        output = vmfb_bytes(invocation) if options.compile_to == "end" else ir_text(invocation)
 
     if options.npu.dispatch_report:
         with writing("dispatch report", options.npu.dispatch_report):
@@ -93,9 +94,24 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
     return output
 
 
+@contextmanager
+def _generic_op_views():
+    """While the driver and the code generator read the IR, ops are seen as generic
+    OpViews (name, attributes, operands, regions: all this package uses): the Python
+    bindings otherwise import a dialect's Python module the first time one of its ops is
+    viewed, and `iree.compiler.dialects.linalg` builds its OpDSL op definitions on import
+    (0.1-0.3 s per compile). Dialect modules already imported keep their typed views."""
+    dialect_modules = _mlir_globals.dialect_search_modules
+    _mlir_globals.dialect_search_modules = []
+    try:
+        yield
+    finally:
+        _mlir_globals.dialect_search_modules = dialect_modules
+
+
 def _open_compiler(stock_flags: list[str]) -> StockCompiler:
     session_flags, global_flags = split_session_flags(SURROGATE_TARGET_FLAGS + stock_flags)
-    set_process_global_flags(global_flags)
+    set_process_global_flags(global_flags, known_valid=SURROGATE_TARGET_FLAGS)
     return StockCompiler(session_flags)
 
 
@@ -103,6 +119,7 @@ def _load(compiler: StockCompiler, source: Source):
     if source.text is not None:
         return compiler.parse_text(source.text)
     if source.path.endswith(".onnx"):
+        from compiler_target.onnx_import import import_onnx_file  # onnx: 0.1 s to import
         return import_onnx_file(source.path, compiler.context)
     return compiler.parse_file(source.path)
 
