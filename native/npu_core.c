@@ -367,8 +367,6 @@ DEFINE_GEMM(gemm_i32, int32_t, gemm_i32_tile4, gemm_i32_tile1)
 /* An instruction gets one worker per this many MACs (a worker's wake-up costs
  * microseconds). */
 #define MACS_PER_WORKER ((uint64_t)1 << 19)
-/* Units are claimed in runs of about 1 / (workers * CLAIMS_PER_WORKER) of the work. */
-#define CLAIMS_PER_WORKER 4
 
 typedef void (*unit_fn)(const void* job, size_t unit, size_t worker);
 
@@ -377,7 +375,6 @@ typedef struct work_t {
   const void* job;
   size_t units;
   size_t workers;            /* workers 0 (the caller) .. workers - 1 take part */
-  size_t batch;              /* units claimed at a time */
   atomic_size_t next;        /* the next unit to claim */
 } work_t;
 
@@ -391,23 +388,20 @@ typedef struct pool_thread_t {
 struct pool_t {
   pthread_mutex_t lock;
   pthread_cond_t wake;       /* a new job was posted, or stop */
-  pthread_cond_t done;       /* the last thread finished the job */
-  work_t* work;
+  pthread_cond_t done;       /* the last thread that joined the job left it */
+  work_t* work;              /* the job threads may join; NULL once the caller is done */
   uint64_t generation;       /* jobs posted */
-  size_t busy;               /* threads not done with the current job */
+  size_t active;             /* threads in the current job */
   bool stop;
   size_t count;              /* threads running */
   pthread_t threads[MAX_THREADS];
   pool_thread_t args[MAX_THREADS];
 };
 
-/* Claims runs of `batch` consecutive units (fewer output boundaries shared between
- * workers' cache lines than claiming one at a time). */
+/* Claims one unit at a time: a worker preempted mid-unit holds up the others for at
+ * most that unit. */
 static void claim_units(work_t* w, size_t worker) {
-  for (size_t u; (u = atomic_fetch_add(&w->next, w->batch)) < w->units;) {
-    size_t end = w->units - u < w->batch ? w->units : u + w->batch;
-    for (; u < end; u++) w->fn(w->job, u, worker);
-  }
+  for (size_t u; (u = atomic_fetch_add(&w->next, 1)) < w->units;) w->fn(w->job, u, worker);
 }
 
 static void* pool_thread(void* arg) {
@@ -420,10 +414,12 @@ static void* pool_thread(void* arg) {
     if (p->stop) break;
     seen = p->generation;
     work_t* w = p->work;
+    if (!w || self->worker >= w->workers) continue;
+    p->active++;
     pthread_mutex_unlock(&p->lock);
-    if (self->worker < w->workers) claim_units(w, self->worker);
+    claim_units(w, self->worker);
     pthread_mutex_lock(&p->lock);
-    if (--p->busy == 0) pthread_cond_signal(&p->done);
+    if (--p->active == 0) pthread_cond_signal(&p->done);
   }
   pthread_mutex_unlock(&p->lock);
   return NULL;
@@ -437,7 +433,7 @@ static void pool_start(pool_t* p, size_t threads) {
   pthread_cond_init(&p->done, NULL);
   p->work = NULL;
   p->generation = 0;
-  p->busy = 0;
+  p->active = 0;
   p->stop = false;
   p->count = 0;
   for (size_t i = 0; i + 1 < threads; i++) {
@@ -458,11 +454,12 @@ static void pool_stop(pool_t* p) {
   pthread_mutex_destroy(&p->lock);
 }
 
-/* Runs fn(job, u, worker) for every u < units on `workers` workers (at most the pool's
- * threads + 1; worker 0 is the caller). */
+/* Runs fn(job, u, worker) for every u < units on up to `workers` workers (at most the
+ * pool's threads + 1; worker 0 is the caller). The caller claims units too and, once
+ * none are left, waits only for the threads that joined: a thread not scheduled by then
+ * (its CPU busy) does not hold it up. */
 static void run_units(pool_t* p, unit_fn fn, const void* job, size_t units, size_t workers) {
-  size_t batch = units / (workers * CLAIMS_PER_WORKER);
-  work_t work = {fn, job, units, workers, batch ? batch : 1, 0};
+  work_t work = {fn, job, units, workers, 0};
   if (workers == 1) {
     claim_units(&work, 0);
     return;
@@ -470,12 +467,12 @@ static void run_units(pool_t* p, unit_fn fn, const void* job, size_t units, size
   pthread_mutex_lock(&p->lock);
   p->work = &work;
   p->generation++;
-  p->busy = p->count;
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->lock);
   claim_units(&work, 0);
   pthread_mutex_lock(&p->lock);
-  while (p->busy) pthread_cond_wait(&p->done, &p->lock);
+  p->work = NULL;
+  while (p->active) pthread_cond_wait(&p->done, &p->lock);
   pthread_mutex_unlock(&p->lock);
 }
 
@@ -1157,32 +1154,38 @@ typedef struct conv_job_t {
   size_t chunk_rows, chunks;
 } conv_job_t;
 
-/* Fills `col` with the im2col of chunk y0 of group g; returns its column count:
+/* Columns of the chunk of output rows starting at y0. */
+static size_t conv_chunk_cols(const conv_job_t* j, size_t y0) {
+  return (j->ho - y0 < j->chunk_rows ? j->ho - y0 : j->chunk_rows) * j->wo;
+}
+
+/* The kh*kw rows of input channel ci in the im2col of chunk y0 of group g:
  * col[(ci*kh + ky)*kw + kx][(y - y0)*wo + xo] = in[ci][y*sh + ky*dh][xo*sw + kx*dw]. */
-static size_t conv_im2col(const conv_job_t* j, uint8_t* col, size_t g, size_t y0) {
+static void conv_im2col_channel(const conv_job_t* j, uint8_t* col, size_t g, size_t y0,
+                                size_t ci) {
   unsigned elem = DTYPE_BYTES[j->dtype];
-  size_t wo = j->wo;
-  size_t rows = j->ho - y0 < j->chunk_rows ? j->ho - y0 : j->chunk_rows;
-  size_t cols = rows * wo;
-  const uint8_t* in_g = j->in + g * j->cg * j->hi * j->wi * elem;
-  size_t r = 0;
-  for (size_t ci = 0; ci < j->cg; ci++) {
-    for (size_t ky = 0; ky < j->kh; ky++) {
-      for (size_t kx = 0; kx < j->kw; kx++, r++) {
-        for (size_t y = 0; y < rows; y++) {
-          const uint8_t* src =
-              in_g + ((ci * j->hi + (y0 + y) * j->sh + ky * j->dh) * j->wi + kx * j->dw) * elem;
-          size_t at = r * cols + y * wo;
-          if (j->dtype == DT_I8) {
-            load_i32(j->dtype, src, j->sw, wo, (int32_t*)col + at);
-          } else {
-            load_f32(j->dtype, src, j->sw, wo, (float*)col + at);
-          }
+  size_t wo = j->wo, cols = conv_chunk_cols(j, y0), rows = cols / wo;
+  const uint8_t* in_c = j->in + (g * j->cg + ci) * j->hi * j->wi * elem;
+  size_t r = ci * j->kh * j->kw;
+  for (size_t ky = 0; ky < j->kh; ky++) {
+    for (size_t kx = 0; kx < j->kw; kx++, r++) {
+      for (size_t y = 0; y < rows; y++) {
+        const uint8_t* src = in_c + (((y0 + y) * j->sh + ky * j->dh) * j->wi + kx * j->dw) * elem;
+        size_t at = r * cols + y * wo;
+        if (j->dtype == DT_I8) {
+          load_i32(j->dtype, src, j->sw, wo, (int32_t*)col + at);
+        } else {
+          load_f32(j->dtype, src, j->sw, wo, (float*)col + at);
         }
       }
     }
   }
-  return cols;
+}
+
+/* Fills `col` with the im2col of chunk y0 of group g; returns its column count. */
+static size_t conv_im2col(const conv_job_t* j, uint8_t* col, size_t g, size_t y0) {
+  for (size_t ci = 0; ci < j->cg; ci++) conv_im2col_channel(j, col, g, y0, ci);
+  return conv_chunk_cols(j, y0);
 }
 
 /* The GEMM of chunk y0 of group g: the group's weights times its `cols` columns. */
@@ -1204,13 +1207,29 @@ static void conv_unit(const void* job, size_t u, size_t worker) {
   gemm_block(&gemm, 0, gemm.m, 0, gemm.n);
 }
 
-/* Fewer chunks than workers: each chunk's im2col on the caller, its GEMM split. */
+/* One chunk's im2col split by input channel. */
+typedef struct im2col_job_t {
+  const conv_job_t* conv;
+  uint8_t* col;
+  size_t g, y0;
+} im2col_job_t;
+
+static void im2col_unit(const void* job, size_t ci, size_t worker) {
+  (void)worker;
+  const im2col_job_t* i = job;
+  conv_im2col_channel(i->conv, i->col, i->g, i->y0, ci);
+}
+
+/* Fewer chunks than workers: each chunk's im2col split by channel, then its GEMM by
+ * columns or rows. */
 static void conv_split_chunks(exec_t* x, const conv_job_t* j) {
   for (size_t g = 0; g < j->groups; g++) {
     for (size_t y0 = 0; y0 < j->ho; y0 += j->chunk_rows) {
-      gemm_job_t gemm = conv_gemm(j, j->col, conv_im2col(j, j->col, g, y0), g, y0);
-      size_t units = gemm.by_columns ? ceil_units(gemm.n, GEMM_NR) : ceil_units(gemm.m, GEMM_MR);
+      gemm_job_t gemm = conv_gemm(j, j->col, conv_chunk_cols(j, y0), g, y0);
       uint64_t macs = (uint64_t)gemm.m * gemm.n * gemm.k;
+      im2col_job_t im2col = {j, j->col, g, y0};
+      run_units(x->pool, im2col_unit, &im2col, j->cg, worker_count(x->pool, macs, j->cg));
+      size_t units = gemm.by_columns ? ceil_units(gemm.n, GEMM_NR) : ceil_units(gemm.m, GEMM_MR);
       run_units(x->pool, gemm_unit, &gemm, units, worker_count(x->pool, macs, units));
     }
   }
