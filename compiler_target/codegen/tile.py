@@ -57,6 +57,22 @@ def split_candidates(total: int, most: int = 64) -> list[int]:
                   set(range(1, min(total, 8) + 1)))
 
 
+def ramp_blocks(total: int, block: int, up: list[int], down: list[int]) -> list[tuple[int, int]]:
+    """(start, size) blocks covering `total`: at most `block` each, starting with the
+    short blocks `up` and ending with the short blocks `down`, so the pipeline fills
+    (first load and operand preparation before the MAC starts) and drains (last
+    epilogue and store after it ends) with short tiles. Plain `block`-sized blocks when
+    `total` is too short to ramp."""
+    middle = total - sum(up) - sum(down)
+    if middle < block:
+        sizes = [block] * (total // block) + ([total % block] if total % block else [])
+    else:
+        count = ceil_div(middle, block)
+        sizes = up + [middle // count + (i < middle % count) for i in range(count)] + down
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return list(zip(starts, sizes))
+
+
 def fitting(sizes: list[int], fits) -> list[int]:
     """The ascending `sizes` for which `fits(size)` holds, fits being monotonic (a
     smaller tile fits whenever a bigger one does): found by bisection."""

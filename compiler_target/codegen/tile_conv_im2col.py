@@ -20,7 +20,8 @@ from .epilogue import BINARY, OutputStage
 from .vector import Operand, binary, unary
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
-                   fill_instrs, fitting, footprint, load_window, pick, split_candidates)
+                   fill_instrs, fitting, footprint, load_window, pick, ramp_blocks,
+                   split_candidates)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,18 @@ def k_rows(job) -> int:
     return s.c * s.kh * s.kw + (1 if bias_row(job) else 0)
 
 
+def ramp_rows(rows: int, growth: float) -> tuple[list[int], list[int]]:
+    """The rows of the first and of the last tiles: from 1, each tile `growth` times the
+    previous (at least one row more) while below `rows`, and the same down to 1.
+    `growth` is how much more a tile's matmul takes than the other engines' work on a
+    tile, so the next tile's im2col copies fit in the previous tile's matmul (and the
+    previous tile's epilogue and store in the next one's)."""
+    up = [1]
+    while max(up[-1] + 1, int(up[-1] * growth)) < rows:
+        up.append(max(up[-1] + 1, int(up[-1] * growth)))
+    return up, up[::-1]
+
+
 class Im2colPlanner:
     """Estimated cycles and choice of row/col blocks; `job` is tile_conv.ConvJob
     (groups == 1, f32)."""
@@ -53,19 +66,36 @@ class Im2colPlanner:
         self.e = dtype_bytes(job.dtype)
 
     def estimate(self, t: Im2colTiling) -> int:
-        s, m = self.s, self.m
-        tiles = s.n * ceil_div(s.ho, t.rows) * ceil_div(s.wo, t.cols)
-        mac = m.mac_latency_cycles + s.f * ceil_div(t.pixels, m.mac_cols) * \
+        """Busy cycles of the busiest engine over the ramped tile loop, plus the pipeline
+        fill (the first tile's load, operands and MAC) and drain (the last tile's
+        epilogue and store)."""
+        s = self.s
+        tiles = [(rows, min(t.cols, s.wo - x0)) for _, rows in self.row_blocks(t)
+                 for x0 in range(0, s.wo, t.cols)]
+        costs = [self._tile_costs(rows, cols) for rows, cols in tiles]
+        (load, mac, copy, _, _), (_, _, _, epilogue, store) = costs[0], costs[-1]
+        totals = [s.n * sum(c[i] for c in costs) for i in range(5)]
+        busiest = max(totals[0], totals[1], totals[2] + totals[3], totals[4])
+        return busiest + load + copy + mac + epilogue + store
+
+    def row_blocks(self, t: Im2colTiling) -> list[tuple[int, int]]:
+        """(first row, rows) of the ramped tile loop."""
+        load, mac, copy, epilogue, store = self._tile_costs(t.rows, t.cols)
+        growth = mac / max(copy + epilogue, load, store)
+        return ramp_blocks(self.s.ho, t.rows, *ramp_rows(t.rows, growth))
+
+    def _tile_costs(self, rows: int, cols: int) -> tuple[int, int, int, int, int]:
+        """(input load, MAC, im2col copies, epilogue, store) cycles of one tile (copies
+        and epilogue share the vector engine)."""
+        s, m, pixels = self.s, self.m, rows * cols
+        mac = m.mac_latency_cycles + s.f * ceil_div(pixels, m.mac_cols) * \
             ceil_div(k_rows(self.job), m.mac_k_lanes(self.job.dtype))
-        copy = m.vector_latency_cycles + ceil_div(s.kw * t.pixels * self.e,
-                                                  m.vector_bytes_per_cycle)
+        copy = s.c * s.kh * (m.vector_latency_cycles + ceil_div(s.kw * pixels * self.e,
+                                                                m.vector_bytes_per_cycle))
         epilogue = self.job.epilogue_ops() * (m.vector_latency_cycles + ceil_div(
-            s.f * t.pixels * 4, m.vector_bytes_per_cycle))
-        vector = s.c * s.kh * copy + epilogue
-        load = self.job.transfers.input(s.c, t.rows, t.cols)
-        store = self.job.transfers.store(s.f, t.rows, t.cols)
-        return max(tiles * mac, tiles * vector, tiles * load, tiles * store) + \
-            load + vector + mac + store
+            s.f * pixels * 4, m.vector_bytes_per_cycle))
+        return (self.job.transfers.input(s.c, rows, cols), mac, copy, epilogue,
+                self.job.transfers.store(s.f, rows, cols))
 
     def fits(self, t: Im2colTiling) -> bool:
         return footprint(lambda sram: Im2colEmitter(self.job, t, sram)) <= self.m.sram_bytes
@@ -93,27 +123,28 @@ class Im2colEmitter:
         self.inputs = Slots(sram, "in", self.dtype, (s.c * s.in_rows(t.rows) * s.in_cols(t.cols),))
         self.cols = Slots(sram, "im2col", self.dtype, (self.k_rows * t.pixels,))
         self.weights = sram.alloc("w", self.dtype, (s.f * self.k_rows,))
-        self.outs = Slots(sram, "acc", job.acc_dtype, (s.f * t.pixels,))
+        self.outs = Slots(sram, "acc", job.acc_dtype, (s.f * t.pixels,), 3)
         self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [1, s.f, t.rows, t.cols],
                                 compute_dtype=job.acc_dtype) for k in job.inputs_used}
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   s.f * t.pixels)
         self.scale = sram.alloc("affine.scale", "f32", (s.f,)) if job.affine else None
         self.affine_operands = [self._channel_operand(node) for _, node, _ in job.affine]
+        self.weight_instrs: list[Instr] = []   # W's load (and fold), in the first tile
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t
-        setup = self.output.setup + self._load_weights()
+        setup = list(self.output.setup)
+        self.weight_instrs = self._load_weights()
         if bias_row(self.job):
             for buf in self.cols.buffers:
                 setup += fill_instrs(buf, (self.k_rows - 1) * t.pixels, [(t.pixels, 1)],
                                      f32_bits(1.0), "ones row (bias)")
         pipeline = Pipeline(setup)
         for n in range(s.n):
-            for y0 in range(0, s.ho, t.rows):
+            for y0, rows in Im2colPlanner(self.job).row_blocks(t):
                 for x0 in range(0, s.wo, t.cols):
-                    pipeline.add(*self._tile(n, y0, min(t.rows, s.ho - y0), x0,
-                                             min(t.cols, s.wo - x0)))
+                    pipeline.add(*self._tile(n, y0, rows, x0, min(t.cols, s.wo - x0)))
         return TiledProgram(pipeline.finish(), self.sram.buffers,
                             f"tiles {s.f}x{t.rows}x{t.cols} (out channels x rows x cols), "
                             f"im2col matmul K={self.k_rows}", 2)
@@ -188,6 +219,8 @@ class Im2colEmitter:
                     "n0": s.kw, "n1": rows, "n2": cols, "dst_s0": t.pixels, "dst_s1": cols,
                     "dst_s2": 1, "src_s0": s.dw, "src_s1": s.sh * wi, "src_s2": s.sw},
                     reads=(src,), writes=(x,), note=note + f" im2col c{c} ky{ky}"))
+        front += self.weight_instrs
+        self.weight_instrs = []
         out, _ = self.outs.acquire(None)
         pixels = rows * cols
         front.append(Instr("matmul", self.dtype, {

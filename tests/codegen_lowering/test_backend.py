@@ -85,9 +85,10 @@ def test_seed_conv(rng):
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
     assert compiled.estimated_cycles == stats.total_cycles
     # F = 8 would use 8 of the 32 MAC columns as a direct conv; the im2col matmul puts
-    # pixels on the columns and reaches 27 of 32 reduction lanes (0.84).
+    # pixels on the columns and fills 28 of 32 reduction lanes (27 + the bias row): 0.875
+    # at most, 0.856 with the ramped tile loop (short first and last tiles).
     assert "im2col" in compiled.detail
-    assert stats.roofline_cycles(MACHINE, "f32") / stats.total_cycles >= 0.8
+    assert stats.roofline_cycles(MACHINE, "f32") / stats.total_cycles >= 0.85
 
 
 def test_matmul_too_big_for_sram_is_not_lowerable():

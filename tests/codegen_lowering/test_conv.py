@@ -109,7 +109,7 @@ def test_batchnorm_folds_into_im2col_weights(rng, constant_bias):
     assert "vsub" not in compiled.asm.split("vcopy")[-1]
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
     assert compiled.estimated_cycles == stats.total_cycles
-    assert stats.roofline_cycles(MACHINE, "f32") / stats.total_cycles >= 0.65
+    assert stats.roofline_cycles(MACHINE, "f32") / stats.total_cycles >= 0.7
 
 
 def test_input_channel_split_accumulates(rng):
