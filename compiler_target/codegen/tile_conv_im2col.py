@@ -129,7 +129,7 @@ class Im2colEmitter:
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   s.f * t.pixels)
         self.scale = sram.alloc("affine.scale", "f32", (s.f,)) if job.affine else None
-        self.affine_operands = [self._channel_operand(node) for _, node, _ in job.affine]
+        self.affine_operands, self.affine_loads = self._channel_operands()
         self.weight_instrs: list[Instr] = []   # W's load (and fold), in the first tile
 
     def run(self) -> TiledProgram:
@@ -175,8 +175,8 @@ class Im2colEmitter:
         a = Operand(scale, (0, 0, 1))
         b = Operand(self.weights, (0, 0, self.k_rows), k)
         box, note = (1, 1, s.f), "affine fold"
-        for (op, _, acc_first), (c, loads) in zip(self.job.affine, self.affine_operands):
-            instrs += loads
+        instrs += self.affine_loads
+        for (op, _, acc_first), c in zip(self.job.affine, self.affine_operands):
             first, second = (b, c) if acc_first else (c, b)
             instrs.append(binary(BINARY[op], "f32", b, first, second, box, note))
             if op in ("mul", "div"):
@@ -188,18 +188,47 @@ class Im2colEmitter:
                              note + " into the weights"))
         return instrs
 
-    def _channel_operand(self, node) -> tuple[Operand, list[Instr]]:
-        """A step's per-channel operand in SRAM: the F values of an epilogue input, or a
-        constant cell read with stride 0."""
-        if node[0] == "const":
-            cell = self.sram.alloc("affine.const", "f32", (1,))
-            return Operand(cell, (0, 0, 0)), fill_instrs(cell, 0, [(1, 1)], f32_bits(node[1]),
-                                                         f"constant {node[1]}")
-        src = self.tensors[f"epilogue.{node[1]}"]
-        buf = self.sram.alloc(f"affine.{node[1]}", "f32", (self.s.f,))
-        loads = dma_instrs("dma.load", src, 0, buf, 0, [Dim(self.s.f, src.strides[1], 1)],
-                           f"affine operand {node[1]}")
-        return Operand(buf, (0, 0, 1)), loads
+    def _channel_operands(self) -> tuple[list[Operand], list[Instr]]:
+        """Each step's per-channel operand in SRAM (the F values of an epilogue input, or
+        a constant cell read with stride 0), and the instructions filling them. Inputs
+        whose F values lie back to back in one binding (as the constant pool holds
+        them) are one load."""
+        f, loads, located = self.s.f, [], {}
+        for group in self._contiguous_inputs():
+            first = self.tensors[f"epilogue.{group[0]}"]
+            buf = self.sram.alloc(f"affine.{group[0]}", "f32", (len(group) * f,))
+            stride = first.strides[1] if len(group) == 1 else 1
+            loads += dma_instrs("dma.load", first, 0, buf, 0, [Dim(len(group) * f, stride, 1)],
+                                "affine operands " + ", ".join(map(str, group)))
+            located.update({k: Operand(buf, (0, 0, 1), i * f) for i, k in enumerate(group)})
+        operands = []
+        for _, node, _ in self.job.affine:
+            if node[0] == "const":
+                cell = self.sram.alloc("affine.const", "f32", (1,))
+                loads += fill_instrs(cell, 0, [(1, 1)], f32_bits(node[1]), f"constant {node[1]}")
+                operands.append(Operand(cell, (0, 0, 0)))
+            else:
+                operands.append(located[node[1]])
+        return operands, loads
+
+    def _contiguous_inputs(self) -> list[list[int]]:
+        """The chain's epilogue inputs in runs whose F values follow each other in DRAM."""
+        def tensor(k):
+            return self.tensors[f"epilogue.{k}"]
+
+        def follows(a, b) -> bool:
+            return a.binding == b.binding and a.strides[1] == 1 == b.strides[1] and \
+                b.offset == a.offset + self.s.f * dtype_bytes(a.dtype)
+
+        inputs = sorted({node[1] for _, node, _ in self.job.affine if node[0] == "input"},
+                        key=lambda k: (tensor(k).binding, tensor(k).offset))
+        runs: list[list[int]] = []
+        for k in inputs:
+            if runs and follows(tensor(runs[-1][-1]), tensor(k)):
+                runs[-1].append(k)
+            else:
+                runs.append([k])
+        return runs
 
     def _tile(self, n, y0, rows, x0, cols) -> tuple[list[Instr], list[Instr]]:
         s, t = self.s, self.t
