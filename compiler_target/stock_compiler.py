@@ -95,8 +95,7 @@ class StockCompiler:
 
     def __init__(self, session_flags: list[str]):
         self.session = Session()
-        self.context = self.session.context
-        self.context.load_all_available_dialects()
+        self.context = self.session.context  # dialects load as parsing and passes need them
         try:
             self.session.set_flags(*session_flags)
         except ValueError as e:
