@@ -1,6 +1,8 @@
 """The benchmark suite: the ONNX samples and single-layer MLIR models of common CNN
 shapes (3x3 and 1x1 convolutions, matmuls, a depthwise 3x3), each with fixed-seed
 inputs. Layer weights are function arguments, so no large constants are embedded."""
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,9 +99,7 @@ def layer_sources() -> dict[str, tuple[str, list[tuple]]]:
 def suite(out_dir: Path) -> list[Model]:
     """Writes the layer MLIR files to `out_dir`; returns the samples then the layers."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    models = [Model(name, ROOT / "samples" / name / f"{_onnx_stem(name)}.onnx",
-                    [np.load(ROOT / "samples" / name / "input_0.npy")], "sample")
-              for name in SAMPLES]
+    models = [_sample(name, out_dir / "samples" / name) for name in SAMPLES]
     rng = np.random.default_rng(SEED)
     for name, (text, shapes) in layer_sources().items():
         path = out_dir / f"{name}.mlir"
@@ -112,6 +112,16 @@ def tiny_model(out_dir: Path) -> Model:
     path = out_dir / "add4.mlir"
     path.write_text(add4_mlir())
     return Model("add4", path, [np.arange(4, dtype=np.float32), np.ones(4, np.float32)], "tiny")
+
+
+def _sample(name: str, directory: Path) -> Model:
+    """The sample made by its own script (fixed seed) into `directory`, once per bench
+    run (each model's process reuses it): model and input."""
+    if not (directory / "input_0.npy").exists():
+        script = ROOT / "samples" / name / "make_model.py"
+        subprocess.run([sys.executable, str(script), str(directory)], check=True)
+    return Model(name, directory / f"{_onnx_stem(name)}.onnx",
+                 [np.load(directory / "input_0.npy")], "sample")
 
 
 def _onnx_stem(sample: str) -> str:
