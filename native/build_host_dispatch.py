@@ -6,7 +6,7 @@ Run from the repository root with the venv python (the Makefile does):
 import pathlib
 
 import cffi
-from extension_install import install_extension
+from extension_install import compile_and_install
 
 NATIVE_DIR = pathlib.Path(__file__).resolve().parent
 BUILD_DIR = NATIVE_DIR.parent / "build" / "host_dispatch"
@@ -61,9 +61,7 @@ def build() -> pathlib.Path:
         libraries=["dl"],
         extra_compile_args=["-std=c11", "-O2", "-Wall"],
     )
-    BUILD_DIR.mkdir(parents=True, exist_ok=True)
-    built = pathlib.Path(ffibuilder.compile(tmpdir=str(BUILD_DIR)))
-    return install_extension(built, NATIVE_DIR)
+    return compile_and_install(ffibuilder, BUILD_DIR, NATIVE_DIR)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 
 import cffi
-from extension_install import install_extension
+from extension_install import compile_and_install
 
 NATIVE_DIR = pathlib.Path(__file__).resolve().parent
 BUILD_DIR = NATIVE_DIR.parent / "build" / "npu_core"
@@ -109,9 +109,7 @@ def build() -> pathlib.Path:
         extra_compile_args=BASE_FLAGS + _native_arch_flags(),
         extra_link_args=["-pthread"],
     )
-    BUILD_DIR.mkdir(parents=True, exist_ok=True)
-    built = pathlib.Path(ffibuilder.compile(tmpdir=str(BUILD_DIR)))
-    return install_extension(built, NATIVE_DIR)
+    return compile_and_install(ffibuilder, BUILD_DIR, NATIVE_DIR)
 
 
 if __name__ == "__main__":
