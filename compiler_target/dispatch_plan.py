@@ -24,6 +24,7 @@ class DispatchPlan:
     asm: str = ""                    # npu only: disassembly with a header naming the dispatch
     ir_stages: Sequence[tuple[str, str]] = field(default_factory=list)  # (stage, NPU IR text); codegen prints them on first read
     estimated_cycles: int = 0
+    macs: int = 0                    # multiply-accumulates of the dispatch's contractions
     task: dict = field(default_factory=dict)  # inputs/outputs/bindings for model.npu.json
     source_location: str = ""
 

@@ -59,6 +59,7 @@ def _task(site: DispatchSite, plan: DispatchPlan) -> dict:
         "reason": plan.reason,
         "summary": plan.summary,
         "estimated_cycles": plan.estimated_cycles,
+        "macs": plan.macs,
         "source_location": plan.source_location,
         "inputs": buffers("read"),
         "outputs": buffers("write"),

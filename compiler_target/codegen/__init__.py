@@ -11,7 +11,7 @@ def plan_dispatch(index: int, executable_op, machine) -> DispatchPlan:
     analysis = analyse(executable_op)
     plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,
                         target="host", task=task_of(analysis),
-                        source_location=analysis.source_location)
+                        source_location=analysis.source_location, macs=analysis.macs)
     plan.reason = legalize(analysis, machine)
     if plan.reason:
         return plan

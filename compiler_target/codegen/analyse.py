@@ -93,6 +93,7 @@ class Analysis:
     problem: str
     bindings: list[Binding]
     source_location: str
+    macs: int = 0                     # multiply-accumulates of the dispatch's contractions
 
 
 # ---- values -------------------------------------------------------------------------
@@ -145,17 +146,45 @@ def _analyse(executable_op) -> Analysis:
     bindings = _layout_bindings(export)
     function = _only_function(inner_module)
     walk = _Walk(bindings)
+    macs = 0
     try:
         _check_static(function)
         generalized = inner_module.clone()
         passmanager.PassManager.parse(GENERALIZE).run(generalized.operation)
+        macs = contraction_macs(_only_function(generalized))
         walk.run(_only_function(generalized), _op_names(function))
         op, problem = walk.finish(), ""
     except NotSupported as error:
         op, problem = None, str(error)
     summary = walk.summary or _fallback_summary(function)
     location = walk.location or str(function.location)
-    return Analysis(name, summary, op, problem, bindings, location)
+    return Analysis(name, summary, op, problem, bindings, location, macs)
+
+
+def contraction_macs(function) -> int:
+    """Multiply-accumulates of the function's contractions and convolutions: the
+    iteration space of every linalg.generic with a reduction loop whose body multiplies
+    (the model's math, whether or not the NPU runs the dispatch)."""
+    macs = 0
+    for op in _body(function):
+        if op.name != "linalg.generic" or "reduction" not in str(op.attributes["iterator_types"]):
+            continue
+        body = [o.operation.name for o in op.regions[0].blocks[0].operations]
+        if any(name in ("arith.mulf", "arith.muli") for name in body):
+            macs += math.prod(_loop_extents(op))
+    return macs
+
+
+def _loop_extents(op) -> list[int]:
+    """Each loop's extent, from the operand dims it indexes directly."""
+    maps = [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]]
+    extents = [1] * maps[0].n_dims
+    for value, affine_map in zip(op.operands, maps):
+        if isinstance(value.type, ir.ShapedType):
+            for n, expr in zip(ir.ShapedType(value.type).shape, affine_map.results):
+                if isinstance(expr, ir.AffineDimExpr):
+                    extents[expr.position] = n
+    return extents
 
 
 def _export_and_module(executable_op):

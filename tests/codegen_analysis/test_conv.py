@@ -26,6 +26,7 @@ def test_seed_single_conv_summary(tmp_path):
     (conv,) = analyses(tmp_path, model)
     assert conv.summary == ("linalg.generic (conv2d NCHW) N=1 C=3 H=500 W=500 F=8 KH=3 KW=3 "
                             "stride=1 f32")
+    assert conv.macs == 8 * 498 * 498 * 3 * 3 * 3
     op = conv.op
     assert isinstance(op, Conv2D)
     assert op.input.shape == (1, 3, 500, 500) and op.input.strides == (0, 250000, 500, 1)

@@ -28,6 +28,7 @@ def test_batch_matmul(tmp_path):
                        {"a": (4, 16, 8), "b": (4, 8, 12)})
     (mm,) = analyses(tmp_path, model)
     assert mm.summary == "linalg.batch_matmul B=4 M=16 N=12 K=8 f32"
+    assert mm.macs == 4 * 16 * 12 * 8
     a, b = random(4, 16, 8), random(4, 8, 12)
     np.testing.assert_allclose(run_dispatch(mm, [a, b]).reshape(4, 16, 12), a @ b,
                                rtol=1e-5, atol=1e-5)
