@@ -3,7 +3,7 @@ the executable-sources phase: analyse (analyse.py) -> legalize (legalize.py) -> 
 tile, schedule, emit (backend.compile_op). Dispatches that stop before lowering, or that
 lowering refuses, keep their host (llvm-cpu) binary with the reason in the plan."""
 from ..dispatch_plan import DispatchPlan
-from .analyse import Analysis, analyse
+from .analysis import Analysis, analyse
 from .legalize import legalize
 
 

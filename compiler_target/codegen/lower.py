@@ -56,6 +56,9 @@ def _constant_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:
 def dram_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:
     if ref.binding < 0:
         return _constant_buffer(role, ref, pool)
+    if ref.offset_constant >= 0:
+        raise NotLowerable(f"{role}: binding {ref.binding} offset comes from push constant "
+                           f"{ref.offset_constant}")
     if ref.offset % dtype_bytes(ref.dtype):
         raise NotLowerable(f"{role} offset {ref.offset} is not aligned to {ref.dtype}")
     return Buffer(role, ref.dtype, tuple(ref.shape), "dram", binding=ref.binding,

@@ -20,8 +20,9 @@ class TensorRef:
     shape: tuple[int, ...]           # logical dims, in the order the op documents
     strides: tuple[int, ...]         # element stride of each logical dim (0 = broadcast)
     binding: int = -1                # HAL binding ordinal, or -1 for `constant`
-    offset: int = 0                  # byte offset within the binding
+    offset: int = 0                  # byte offset within the binding (its static part)
     constant: np.ndarray | None = field(default=None, compare=False)  # inlined data (dense, C order of `shape`)
+    offset_constant: int = -1        # push constant whose value is added to `offset`, or -1
     # With `constant` (offset is then 0), `strides` index the constant's flat C-order data
     # like a binding's elements: element i is constant.ravel()[Σ i_d·strides_d], so an
     # inlined bias can be broadcast with stride 0 without being expanded.
@@ -65,14 +66,17 @@ class Conv2D:
 
 @dataclass
 class Matmul:
-    """out[b][m][n] = epilogue(Σ_k a[b][m][k] · b[b][k][n]).
-    a: (B, M, K); b: (B, K, N); out: (B, M, N); B = 1 for a plain matmul.
-    Transposed operands are just other strides."""
+    """out[b][m][n] = epilogue(Σ_k a[b][m][k] · b[b][k][n]), where each of b, m, n, k is
+    a multi-index over `dims` = (batch, M, N, K) logical dims (outermost first; one each
+    for a plain batched matmul): a: (*B, *M, *K); b: (*B, *K, *N); out: (*B, *M, *N).
+    A 1x1 convolution in NCHW has M = (rows, cols). Transposed operands are just other
+    strides."""
     a: TensorRef
     b: TensorRef
     out: TensorRef
     epilogue: list[ExprNode] = field(default_factory=lambda: [("acc",)])
-    epilogue_inputs: list[TensorRef] = field(default_factory=list)  # indexed like out (B, M, N)
+    epilogue_inputs: list[TensorRef] = field(default_factory=list)  # indexed like out
+    dims: tuple[int, int, int, int] = (1, 1, 1, 1)
 
 
 @dataclass

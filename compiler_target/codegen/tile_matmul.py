@@ -110,6 +110,8 @@ class MatmulPlanner:
 def tile_matmul(lowered: Lowered, m: MachineConfig) -> TiledProgram:
     op = lowered.op
     dtype = op.a.dtype
+    if op.dims != (1, 1, 1, 1):
+        raise NotLowerable(f"contraction with {op.dims} batch/M/N/K dims")
     if dtype not in ("f32", "f16", "bf16", "i8") or op.b.dtype != dtype:
         raise NotLowerable(f"matmul operand dtypes {dtype}/{op.b.dtype} not supported")
     acc_dtype = accumulator(dtype)

@@ -14,7 +14,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 from onnx.reference import ReferenceEvaluator
 
-from compiler_target.codegen.analyse import Analysis, analyse
+from compiler_target.codegen.analysis import Analysis, analyse
 from iree.compiler import ir
 
 from . import numpy_reference

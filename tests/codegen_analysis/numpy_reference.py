@@ -93,7 +93,14 @@ def conv2d(op: Conv2D, buffers) -> np.ndarray:
 
 
 def matmul(op: Matmul, buffers) -> np.ndarray:
-    return np.matmul(read(op.a, buffers), read(op.b, buffers))
+    """Each role's dims flattened: a (B, M, K) @ b (B, K, N), reshaped to out's dims."""
+    nb, nm, nn, nk = op.dims
+    a, b = read(op.a, buffers), read(op.b, buffers)
+    size = lambda dims: int(np.prod(dims))  # noqa: E731
+    batch, m, k, n = a.shape[:nb], a.shape[nb:nb + nm], a.shape[nb + nm:], b.shape[nb + nk:]
+    product = np.matmul(a.reshape(size(batch), size(m), size(k)),
+                        b.reshape(size(batch), size(k), size(n)))
+    return product.reshape(op.out.shape)
 
 
 def pool2d(op: Pool2D, buffers) -> np.ndarray:

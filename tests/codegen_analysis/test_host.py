@@ -6,7 +6,7 @@ from onnx import TensorProto, helper
 
 from compiler_target import codegen
 from compiler_target.codegen import backend, plan_dispatch
-from compiler_target.codegen.analyse import Analysis
+from compiler_target.codegen.analysis import Analysis
 from compiler_target.codegen.legalize import legalize
 from compiler_target.codegen.ops import Conv2D, Elementwise, TensorRef
 from executable_format.machine import DEFAULT_MACHINE

@@ -3,7 +3,7 @@ dispatch; hand-written executables check the in-dispatch form): zero pads of the
 dims become Conv2D pads, -inf pads become max Pool2D pads; anything else stays on host."""
 import numpy as np
 
-from compiler_target.codegen.analyse import analyse
+from compiler_target.codegen.analysis import analyse
 from compiler_target.codegen.legalize import legalize
 from compiler_target.codegen.ops import Conv2D, Pool2D
 

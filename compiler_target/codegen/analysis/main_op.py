@@ -1,0 +1,32 @@
+"""The dispatch's main op: the structured op its epilogue follows, as each kind module
+recognises it (contraction, convolution, pooling, reduction, elementwise)."""
+from dataclasses import dataclass
+
+from ..ops import NpuOp, TensorRef
+
+
+@dataclass
+class MainOp:
+    name: str                                     # the linalg op's name before generalization
+    shape: tuple[int, ...]                        # the NpuOp's logical output shape
+    loop_to_logical: dict[int, tuple[int, int]]   # loop -> (logical dim, multiplier)
+
+    kind = "op"
+
+    @property
+    def summary(self) -> str:
+        """The dispatch report's description: op, shapes, dtype."""
+        raise NotImplementedError
+
+    def build(self, out: TensorRef, expr: list, inputs: list[TensorRef]) -> NpuOp:
+        """The NpuOp writing `out` = epilogue `expr` of this op's result over `inputs`."""
+        raise NotImplementedError
+
+
+def label(name: str, kind: str) -> str:
+    """`linalg.generic (kind)` for generics, the named op's name otherwise."""
+    return f"{name} ({kind})" if name == "linalg.generic" else name
+
+
+def extents_text(values) -> str:
+    return "x".join(map(str, values)) or "1"

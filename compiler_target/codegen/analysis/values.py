@@ -1,0 +1,57 @@
+"""What an SSA value of the dispatch function means to the analysis.
+
+The walk gives every value it visits one of these meanings:
+  View          memory: a binding region (or an inlined constant) with element strides
+  Padded        a View inside `tensor.pad` (low/high per dim, pad value)
+  Scalar        a scalar or splat value
+  Empty         `tensor.empty` (contents undefined)
+  PushConstant  a `hal.interface.constant.load` value (a binding offset, as IREE
+                passes each call site's offsets of a deduplicated dispatch)
+  Result        computed in the dispatch: an expression node, and for each tensor dim
+                the logical dim of the NpuOp it indexes (and with which multiplier)
+  Compare       an arith.cmpf inside a body, consumed by arith.select
+"""
+from dataclasses import dataclass
+
+from ..ops import TensorRef
+
+
+@dataclass
+class View:
+    ref: TensorRef
+
+
+@dataclass
+class Padded:
+    ref: TensorRef
+    low: tuple[int, ...]
+    high: tuple[int, ...]
+    value: float
+
+
+@dataclass
+class Scalar:
+    value: float | int
+
+
+@dataclass
+class Empty:
+    pass
+
+
+@dataclass
+class PushConstant:
+    ordinal: int
+
+
+@dataclass
+class Result:
+    node: int
+    dims: list[tuple[int, int]]       # per tensor dim: (logical dim, multiplier)
+
+
+@dataclass
+class Compare:
+    greater: bool
+    lhs: int
+    rhs: int

@@ -1,0 +1,437 @@
+"""The walk over one dispatch function: every SSA value gets a meaning (values.py), the
+main structured op is recognised by its kind module, and the all-parallel generics
+around it become its elementwise epilogue (or, without a main op, an elementwise op).
+
+Named linalg ops are first generalized (on a clone), so every structured op is a
+`linalg.generic` classified by its indexing maps, iterator types and body:
+  reduction loops + body out+a*b   -> convolution (an input indexed by `s*oy + d*ky`) or
+                                      contraction
+  reduction loops + body out+x/max -> pooling (with a window operand) or reduction
+  parallel loops only              -> copy/broadcast/transpose of a View (body yields an
+                                      input) or an elementwise expression
+"""
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+from iree.compiler import ir
+
+from ..ops import Elementwise, NpuOp, TensorRef
+from . import contraction, convolution, elementwise, pooling, reduction
+from .errors import NotSupported
+from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, LEAVES, UNARY, constant,
+                          index_arithmetic, pruned, reduction_body, simplified, splat)
+from .indexing import (ELEMENT_BYTES, Generic, Operand, linear, logical_strides, row_major,
+                       single_loop, strides_over_loops, view_ref)
+from .main_op import MainOp
+from .values import Compare, Empty, Padded, PushConstant, Result, Scalar, View
+
+NUMPY_FLOATS = {"f32": np.float32, "f16": np.float16}
+IGNORED_OPS = {"func.return", "arith.constant"}
+PASS_THROUGH = {"arith.index_cast", "arith.index_castui"}   # index casts of push constants
+
+
+@dataclass
+class Subspan:
+    """One `hal.interface.binding.subspan`: a tensor at a byte offset of a binding (plus
+    a push constant's value when `offset_constant` >= 0)."""
+    binding: int
+    offset: int
+    dtype: str
+    shape: tuple[int, ...]
+    offset_constant: int = -1
+
+    @property
+    def size_bytes(self) -> int:
+        return math.prod(self.shape) * ELEMENT_BYTES[self.dtype]
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size_bytes
+
+
+@dataclass
+class Binding:
+    index: int
+    read_only: bool
+    subspans: list[Subspan] = field(default_factory=list)
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes from the binding's start its statically placed subspans reach."""
+        return max((s.end for s in self.subspans if s.offset_constant < 0), default=0)
+
+    @property
+    def role(self) -> str:
+        return "input" if self.read_only else "output"
+
+
+class Walk:
+    def __init__(self, bindings: list[Binding]):
+        self.bindings = bindings
+        self.values: dict = {}
+        self.nodes: list = []
+        self.inputs: list[TensorRef] = []
+        self.main: MainOp | None = None
+        self.stores: list[tuple[object, TensorRef]] = []
+        self.location = ""
+
+    @property
+    def summary(self) -> str:
+        return self.main.summary if self.main is not None else ""
+
+    def run(self, function, original_names: list[str]) -> None:
+        """Visits the generalized function's ops; `original_names` are the names of the
+        non-constant ops before generalization (which may merge and hoist constants)."""
+        ops = [op.operation for op in function.regions[0].blocks[0].operations]
+        names = iter(original_names)
+        if len([op for op in ops if op.name != "arith.constant"]) != len(original_names):
+            raise NotSupported("generalization changed the op count")
+        for op in ops:
+            self.visit(op, op.name if op.name == "arith.constant" else next(names))
+
+    def visit(self, op, name: str) -> None:
+        kind = op.name
+        if kind == "arith.constant":
+            self.values[op.results[0]] = constant(op)
+        elif kind == "hal.interface.constant.load":
+            self.values[op.results[0]] = PushConstant(ir.IntegerAttr(op.attributes["ordinal"]).value)
+        elif kind in PASS_THROUGH and op.operands[0] in self.values:
+            self.values[op.results[0]] = self.values[op.operands[0]]
+        elif kind == "util.assume.int":
+            for operand, result in zip(op.operands, op.results):
+                self.values[result] = self.values.get(operand)
+        elif kind == "hal.interface.binding.subspan":
+            self.values[op.results[0]] = self.subspan(op)
+        elif kind == "iree_tensor_ext.dispatch.tensor.load":
+            ref = self.slice_ref(op, op.operands[0], op.results[0].type)
+            self.values[op.results[0]] = View(ref)
+        elif kind == "iree_tensor_ext.dispatch.tensor.store":
+            self.stores.append((self.values[op.operands[0]],
+                                self.slice_ref(op, op.operands[1], op.operands[0].type)))
+        elif kind == "tensor.empty":
+            self.values[op.results[0]] = Empty()
+        elif kind == "tensor.pad":
+            self.values[op.results[0]] = self.pad(op)
+        elif kind == "linalg.generic":
+            self.values[op.results[0]] = self.generic(op, name)
+        elif kind not in IGNORED_OPS:
+            raise NotSupported(f"op {name} has no NPU equivalent")
+
+    # -- memory
+
+    def subspan(self, op) -> Subspan:
+        if len(op.operands) != 1:
+            raise NotSupported("binding subspan with dynamic dims")
+        tensor = dispatch_tensor_type(op.results[0].type)
+        offset = self.values.get(op.operands[0])
+        if isinstance(offset, PushConstant):
+            static, offset_constant = 0, offset.ordinal
+        elif isinstance(offset, Scalar):
+            static, offset_constant = int(offset.value), -1
+        else:
+            raise NotSupported("binding offset is neither a constant nor a push constant")
+        subspan = Subspan(ir.IntegerAttr(op.attributes["binding"]).value, static,
+                          str(tensor.element_type), tuple(tensor.shape), offset_constant)
+        self.bindings[subspan.binding].subspans.append(subspan)
+        return subspan
+
+    def slice_ref(self, op, source, value_type) -> TensorRef:
+        """The TensorRef of a load's result (or a store's value) in its binding."""
+        subspan = self.values[source]
+        if len(op.operands) != (2 if op.name.endswith("store") else 1):
+            raise NotSupported("dispatch tensor slice with dynamic offsets or sizes")
+        offsets, sizes, steps = (list(ir.DenseI64ArrayAttr(op.attributes[key]))
+                                 for key in ("static_offsets", "static_sizes", "static_strides"))
+        full = row_major(subspan.shape)
+        kept = kept_dims(sizes, ir.ShapedType(value_type).shape)
+        element = sum(o * s for o, s in zip(offsets, full))
+        return TensorRef(subspan.dtype, tuple(sizes[i] for i in kept),
+                         tuple(full[i] * steps[i] for i in kept), subspan.binding,
+                         subspan.offset + element * ELEMENT_BYTES[subspan.dtype],
+                         offset_constant=subspan.offset_constant)
+
+    def pad(self, op) -> Padded:
+        source = self.values[op.operands[0]]
+        if not isinstance(source, View) or len(op.operands) != 1:
+            raise NotSupported("tensor.pad of a computed value or with dynamic pads")
+        low, high = (tuple(ir.DenseI64ArrayAttr(op.attributes[key]))
+                     for key in ("static_low", "static_high"))
+        yielded = op.regions[0].blocks[0].operations[0].operation
+        value = self.values.get(yielded.operands[0]) if yielded.name == "tensor.yield" else None
+        if not isinstance(value, Scalar):
+            raise NotSupported("tensor.pad with a non-constant pad value")
+        return Padded(source.ref, low, high, float(value.value))
+
+    # -- structured ops
+
+    def generic(self, op, name: str):
+        generic = self.describe(op, name)
+        if generic.reductions:
+            return self.main_op(generic)
+        return self.parallel(generic)
+
+    def describe(self, op, name: str) -> Generic:
+        if len(op.results) != 1:
+            raise NotSupported(f"{name} with {len(op.results)} results (the NPU op writes one)")
+        maps = [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]]
+        iterators = [str(t).split("<")[1].rstrip(">") for t in op.attributes["iterator_types"]]
+        operands = [Operand(self.values[v], [linear(e) for e in m.results])
+                    for v, m in zip(op.operands, maps)]
+        extents: list[int | None] = [None] * len(iterators)
+        for value, operand in zip(op.operands, operands):
+            if not isinstance(value.type, ir.ShapedType):
+                continue
+            for n, (coefficients, constant_) in zip(ir.ShapedType(value.type).shape, operand.terms):
+                if len(coefficients) == 1 and list(coefficients.values()) == [1] and not constant_:
+                    extents[next(iter(coefficients))] = n
+        if None in extents:
+            raise NotSupported(f"{name}: a loop's extent is not given by an operand dim")
+        return Generic(op, name, iterators, operands[:-1], operands[-1], extents)
+
+    def parallel(self, generic: Generic):
+        copied = yielded_argument(generic)
+        if copied is not None:
+            source = (generic.inputs + [generic.output])[copied]
+            if isinstance(source.value, View):
+                return self.view_through(generic, source)
+            if isinstance(source.value, Scalar) and not source.terms:
+                return source.value
+        if self.main is None:
+            self.start(elementwise.recognise(generic), generic)
+            loop_to_logical = self.main.loop_to_logical
+        else:
+            loop_to_logical = self.loops_to_logical(generic)
+        return self.expression(generic, loop_to_logical)
+
+    def view_through(self, generic: Generic, source: Operand) -> View:
+        """A copy, broadcast or transpose of memory is a strided view of it."""
+        loop_strides, offset = strides_over_loops(source.value.ref, source)
+        loops = [single_loop(terms) for terms in generic.output.terms]
+        shape = [generic.extents[loop] for loop in loops]
+        return View(view_ref(source.value.ref, shape, [loop_strides.get(l, 0) for l in loops],
+                             offset))
+
+    def start(self, main: MainOp, generic: Generic) -> None:
+        self.main = main
+        self.location = str(generic.op.location)
+
+    # -- expressions
+
+    def expression(self, generic: Generic, loop_to_logical) -> Result:
+        """Appends the body of an all-parallel generic to the expression; its loops index
+        the op's logical dims as `loop_to_logical` says."""
+        operands = generic.inputs + [generic.output]
+        block = generic.op.regions[0].blocks[0]
+        nodes: dict = {}      # body value -> expression node (or Compare)
+        arrays: dict = {}     # body value -> its value at every loop position (index arithmetic)
+        if any(op.name == "tensor.extract" for op in generic.body):
+            raise NotSupported(f"{generic.name}: tensor.extract in the body "
+                               "(gather: data-dependent indexing)")
+
+        def node_of(value) -> int:
+            if value in nodes:
+                return nodes[value]
+            if value in arrays:
+                nodes[value] = self.positional_input(arrays[value], value.type, generic,
+                                                     loop_to_logical)
+            elif isinstance(value, ir.BlockArgument) and value.owner == block:
+                nodes[value] = self.operand_node(operands[value.arg_number], generic,
+                                                 loop_to_logical)
+            elif value in self.values and isinstance(self.values[value], Scalar):
+                nodes[value] = self.add(("const", float(self.values[value].value)))
+            else:
+                raise NotSupported(f"{generic.name}: unsupported value in body")
+            return nodes[value]
+
+        def array_of(value):
+            if value in arrays:
+                return arrays[value]
+            known = self.values.get(value)
+            return np.array(known.value) if isinstance(known, Scalar) else None
+
+        for op in generic.body:
+            if op.name == "linalg.yield":
+                dims = [loop_to_logical[single_loop(terms)] for terms in generic.output.terms]
+                return Result(node_of(op.operands[0]), dims)
+            positional = index_arithmetic(op, array_of, generic.extents)
+            if positional is not None:
+                arrays[op.results[0]] = positional
+            else:
+                nodes[op.results[0]] = self.body_op(op, node_of, nodes, generic.name)
+        raise NotSupported(f"{generic.name}: body without yield")
+
+    def positional_input(self, array: np.ndarray, type_, generic: Generic,
+                         loop_to_logical) -> int:
+        """Values computed from loop positions only (e.g. the divisor of an average pool
+        that excludes padding) become an inlined constant input."""
+        dtype = str(type_)
+        if dtype not in NUMPY_FLOATS:
+            raise NotSupported(f"{generic.name}: position-dependent {dtype} values")
+        rank = len(generic.extents)
+        data = np.ascontiguousarray(np.broadcast_to(array, np.broadcast_shapes(
+            array.shape, (1,) * rank)), NUMPY_FLOATS[dtype])
+        data_strides = row_major(data.shape)
+        loop_strides = {loop: data_strides[loop] for loop in range(rank) if data.shape[loop] > 1}
+        shape = self.main.shape
+        strides = logical_strides(loop_strides, loop_to_logical, generic.extents, len(shape))
+        self.inputs.append(TensorRef(dtype, shape, strides, -1, 0, data))
+        return self.add(("input", len(self.inputs) - 1))
+
+    def body_op(self, op, node_of, nodes, name: str):
+        kind = op.name
+        if kind == "arith.constant":
+            return self.add(("const", float(constant(op).value)))
+        if kind in BINARY:
+            return self.add((BINARY[kind], (node_of(op.operands[0]), node_of(op.operands[1]))))
+        if kind in UNARY:
+            return self.add((UNARY[kind], (node_of(op.operands[0]),)))
+        if kind == "arith.cmpf":
+            predicate = ir.IntegerAttr(op.attributes["predicate"]).value
+            if predicate not in CMPF_GREATER | CMPF_LESS:
+                raise NotSupported(f"{name}: arith.cmpf predicate {predicate}")
+            return Compare(predicate in CMPF_GREATER, node_of(op.operands[0]),
+                           node_of(op.operands[1]))
+        if kind == "arith.select":
+            return self.select(nodes.get(op.operands[0]), node_of(op.operands[1]),
+                               node_of(op.operands[2]), name)
+        raise NotSupported(f"{name}: {kind} in an elementwise body has no NPU equivalent")
+
+    def select(self, condition, if_true: int, if_false: int, name: str) -> int:
+        """select(a > b, a, b) = max(a, b); the other orders are max or min likewise."""
+        if not isinstance(condition, Compare) or \
+                {condition.lhs, condition.rhs} != {if_true, if_false} or if_true == if_false:
+            raise NotSupported(f"{name}: arith.select other than a max/min")
+        picks_larger = condition.greater == (if_true == condition.lhs)
+        return self.add(("max" if picks_larger else "min", (if_true, if_false)))
+
+    def operand_node(self, operand: Operand, generic: Generic, loop_to_logical) -> int:
+        value = operand.value
+        if isinstance(value, Result):
+            for (coefficients, _), dim in zip(operand.terms, value.dims):
+                if loop_to_logical[single_loop((coefficients, 0))] != dim:
+                    raise NotSupported(f"{generic.name} reads the computed value in two "
+                                       "different index orders")
+            return value.node
+        if splat(value) is not None:
+            return self.add(("const", float(splat(value).value)))
+        if isinstance(value, View):
+            return self.add(("input", self.add_input(value.ref, operand, generic.extents,
+                                                     loop_to_logical)))
+        raise NotSupported(f"{generic.name} reads an undefined or padded tensor")
+
+    def add_input(self, ref: TensorRef, operand: Operand, extents, loop_to_logical) -> int:
+        loop_strides, offset = strides_over_loops(ref, operand)
+        shape = self.main.shape
+        strides = logical_strides(loop_strides, loop_to_logical, extents, len(shape))
+        self.inputs.append(view_ref(ref, shape, strides, offset))
+        return len(self.inputs) - 1
+
+    def loops_to_logical(self, generic: Generic) -> dict[int, tuple[int, int]]:
+        """Which logical dim of the op each loop of a generic consuming its result indexes."""
+        mapping = {}
+        for operand in generic.inputs + [generic.output]:
+            if isinstance(operand.value, Result):
+                for terms, dim in zip(operand.terms, operand.value.dims):
+                    mapping[single_loop(terms)] = dim
+        if not mapping:
+            raise NotSupported(f"{generic.name} is a second computation independent of "
+                               f"the {self.main.kind}")
+        if len(mapping) != len(generic.extents):
+            raise NotSupported(f"{generic.name} broadcasts the computed value")
+        return mapping
+
+    def add(self, node) -> int:
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+    # -- main ops (with reduction loops)
+
+    def main_op(self, generic: Generic) -> Result:
+        if self.main is not None:
+            raise NotSupported(f"{generic.name} after a {self.main.kind} in the same dispatch")
+        for operand in generic.inputs:
+            if isinstance(operand.value, Result):
+                raise NotSupported(f"{generic.name} consumes a value computed in the dispatch")
+        self.location = str(generic.op.location)
+        combine = reduction_body(generic)
+        if combine == "mac":
+            windowed = any(len(c) > 1 for operand in generic.inputs for c, _ in operand.terms)
+            main = (convolution if windowed else contraction).recognise(generic)
+        elif any(isinstance(operand.value, Empty) for operand in generic.inputs):
+            main = pooling.recognise(generic, combine)
+        else:
+            main = reduction.recognise(generic, combine)
+        self.start(main, generic)
+        return self.accumulate(generic, "max" if combine == "max" else "add")
+
+    def accumulate(self, generic: Generic, combine: str) -> Result:
+        """The accumulator node, combined with the output's initial value."""
+        loop_to_logical = self.main.loop_to_logical
+        acc = self.add(("acc",))
+        init = splat(generic.output.value) or generic.output.value
+        identity = -math.inf if combine == "max" else 0.0
+        if isinstance(init, Scalar) and float(init.value) != identity:
+            acc = self.add((combine, (acc, self.add(("const", float(init.value))))))
+        elif isinstance(init, View):
+            init_node = self.add(("input", self.add_input(init.ref, generic.output,
+                                                          generic.extents, loop_to_logical)))
+            acc = self.add((combine, (acc, init_node)))
+        elif not isinstance(init, Scalar):
+            raise NotSupported(f"{generic.name} accumulates into an undefined or computed tensor")
+        dims = [loop_to_logical[single_loop(terms)] for terms in generic.output.terms]
+        return Result(acc, dims)
+
+    # -- the result
+
+    def finish(self) -> tuple[NpuOp, str]:
+        """The dispatch's NpuOp and its summary."""
+        if len(self.stores) != 1:
+            raise NotSupported(f"dispatch writes {len(self.stores)} results "
+                               "(the NPU op writes one)")
+        value, target = self.stores[0]
+        if isinstance(value, View) and self.main is None:
+            return (Elementwise(target, [value.ref], [("input", 0)]),
+                    f"copy {'x'.join(map(str, value.ref.shape))} {value.ref.dtype}")
+        if isinstance(value, Scalar) and self.main is None:
+            return (Elementwise(target, [], [("const", float(value.value))]),
+                    f"fill {'x'.join(map(str, target.shape))} {target.dtype}")
+        if not isinstance(value, Result) or self.main is None:
+            raise NotSupported("the stored value is not computed by the dispatch")
+        shape = self.main.shape
+        out = view_ref(target, shape, logical_strides(
+            {t: s for t, s in enumerate(target.strides)},
+            {t: dim for t, dim in enumerate(value.dims)}, list(target.shape), len(shape)))
+        expr, inputs = pruned(simplified(self.nodes[:value.node + 1]), self.inputs)
+        op = self.main.build(out, expr, inputs)
+        return op, self.main.summary
+
+
+# ---- helpers --------------------------------------------------------------------------
+
+def dispatch_tensor_type(type_) -> ir.ShapedType:
+    text = str(type_)
+    match = re.fullmatch(r"!iree_tensor_ext\.dispatch\.tensor<\w+:(.*)>", text)
+    if not match:
+        raise NotSupported(f"binding of type {text}")
+    return ir.ShapedType(ir.Type.parse(match.group(1)))
+
+
+def kept_dims(sizes: list[int], shape) -> list[int]:
+    """Which dims of a (possibly rank-reducing) slice the value keeps."""
+    kept, j = [], 0
+    for i, n in enumerate(sizes):
+        if j < len(shape) and shape[j] == n and len(sizes) - i >= len(shape) - j:
+            kept.append(i)
+            j += 1
+        elif n != 1:
+            raise NotSupported(f"slice sizes {sizes} do not match the value shape {list(shape)}")
+    return kept
+
+
+def yielded_argument(generic: Generic) -> int | None:
+    body = generic.body
+    if len(body) == 1 and isinstance(body[0].operands[0], ir.BlockArgument):
+        return body[0].operands[0].arg_number
+    return None
