@@ -52,11 +52,13 @@ def used_inputs(expr) -> list[int]:
     return sorted({expr[i][1] for i in reachable(expr) if expr[i][0] == "input"})
 
 
-def fold_bias(expr, inputs, channel_dim: int, acc_dtype: str):
+def fold_bias(expr, inputs, channel_dims: set[int], acc_dtype: str):
     """If the expression starts by adding a per-channel input to the accumulator (and
-    uses the accumulator nowhere else) and that input varies along the channel, returns (that input's index, the expression with
-    the add replaced by the accumulator) so the MAC BIAS flag does the add; else (None, expr).
-    A bias of another float dtype than the accumulator is converted when loaded."""
+    uses the accumulator nowhere else), the input varying only along the `channel_dims`
+    (the MAC's output lanes: a conv's F, a matmul's N dims) and along them, returns
+    (that input's index, the expression with the add replaced by the accumulator) so
+    the MAC BIAS flag does the add; else (None, expr). A bias of another float dtype
+    than the accumulator is converted when loaded."""
     acc_nodes = [i for i, node in enumerate(expr) if node[0] == "acc"]
     if len(acc_nodes) != 1:
         return None, expr
@@ -72,9 +74,9 @@ def fold_bias(expr, inputs, channel_dim: int, acc_dtype: str):
     ref = inputs[k]
     if acc_dtype not in FLOATS or ref.dtype not in FLOATS or any(
             s != 0 and n != 1 for d, (n, s) in enumerate(zip(ref.shape, ref.strides))
-            if d != channel_dim):
+            if d not in channel_dims):
         return None, expr
-    if ref.strides[channel_dim] == 0 and ref.shape[channel_dim] != 1:
+    if any(ref.strides[d] == 0 and ref.shape[d] != 1 for d in channel_dims):
         return None, expr   # one value for every channel: BIAS reads one per channel
     return k, [("acc",) if i == add else node for i, node in enumerate(expr)]
 

@@ -151,7 +151,7 @@ def conv_job(lowered: Lowered, m: MachineConfig) -> ConvJob:
     if dtype not in ("f32", "f16", "bf16", "i8") or op.weight.dtype != dtype:
         raise NotLowerable(f"conv operand dtypes {dtype}/{op.weight.dtype} not supported")
     acc_dtype = accumulator(dtype)
-    bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, 1, acc_dtype)
+    bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, {1}, acc_dtype)
     return ConvJob(lowered, conv_shape(lowered), m, dtype, acc_dtype, expr, bias_index,
                    used_inputs(expr))
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from compiler_target.codegen.ops import Conv2D, Elementwise
+from compiler_target.codegen.ops import Conv2D, Elementwise, Matmul
 
 from .models import analyses, onnx_model, onnx_reference, random, run_dispatch
 
@@ -182,3 +182,41 @@ def test_conv_batchnorm_relu_epilogue_reads_two_tensors_of_one_binding(tmp_path)
     assert any(ref.binding == binding.index for ref in conv.op.epilogue_inputs)
     assert conv.op.epilogue[-1] == ("relu", (len(conv.op.epilogue) - 2,))
     assert conv.op.pads == (0, 0, 0, 0) and conv.op.input.shape == (1, 3, 12, 12)
+
+
+def test_pointwise_conv_is_a_contraction_over_rows_and_cols(tmp_path):
+    """A 1x1 convolution in NCHW whose result is stored into the zero-padded input of
+    the next convolution is a contraction whose M spans two loops (rows x cols): IREE's
+    `matmul_like` dispatch, roles from linalg.infer_contraction_dimensions."""
+    w1, w2 = random(16, 8, 1, 1), random(4, 16, 3, 3)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["y"], pads=[1, 1, 1, 1])]
+    model = onnx_model(nodes, {"x": (1, 8, 6, 20)}, {"w1": w1, "w2": w2})
+    pointwise = analyses(tmp_path, model)[0]
+    op = pointwise.op
+    assert isinstance(op, Matmul) and op.dims == (1, 2, 1, 1)
+    assert pointwise.summary == "linalg.generic (matmul) M=6x20 N=16 K=8 a^T b^T f32"
+    assert op.a.shape == (1, 6, 20, 8) and op.a.strides == (0, 20, 1, 120)
+    assert op.out.shape == (1, 6, 20, 16) and op.out.strides == (0, 22, 1, 8 * 22)
+    assert pointwise.macs == 6 * 20 * 16 * 8
+    x = random(1, 8, 6, 20)
+    got = run_dispatch(pointwise, [x, w1]).reshape(16, 8, 22)[:, 1:7, 1:21]
+    expected = np.maximum(np.einsum("chw,fc->fhw", x[0], w1[:, :, 0, 0]), 0)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_one_dimensional_conv_is_a_2d_conv_of_height_one(tmp_path):
+    weight, bias = random(6, 4, 3), random(6)
+    model = onnx_model([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1],
+                                         strides=[2])],
+                       {"x": (1, 4, 17)}, {"w": weight, "b": bias})
+    dispatches = analyses(tmp_path, model)
+    conv = dispatches[-1]
+    assert isinstance(conv.op, Conv2D)
+    assert conv.op.input.shape[2] == 1 and conv.op.weight.shape[2:] == (1, 3)
+    assert conv.op.stride == (1, 2)
+    x = random(1, 4, 17)
+    feed = run_dispatch(dispatches[0], [x]) if len(dispatches) == 2 else x
+    expected = onnx_reference(model, {"x": x})
+    got = run_dispatch(conv, [feed, weight])
+    np.testing.assert_allclose(got.reshape(expected.shape), expected, rtol=1e-5, atol=1e-5)

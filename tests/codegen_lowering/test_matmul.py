@@ -3,7 +3,7 @@ broadcast, bias and epilogues, on the native NPU core against numpy."""
 import numpy as np
 import pytest
 
-from compiler_target.codegen.ops import Matmul
+from compiler_target.codegen.ops import Matmul, TensorRef
 from executable_format.machine import MachineConfig
 
 from . import reference
@@ -62,3 +62,55 @@ def test_matmul_512_reaches_roofline(rng):
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-3)
     assert stats.roofline_cycles(MACHINE, "f32") / stats.total_cycles >= 0.85
     assert "MAC util" in compiled.detail
+
+
+def build_contraction(rng, batch, m, n, k, orders, epilogue=False, out_padding=0):
+    """A Matmul whose roles span several dims (`batch`, `m`, `n`, `k`: tuples of extents),
+    each tensor stored in the memory order `orders[name]` (a permutation of its dims),
+    the output inside a bigger zero buffer when `out_padding` (a padded-store result)."""
+    a = rng.standard_normal(batch + m + k).astype(np.float32)
+    w = rng.standard_normal(batch + k + n).astype(np.float32)
+    b = Bindings()
+    ar, br = b.add(a, orders["a"]), b.add(w, orders["b"])
+    flat = lambda dims: int(np.prod(dims))  # noqa: E731
+    acc = np.matmul(a.reshape(flat(batch), flat(m), flat(k)).astype(np.float64),
+                    w.reshape(flat(batch), flat(k), flat(n))).reshape(batch + m + n)
+    expr, refs, values = [("acc",)], [], []
+    if epilogue:
+        # A per-column bias over the N dims (the MAC's BIAS) and a per-row scale over M.
+        bias = rng.standard_normal((1,) * len(batch + m) + n).astype(np.float32)
+        scale = rng.standard_normal((1,) * len(batch) + m + (1,) * len(n)).astype(np.float32)
+        refs = [b.add_broadcast(bias, acc.shape), b.add_broadcast(scale, acc.shape)]
+        values = [np.broadcast_to(bias, acc.shape), np.broadcast_to(scale, acc.shape)]
+        expr = [("acc",), ("input", 0), ("add", (0, 1)), ("input", 1), ("mul", (2, 3)),
+                ("relu", (4,))]
+    padded = b.output(tuple(d + 2 * out_padding for d in acc.shape), order=orders["out"])
+    inner = tuple(slice(out_padding, out_padding + d) for d in acc.shape)
+    offset = sum(out_padding * s for s in padded.strides) * 4
+    out = TensorRef("f32", acc.shape, padded.strides, padded.binding, padded.offset + offset)
+    dims = (len(batch), len(m), len(n), len(k))
+    op = Matmul(ar, br, out, epilogue=expr, epilogue_inputs=refs, dims=dims)
+    expected = np.zeros(padded.shape)
+    expected[inner] = reference.expression(expr, values, acc)
+    return op, b, padded, expected
+
+
+CONTRACTIONS = {
+    # A 1x1 convolution in NCHW: M = rows x cols, the output stored into a padded buffer.
+    "conv1x1_nchw": ((), (6, 20), (16,), (8,), {"a": (2, 0, 1), "b": (1, 0), "out": (2, 0, 1)}, 1),
+    "batch2_m2_n2_k2": ((2, 3), (5, 7), (4, 9), (3, 6),
+                        {"a": (0, 5, 2, 1, 4, 3), "b": (1, 0, 2, 3, 4, 5),
+                         "out": (4, 0, 1, 5, 2, 3)}, 0),
+    "k_split": ((), (40,), (70,), (30, 20), {"a": (1, 2, 0), "b": (0, 1, 2), "out": (0, 1)}, 0),
+}
+
+
+@pytest.mark.parametrize("case", CONTRACTIONS)
+@pytest.mark.parametrize("epilogue", [False, True])
+def test_contraction_with_multi_dim_roles(rng, case, epilogue):
+    batch, m, n, k, orders, padding = CONTRACTIONS[case]
+    op, b, padded, expected = build_contraction(rng, batch, m, n, k, orders, epilogue, padding)
+    machine = SMALL_SRAM if case == "k_split" else MACHINE
+    compiled, stats = compile_and_run(op, b, machine=machine)
+    np.testing.assert_allclose(b.read(padded), expected, rtol=1e-4, atol=1e-4)
+    assert compiled.estimated_cycles == stats.total_cycles

@@ -1,0 +1,422 @@
+"""Tiling of Matmul, every contraction (matmul, batch matmul, matvec, 1x1 convolutions
+in any layout): output blocks of M x N, K split into chunks the MAC accumulates
+(ACCUMULATE), batch indices one at a time.
+
+Each role (batch, M, N, K) may span several dims (a 1x1 convolution in NCHW has
+M = rows x cols). The dims of a role are first canonicalized: unit dims dropped,
+neighbours merged where every tensor indexing the role has them contiguous. A block of
+a role is then a `Split`: the dims before `dim` one index at a time, `dim` in chunks,
+the dims after it whole; so a block is one dense run of the role's flattened index, and
+its SRAM tile is dense whatever the DRAM strides (the DMA boxes carry them).
+
+Operand tiles are dense in SRAM: A as [m][k], or [k][m] with TRANSPOSE_A when A's
+innermost M dim is the contiguous one; B as [k][n], or [n][k] with TRANSPOSE_B. The loop
+order (M blocks outer or N blocks outer) and the block sizes come from an estimate of
+the engines' busy time, the DMA transfers costed as the instructions the emitter writes,
+over the candidates that fit SRAM with double buffering; operand blocks that stay the
+same between consecutive tiles are not reloaded. A per-column bias add at the start of
+the epilogue becomes the MAC BIAS flag; the rest runs on the vector engine.
+"""
+import itertools
+from dataclasses import dataclass
+
+from executable_format.isa import Flag
+from executable_format.machine import MachineConfig
+
+from .epilogue import LEAVES, OutputStage, accumulator, fold_bias, reachable, temp_count, used_inputs
+from .lower import Lowered, NotLowerable
+from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes
+from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned,
+                   block_candidates, ceil_div, dense_sram_strides, dma_instrs, fitting, pick,
+                   prod, split_candidates)
+from .vector import Operand
+
+ROLES = ("batch", "m", "n", "k")
+TENSOR_ROLES = {"a": ("batch", "m", "k"), "b": ("batch", "k", "n"), "out": ("batch", "m", "n")}
+
+
+def tensor_roles(name: str) -> tuple[str, ...]:
+    """The roles of a tensor's dims, in order (epilogue inputs are indexed like out)."""
+    return TENSOR_ROLES.get(name, TENSOR_ROLES["out"])
+
+
+# ----------------------------------------------------------------------- the layout
+
+@dataclass
+class Layout:
+    """The contraction's dims per role (outermost first) after canonicalization, and
+    every tensor as a DRAM view over its roles' dims."""
+    extents: dict[str, tuple[int, ...]]
+    tensors: dict[str, Buffer]
+
+    def count(self, role: str) -> int:
+        return prod(self.extents[role])
+
+
+def canonical_layout(lowered: Lowered) -> Layout:
+    op = lowered.op
+    counts = dict(zip(ROLES, op.dims))
+    positions = {}
+    for name in lowered.tensors:
+        start, positions[name] = 0, {}
+        for role in tensor_roles(name):
+            positions[name][role] = range(start, start + counts[role])
+            start += counts[role]
+    extents, strides = {}, {name: {} for name in lowered.tensors}
+    for role in ROLES:
+        dims: list[tuple[int, dict[str, int]]] = []
+        users = [name for name in lowered.tensors if role in tensor_roles(name)]
+        for i in range(counts[role]):
+            extent = lowered.tensors[users[0]].shape[positions[users[0]][role][i]]
+            along = {name: lowered.tensors[name].strides[positions[name][role][i]]
+                     for name in users}
+            if extent == 1:
+                continue
+            if dims and all(dims[-1][1][name] == along[name] * extent for name in users):
+                dims[-1] = (dims[-1][0] * extent, along)
+            else:
+                dims.append((extent, along))
+        dims = dims or [(1, {name: 0 for name in users})]
+        extents[role] = tuple(extent for extent, _ in dims)
+        for name in users:
+            strides[name][role] = [along[name] for _, along in dims]
+    tensors = {}
+    for name, buffer in lowered.tensors.items():
+        shape = [n for role in tensor_roles(name) for n in extents[role]]
+        view_strides = [s for role in tensor_roles(name) for s in strides[name][role]]
+        tensors[name] = Buffer(buffer.name, buffer.dtype, tuple(shape), "dram",
+                               binding=buffer.binding, offset=buffer.offset,
+                               strides=tuple(view_strides), view_of=buffer)
+    return Layout(extents, tensors)
+
+
+# ------------------------------------------------------------------------ the blocks
+
+@dataclass(frozen=True)
+class Split:
+    """Blocks of a role: dims before `dim` one index at a time, `dim` in chunks of
+    `chunk`, the dims after it whole."""
+    dim: int
+    chunk: int
+
+    def size(self, extents) -> int:
+        return self.chunk * prod(extents[self.dim + 1:])
+
+    def count(self, extents) -> int:
+        return prod(extents[:self.dim]) * ceil_div(extents[self.dim], self.chunk)
+
+    def first_counts(self, extents) -> tuple[int, ...]:
+        """The counts of the first (biggest) block."""
+        inner = tuple(extents[self.dim + 1:])
+        return (1,) * self.dim + (min(self.chunk, extents[self.dim]),) + inner
+
+    def blocks(self, extents) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """(starts, counts) of every block, in order."""
+        inner = tuple(extents[self.dim + 1:])
+        result = []
+        for outer in itertools.product(*(range(n) for n in extents[:self.dim])):
+            for start in range(0, extents[self.dim], self.chunk):
+                count = min(self.chunk, extents[self.dim] - start)
+                result.append((outer + (start,) + (0,) * len(inner),
+                               (1,) * self.dim + (count,) + inner))
+        return result
+
+
+def split_of_size(extents, size: int) -> Split:
+    """The biggest block of at most `size` elements (at least one) that is a Split."""
+    inner = 1
+    for dim in range(len(extents) - 1, -1, -1):
+        if size < inner * extents[dim] or dim == 0:
+            return Split(dim, max(1, min(extents[dim], size // inner)))
+        inner *= extents[dim]
+    raise AssertionError("unreachable")
+
+
+def splits(extents, sizes) -> list[Split]:
+    """The Splits for the wanted block sizes, smallest block first."""
+    found = {split_of_size(extents, size) for size in sizes}
+    return sorted(found, key=lambda s: s.size(extents))
+
+
+def flat_stride(strides, counts) -> int | None:
+    """The stride of a block's dims seen as one flattened dim, or None if they do not
+    flatten (0 when the block does not vary along them)."""
+    live = [(s, c) for s, c in zip(strides, counts) if c > 1]
+    if all(s == 0 for s, _ in live):
+        return 0
+    if any(s == 0 for s, _ in live):
+        return None
+    for (outer, _), (inner, count) in zip(live, live[1:]):
+        if outer != inner * count:
+            return None
+    return live[-1][0]
+
+
+@dataclass(frozen=True)
+class ContractionTiling:
+    m: Split
+    n: Split
+    k: Split
+    m_outer: bool        # loop over M blocks outside N blocks (A stays resident)
+
+
+# ----------------------------------------------------------------------- the planner
+
+class ContractionPlanner:
+    def __init__(self, lowered: Lowered, machine: MachineConfig, expr, bias_index, used,
+                 acc_dtype):
+        self.layout = canonical_layout(lowered)
+        self.m, self.dtype = machine, lowered.op.a.dtype
+        self.e, self.acc_e = dtype_bytes(self.dtype), dtype_bytes(acc_dtype)
+        self.acc_dtype = acc_dtype
+        names = [f"epilogue.{k}" for k in used + ([bias_index] if bias_index is not None else [])]
+        self.streamed = [self.layout.tensors[name] for name in names]
+        out = self.layout.tensors["out"]
+        self.cast_e = dtype_bytes(out.dtype) if out.dtype != acc_dtype else 0
+        self.temps = temp_count(expr)
+        self.consts = sum(1 for node in expr if node[0] == "const")
+        self.vector_ops = sum(2 if expr[i][0] == "abs" else 1 for i in reachable(expr)
+                              if expr[i][0] not in LEAVES) + (1 if self.cast_e else 0)
+        self.batch = self.layout.count("batch")
+        a, b = self.layout.tensors["a"], self.layout.tensors["b"]
+        nb, nm = len(self.layout.extents["batch"]), len(self.layout.extents["m"])
+        nk = len(self.layout.extents["k"])
+        self.a_transposed = abs(a.strides[nb + nm - 1]) < abs(a.strides[-1])
+        self.b_transposed = abs(b.strides[nb + nk - 1]) < abs(b.strides[-1])
+        self._costs: dict = {}
+
+    def extents(self, role: str):
+        return self.layout.extents[role]
+
+    def sizes(self, t: ContractionTiling) -> tuple[int, int, int]:
+        return tuple(getattr(t, r).size(self.extents(r)) for r in ("m", "n", "k"))
+
+    def counts(self, t: ContractionTiling) -> tuple[int, int, int]:
+        return tuple(getattr(t, r).count(self.extents(r)) for r in ("m", "n", "k"))
+
+    def slots(self, t: ContractionTiling) -> tuple[int, int]:
+        nm, nn, nk = self.counts(t)
+        a_single = self.batch == 1 and nm * nk == 1
+        b_single = self.batch == 1 and nn * nk == 1
+        return (1 if a_single else 2), (1 if b_single else 2)
+
+    def footprint(self, t: ContractionTiling) -> int:
+        """The SRAM the emitter allocates (slots are 64-byte aligned)."""
+        mt, nt, kt = self.sizes(t)
+        a_slots, b_slots = self.slots(t)
+        out = mt * nt
+        total = a_slots * aligned(mt * kt * self.e) + b_slots * aligned(kt * nt * self.e)
+        total += (2 + self.temps) * aligned(out * self.acc_e) + 2 * aligned(out * self.cast_e)
+        counts = self.first_counts(t)
+        for tensor in self.streamed:
+            live = prod(c for c, s in zip(counts, tensor.strides) if s)
+            total += 2 * aligned(live * dtype_bytes(tensor.dtype))
+            if tensor.dtype != self.acc_dtype:
+                total += 2 * aligned(live * self.acc_e)
+        return total + (self.consts + 1) * SRAM_ALIGN
+
+    def first_counts(self, t: ContractionTiling) -> list[int]:
+        """The out-indexed counts (batch, M, N dims) of the first tile."""
+        batch = [1] * len(self.extents("batch"))
+        return batch + list(t.m.first_counts(self.extents("m"))) + \
+            list(t.n.first_counts(self.extents("n")))
+
+    def mac_cycles(self, mt: int, nt: int, kt: int) -> int:
+        m = self.m
+        return m.mac_latency_cycles + mt * ceil_div(nt, m.mac_cols) * \
+            ceil_div(kt, m.mac_k_lanes(self.dtype))
+
+    def vector_cycles(self, elements: int) -> int:
+        m = self.m
+        return self.vector_ops * (m.vector_latency_cycles +
+                                  ceil_div(elements * self.acc_e, m.vector_bytes_per_cycle))
+
+    def transfer(self, op: str, name: str, roles: dict[str, Split]) -> int:
+        """Busy cycles of the DMA instructions moving the first block of tensor `name`
+        (its dims of the roles in `roles`; batch index 0), cached."""
+        key = (op, name, tuple(roles.items()))
+        if key not in self._costs:
+            tensor = self.layout.tensors[name]
+            counts = [c for role in tensor_roles(name) for c in (
+                roles[role].first_counts(self.extents(role)) if role in roles
+                else (1,) * len(self.extents(role)))]
+            live = [(c, s) for c, s in zip(counts, tensor.strides) if s]
+            dense = dense_sram_strides([c for c, _ in live])
+            probe = Buffer("probe", tensor.dtype, (prod(c for c, _ in live),), "sram")
+            dims = [Dim(c, s, d) for (c, s), d in zip(live, dense)]
+            self._costs[key] = busy_cycles(self.m, dma_instrs(op, tensor, 0, probe, 0, dims, ""))
+        return self._costs[key]
+
+    def estimate(self, t: ContractionTiling) -> int:
+        nm, nn, nk = self.counts(t)
+        mt, nt, kt = self.sizes(t)
+        tiles = self.batch * nm * nn
+        load_a = self.transfer("dma.load", "a", {"m": t.m, "k": t.k})
+        load_b = self.transfer("dma.load", "b", {"k": t.k, "n": t.n})
+        store = self.transfer("dma.store", "out", {"m": t.m, "n": t.n})
+        epilogue_loads = sum(self.transfer("dma.load", tensor.name, {"m": t.m, "n": t.n})
+                             for tensor in self.streamed)
+        a_loads = self.batch * nm * nk if t.m_outer and nk <= 2 else tiles * nk
+        b_loads = self.batch * nn * nk if not t.m_outer and nk <= 2 else tiles * nk
+        mac = self.mac_cycles(mt, nt, kt)
+        vector = self.vector_cycles(mt * nt)
+        dma_in = a_loads * load_a + b_loads * load_b + tiles * epilogue_loads
+        return max(tiles * nk * mac, dma_in, tiles * store, tiles * vector) + \
+            load_a + load_b + epilogue_loads + mac + vector + store
+
+    def choose(self) -> ContractionTiling:
+        m = self.m
+        m_splits = splits(self.extents("m"), split_candidates(self.layout.count("m")))
+        n_splits = splits(self.extents("n"), block_candidates(self.layout.count("n"), m.mac_cols))
+        k_splits = splits(self.extents("k"), block_candidates(self.layout.count("k"),
+                                                              m.mac_k_lanes(self.dtype)))
+        candidates = []
+        for n_split in n_splits:
+            for k_split in k_splits:
+                fit = fitting(m_splits, lambda s: self.footprint(
+                    ContractionTiling(s, n_split, k_split, True)) <= m.sram_bytes)
+                for m_split in fit:
+                    for m_outer in (True, False):
+                        t = ContractionTiling(m_split, n_split, k_split, m_outer)
+                        candidates.append((self.estimate(t), prod(self.sizes(t)), t))
+        chosen = pick(candidates)
+        if chosen is None:
+            raise NotLowerable("does not fit SRAM even tiled: matmul "
+                               f"{self.layout.count('m')}x{self.layout.count('n')}x"
+                               f"{self.layout.count('k')}")
+        return chosen[1]
+
+
+def tile_contraction(lowered: Lowered, m: MachineConfig) -> TiledProgram:
+    op = lowered.op
+    dtype = op.a.dtype
+    if dtype not in ("f32", "f16", "bf16", "i8") or op.b.dtype != dtype:
+        raise NotLowerable(f"matmul operand dtypes {dtype}/{op.b.dtype} not supported")
+    acc_dtype = accumulator(dtype)
+    nb, nm, nn, _ = op.dims
+    n_dims = set(range(nb + nm, nb + nm + nn))
+    bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, n_dims, acc_dtype)
+    used = used_inputs(expr)
+    planner = ContractionPlanner(lowered, m, expr, bias_index, used, acc_dtype)
+    t = planner.choose()
+    return ContractionEmitter(planner, t, expr, bias_index, used,
+                              len(op.epilogue_inputs)).run()
+
+
+# ----------------------------------------------------------------------- the emitter
+
+class ContractionEmitter:
+    def __init__(self, planner: ContractionPlanner, t: ContractionTiling, expr, bias_index,
+                 used, epilogue_count: int):
+        self.p, self.t = planner, t
+        self.tensors = planner.layout.tensors
+        self.epilogue_count = epilogue_count
+        mt, nt, kt = planner.sizes(t)
+        sram = Sram(planner.m.sram_bytes)
+        self.sram = sram
+        a_slots, b_slots = planner.slots(t)
+        self.a_slots = Slots(sram, "a", planner.dtype, (mt * kt,), a_slots)
+        self.b_slots = Slots(sram, "b", planner.dtype, (kt * nt,), b_slots)
+        self.outs = Slots(sram, "acc", planner.acc_dtype, (mt * nt,))
+        counts = planner.first_counts(t)
+        self.bias = Streamed(sram, self.tensors[f"epilogue.{bias_index}"], counts,
+                             compute_dtype=planner.acc_dtype) if bias_index is not None else None
+        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], counts,
+                                compute_dtype=planner.acc_dtype) for k in used}
+        self.output = OutputStage(sram, expr, planner.acc_dtype, self.tensors["out"], mt * nt)
+
+    def run(self) -> TiledProgram:
+        p, t = self.p, self.t
+        m_blocks = list(enumerate(t.m.blocks(p.extents("m"))))
+        n_blocks = list(enumerate(t.n.blocks(p.extents("n"))))
+        pairs = [(mb, nb) for mb in m_blocks for nb in n_blocks] if t.m_outer else \
+            [(mb, nb) for nb in n_blocks for mb in m_blocks]
+        pipeline = Pipeline(self.output.setup)
+        for batch in itertools.product(*(range(n) for n in p.extents("batch"))):
+            for m_block, n_block in pairs:
+                pipeline.add(*self._tile(batch, m_block, n_block))
+        mt, nt, kt = p.sizes(t)
+        order = "M-outer" if t.m_outer else "N-outer"
+        return TiledProgram(pipeline.finish(), self.sram.buffers,
+                            f"tiles {mt}x{nt}x{kt} (MxNxK, {order})", 2)
+
+    def _tile(self, batch, m_block, n_block) -> tuple[list[Instr], list[Instr]]:
+        p = self.p
+        (mi, (m_starts, m_counts)), (ni, (n_starts, n_counts)) = m_block, n_block
+        mt, nt = prod(m_counts), prod(n_counts)
+        starts = list(batch) + list(m_starts) + list(n_starts)
+        counts = [1] * len(batch) + list(m_counts) + list(n_counts)
+        note = f"b{','.join(map(str, batch))} m{mi}:{mt} n{ni}:{nt}"
+        out, _ = self.outs.acquire(None)
+        front: list[Instr] = []
+        bias_reads, flags, bias_addr = (), Flag.NONE, 0
+        if self.bias is not None:
+            buf, _, loads = self.bias.load(starts, counts, note)
+            front += loads
+            bias_reads, flags, bias_addr = (buf,), Flag.BIAS, buf.addr
+        k_blocks = self.t.k.blocks(p.extents("k"))
+        for ki, (k_starts, k_counts) in enumerate(k_blocks):
+            kt = prod(k_counts)
+            a_buf = self._load_a(front, batch, (mi, m_starts, m_counts), (ki, k_starts, k_counts),
+                                 note)
+            b_buf = self._load_b(front, batch, (ki, k_starts, k_counts), (ni, n_starts, n_counts),
+                                 note)
+            kflags = (Flag.ACCUMULATE if ki else flags) | \
+                (Flag.TRANSPOSE_A if p.a_transposed else 0) | \
+                (Flag.TRANSPOSE_B if p.b_transposed else 0)
+            fields = {"a": a_buf.addr, "b": b_buf.addr, "out": out.addr, "m": mt, "n": nt,
+                      "k": kt, "lda": mt if p.a_transposed else kt,
+                      "ldb": kt if p.b_transposed else nt, "ldo": nt,
+                      "bias": 0 if ki else bias_addr}
+            reads = (a_buf, b_buf) + ((out,) if ki else bias_reads)
+            front.append(Instr("matmul", p.dtype, fields, int(kflags), reads=reads,
+                               writes=(out,), note=note + f" k{ki}:{kt}"))
+        operands = {}
+        nb, nm = len(batch), len(m_counts)
+        for k, stream in self.epi.items():
+            buf, strides, loads = stream.load(starts, counts, note)
+            front += loads
+            m_stride = flat_stride(strides[nb:nb + nm], m_counts)
+            n_stride = flat_stride(strides[nb + nm:], n_counts)
+            if m_stride is None or n_stride is None:
+                raise NotLowerable(f"epilogue input {k} is broadcast along part of a tile's "
+                                   "M or N dims")
+            operands[k] = Operand(buf, (0, m_stride, n_stride))
+        inputs = [operands.get(k) for k in range(self.epilogue_count)]
+        sram_strides = [0] * nb + [s * nt for s in dense_sram_strides(m_counts)] + \
+            dense_sram_strides(n_counts)
+        back = self.output.emit((1, mt, nt), Operand(out, (0, nt, 1)), inputs, starts, counts,
+                                sram_strides, note)
+        return front, back
+
+    def _load_a(self, front, batch, m_block, k_block, note):
+        return self._load(front, "a", self.a_slots, batch, m_block, k_block,
+                          self.p.a_transposed, note + f" A k{k_block[0]}")
+
+    def _load_b(self, front, batch, k_block, n_block, note):
+        return self._load(front, "b", self.b_slots, batch, k_block, n_block,
+                          self.p.b_transposed, note + f" B k{k_block[0]}")
+
+    def _load(self, front, name, slots, batch, first, second, transposed, note):
+        """Loads the block (first role block x second role block) of operand `name` (a:
+        M x K, b: K x N) into a dense SRAM tile, [first][second] or, transposed,
+        [second][first]."""
+        tensor = self.tensors[name]
+        nb = len(batch)
+        varies = tuple(i if tensor.strides[d] else 0 for d, i in enumerate(batch))
+        buf, fresh = slots.acquire((varies, first[0], second[0]))
+        if fresh:
+            (_, f_starts, f_counts), (_, s_starts, s_counts) = first, second
+            f_size, s_size = prod(f_counts), prod(s_counts)
+            if transposed:
+                f_sram = dense_sram_strides(f_counts)
+                s_sram = [s * f_size for s in dense_sram_strides(s_counts)]
+            else:
+                f_sram = [s * s_size for s in dense_sram_strides(f_counts)]
+                s_sram = dense_sram_strides(s_counts)
+            starts = list(batch) + list(f_starts) + list(s_starts)
+            counts = list(f_counts) + list(s_counts)
+            origin = sum(i * s for i, s in zip(starts, tensor.strides))
+            dims = [Dim(c, s, d) for c, s, d in zip(counts, tensor.strides[nb:], f_sram + s_sram)]
+            front += dma_instrs("dma.load", tensor, origin, buf, 0, dims, note)
+        return buf
