@@ -18,7 +18,7 @@ from functools import cached_property
 from executable_format.isa import ENGINE_NAMES
 from executable_format.machine import MachineConfig
 
-from . import tile_contraction, tile_conv, tile_elementwise, tile_pool, tile_reduce
+from . import tile_contraction, tile_conv, tile_elementwise, tile_pool, tile_reduce, tile_rowwise
 from .emit import emit, timeline
 from .lower import Lowered, NotLowerable, lower, lowered_text
 from .npu_ir import Instr, instr_line
@@ -30,7 +30,7 @@ __all__ = ["BindingInfo", "CompiledOp", "NotLowerable", "compile_op"]
 
 TILERS = {"conv2d": tile_conv.tile_conv, "matmul": tile_contraction.tile_contraction,
           "elementwise": tile_elementwise.tile_elementwise, "pool2d": tile_pool.tile_pool,
-          "reduce": tile_reduce.tile_reduce}
+          "reduce": tile_reduce.tile_reduce, "rowwise": tile_rowwise.tile_rowwise}
 
 
 @dataclass

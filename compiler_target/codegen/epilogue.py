@@ -158,16 +158,24 @@ class EpiloguePlan:
         return instrs
 
     def _node(self, kind, params, target: Operand, args: list[Operand], box, note) -> list[Instr]:
-        if kind in BINARY:
-            return [binary(BINARY[kind], self.dtype, target, args[0], args[1], box, note)]
-        src = args[0]
-        if kind == "neg":
-            return [unary("vscale", self.dtype, target, src, box, note, -1.0, 0.0)]
-        if kind == "abs":
-            negated = Operand(self.scratch, tuple(dense_sram_strides(list(box))))
-            return [unary("vscale", self.dtype, negated, src, box, note, -1.0, 0.0),
-                    binary("vmax", self.dtype, target, src, negated, box, note)]
-        return [unary(UNARY[kind], self.dtype, target, src, box, note, *params)]
+        scratch = Operand(self.scratch, tuple(dense_sram_strides(list(box)))) \
+            if self.scratch is not None else None
+        return node_instrs(kind, params, self.dtype, target, args, box, scratch, note)
+
+
+def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], box,
+                scratch: Operand | None, note: str) -> list[Instr]:
+    """The vector instructions of one expression node over `box` (`abs` needs a
+    `scratch` operand of the box's size)."""
+    if kind in BINARY:
+        return [binary(BINARY[kind], dtype, target, args[0], args[1], box, note)]
+    src = args[0]
+    if kind == "neg":
+        return [unary("vscale", dtype, target, src, box, note, -1.0, 0.0)]
+    if kind == "abs":
+        return [unary("vscale", dtype, scratch, src, box, note, -1.0, 0.0),
+                binary("vmax", dtype, target, src, scratch, box, note)]
+    return [unary(UNARY[kind], dtype, target, src, box, note, *params)]
 
 
 class OutputStage:

@@ -3,7 +3,7 @@ if not, the reason the report shows ("not supported on npu: ...")."""
 from dataclasses import fields
 
 from .analysis import Analysis
-from .ops import Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce, TensorRef
+from .ops import Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce, Rowwise, TensorRef
 
 DTYPES = ("f32", "f16", "bf16", "i8", "i32")      # the element types ops.py describes
 MAX_RANK = 4                                        # DMA boxes have at most four dims
@@ -34,7 +34,7 @@ def _problem(op: NpuOp) -> str:
             return f"rank {len(ref.shape)} {role} (at most {MAX_RANK})"
         if 0 in ref.shape:
             return f"empty {role} {ref.shape}"
-    inputs = op.inputs if isinstance(op, Elementwise) else op.epilogue_inputs
+    inputs = op.inputs if isinstance(op, (Elementwise, Rowwise)) else op.epilogue_inputs
     if len(inputs) > MAX_INPUTS:
         return f"{len(inputs)} elementwise inputs (at most {MAX_INPUTS})"
     if isinstance(op, Conv2D):

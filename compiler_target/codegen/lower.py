@@ -12,7 +12,7 @@ import numpy as np
 from executable_format.isa import CONST_POOL
 
 from .npu_ir import Buffer, dispatch_text, dtype_bytes, op_line
-from .ops import Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce, TensorRef
+from .ops import Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce, Rowwise, TensorRef
 
 CONSTANT_ALIGN = 64
 NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32}
@@ -100,6 +100,9 @@ def _roles(op: NpuOp) -> tuple[str, list[tuple[str, TensorRef]], dict]:
     if isinstance(op, Reduce):
         return "reduce", [("input", op.input), ("out", op.out)], {
             "kind": op.kind, "epilogue": expr_text(op.epilogue)}
+    if isinstance(op, Rowwise):
+        return "rowwise", [(f"in.{k}", ref) for k, ref in enumerate(op.inputs)] + \
+            [("out", op.out)], {"expr": expr_text(op.expr)}
     if isinstance(op, Elementwise):
         return "elementwise", [(f"in.{k}", ref) for k, ref in enumerate(op.inputs)] + \
             [("out", op.out)], {"expr": expr_text(op.expr)}

@@ -35,6 +35,7 @@ class TensorRef:
 #   (op, (a, b))              binary: add sub mul div max min   (a, b: node indices)
 #   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, neg, abs,
 #                             clamp(lo, hi), leakyrelu(alpha), scale(mul, add)
+#   ("reduce", (a,), kind)    Rowwise only: the row's sum or max of node a
 ExprNode = tuple
 
 
@@ -108,4 +109,30 @@ class Reduce:
     epilogue_inputs: list[TensorRef] = field(default_factory=list)
 
 
-NpuOp = Elementwise | Conv2D | Matmul | Pool2D | Reduce
+@dataclass
+class Rowwise:
+    """An expression over an (O, I) space (rows of I elements) whose ("reduce", (a,),
+    kind) nodes, kind "sum" or "max", are row values r[o] = combine over i of node a[o][i],
+    read broadcast along I by the nodes after them (softmax, layer-norm rows, x - mean).
+    inputs and out are (O, I) views; stride 0 along I means one value per row (an input
+    broadcast along I, or an out holding one result per row)."""
+    out: TensorRef
+    inputs: list[TensorRef]
+    expr: list[ExprNode]
+
+
+def varies_along_rows(expr: list[ExprNode], inputs: list[TensorRef]) -> list[bool]:
+    """Per node of a Rowwise expression: whether its value varies along I (within a row)."""
+    varies: list[bool] = []
+    for node in expr:
+        kind = node[0]
+        if kind == "input":
+            varies.append(inputs[node[1]].strides[1] != 0 and inputs[node[1]].shape[1] > 1)
+        elif kind in ("const", "acc", "reduce"):
+            varies.append(False)
+        else:
+            varies.append(any(varies[a] for a in node[1]))
+    return varies
+
+
+NpuOp = Elementwise | Conv2D | Matmul | Pool2D | Reduce | Rowwise

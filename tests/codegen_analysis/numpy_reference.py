@@ -4,13 +4,14 @@ lowering. Buffers are flat numpy arrays (one per binding, of the binding's eleme
 the op reads its TensorRefs from them and writes its `out` view in place."""
 import numpy as np
 
-from compiler_target.codegen.ops import Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce, TensorRef
+from compiler_target.codegen.ops import (Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce,
+                                         Rowwise, TensorRef)
 
 NUMPY = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32}
 
 
 def run(op: NpuOp, buffers: dict[int, np.ndarray]) -> None:
-    if isinstance(op, Elementwise):
+    if isinstance(op, (Elementwise, Rowwise)):
         value = evaluate(op.expr, None, [read(r, buffers) for r in op.inputs], op.out.shape)
     else:
         acc = {Conv2D: conv2d, Matmul: matmul, Pool2D: pool2d, Reduce: reduce}[type(op)](op, buffers)
@@ -42,6 +43,9 @@ def evaluate(expr, acc, inputs, shape) -> np.ndarray:
             value = acc
         elif kind == "const":
             value = np.float64(node[1])
+        elif kind == "reduce":       # Rowwise: along the rows (axis 1) of an (O, I) value
+            value = {"sum": np.sum, "max": np.max}[node[2]](
+                np.broadcast_to(values[node[1][0]], shape), axis=1, keepdims=True)
         else:
             args = [values[a] for a in node[1]]
             value = OPS[kind](*args, *node[2:])
@@ -53,7 +57,8 @@ OPS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
     "max": np.maximum, "min": np.minimum,
     "relu": lambda x: np.maximum(x, 0), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-    "tanh": np.tanh, "exp": np.exp, "neg": np.negative, "abs": np.abs,
+    "tanh": np.tanh, "exp": np.exp, "neg": np.negative, "abs": np.abs, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x),
     "clamp": lambda x, lo, hi: np.clip(x, lo, hi),
     "leakyrelu": lambda x, alpha: np.where(x > 0, x, alpha * x),
     "scale": lambda x, mul, add: x * mul + add,

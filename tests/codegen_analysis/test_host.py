@@ -16,13 +16,6 @@ from .models import analyses, executable_sources, executables, onnx_model
 N = helper.make_node
 
 
-def test_softmax_stays_on_host(tmp_path):
-    (softmax,) = analyses(tmp_path, onnx_model([N("Softmax", ["x"], ["y"], axis=-1)], {"x": (4, 16)}))
-    assert softmax.summary == "linalg.softmax 4x16 f32"
-    assert softmax.macs == 0
-    assert legalize(softmax, DEFAULT_MACHINE) == "not supported on npu: op linalg.softmax has no NPU equivalent"
-
-
 def test_gather_stays_on_host(tmp_path):
     model = onnx_model([N("Gather", ["x", "i"], ["y"], axis=0)], {"x": (10, 16)},
                        {"i": np.array([1, 3, 5], np.int64)})

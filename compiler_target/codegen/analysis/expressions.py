@@ -12,7 +12,8 @@ from .values import Empty, Scalar, View
 BINARY = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.divf": "div",
           "arith.maximumf": "max", "arith.maxnumf": "max",
           "arith.minimumf": "min", "arith.minnumf": "min"}
-UNARY = {"arith.negf": "neg", "math.absf": "abs", "math.tanh": "tanh", "math.exp": "exp"}
+UNARY = {"arith.negf": "neg", "math.absf": "abs", "math.tanh": "tanh", "math.exp": "exp",
+         "math.sqrt": "sqrt", "math.rsqrt": "rsqrt"}
 # arith.cmpf predicates: the comparison is `lhs > rhs` or `lhs < rhs` (NaN order ignored).
 CMPF_GREATER = {2, 3, 9, 10}   # ogt oge ugt uge
 CMPF_LESS = {4, 5, 11, 12}     # olt ole ult ule
@@ -165,29 +166,33 @@ def averaged(kind: str, expr: list, inputs: list, count: int, average: str):
     return kind, expr, inputs
 
 
-def reduction_body(generic) -> str:
-    """"mac" (out + a*b), "sum" (out + x) or "max" (max(out, x)), x being the input
-    that is not a window shape (tensor.empty)."""
+def reduction_kind(generic) -> str:
+    """"mac" (out + a*b), a pooling "sum" or "max" (out + x or max(out, x) with a window
+    operand, a tensor.empty of the kernel's shape), or "rows": any other reduction,
+    whose body the walk translates as an expression reduced along the rows."""
     body = generic.body
     names = [op.name for op in body]
-    conversions = sorted({name for name in names if name in CONVERSIONS})
-    if conversions:
-        raise NotSupported(f"{generic.name}: mixed-precision body ({', '.join(conversions)}); "
-                           "an NPU op has one element type")
     *args, out = generic.op.regions[0].blocks[0].arguments
     data = [arg for arg, operand in zip(args, generic.inputs)
             if not isinstance(operand.value, Empty)]
     yielded = body[-1].operands[0]
+    conversions = sorted({name for name in names if name in CONVERSIONS})
+    if conversions and {"arith.mulf", "arith.muli"} & set(names):
+        raise NotSupported(f"{generic.name}: mixed-precision body ({', '.join(conversions)}); "
+                           "an NPU op has one element type")
     if names == ["arith.mulf", "arith.addf", "linalg.yield"] and len(data) == 2 and \
             combines(body[0], *data) and combines(body[1], out, body[0].results[0]) and \
             yielded == body[1].results[0]:
         return "mac"
     kind = {"arith.addf": "sum", "arith.maximumf": "max", "arith.maxnumf": "max"}.get(names[0])
-    if len(names) == 2 and kind and len(data) == 1 and combines(body[0], out, data[0]) and \
-            yielded == body[0].results[0]:
+    windowed = len(data) < len(generic.inputs)
+    if windowed and len(names) == 2 and kind and len(data) == 1 and \
+            combines(body[0], out, data[0]) and yielded == body[0].results[0]:
         return kind
-    raise NotSupported(f"{generic.name}: reduction body ({', '.join(names[:-1])}) "
-                       "is not multiply-accumulate, sum or max of its inputs")
+    if windowed:
+        raise NotSupported(f"{generic.name}: pooling body ({', '.join(names[:-1])}) "
+                           "is not a sum or max of its input")
+    return "rows"
 
 
 def combines(op, *values) -> bool:

@@ -1,60 +1,122 @@
-"""Reductions: out[o] = sum / max / mean over i of input[o][i], the kept loops O and the
-reduced loops I each flattened into one dim (global average pooling is a mean)."""
-import math
-from dataclasses import dataclass
+"""Reductions along the rows of an (O, I) space: the kept loops O and the reduced loops I
+(each flattened into one dim), with elementwise work before a reduction (a reduction
+body such as `x·x + out`), after it (an epilogue per row), and around it (the reduced
+value read back along I by a consumer: x - mean(x), layer-norm and softmax rows).
 
-from ..ops import Reduce, TensorRef
+The expression's ("reduce", (a,), kind) nodes are row values r[o] = sum/max over i of
+node a; nodes after them read r broadcast along I. A dispatch that only reduces an
+input (global average pooling, ReduceSum) becomes a `Reduce`; anything else a `Rowwise`.
+"""
+import math
+from dataclasses import dataclass, field
+
+from ..ops import Reduce, Rowwise, TensorRef, varies_along_rows
 from .errors import NotSupported
-from .expressions import averaged
-from .indexing import Generic, flattened, plain_view, single_loop, strides_over_loops, view_ref
+from .expressions import LEAVES, averaged, pruned
+from .indexing import Generic, flattened, single_loop, strides_over_loops, view_ref
 from .main_op import MainOp, extents_text, label
+from .values import View
+
+COMBINE = {"arith.addf": "sum", "arith.maximumf": "max", "arith.maxnumf": "max"}
 
 
 @dataclass
 class ReductionMain(MainOp):
-    input: TensorRef = None           # (kept dims..., reduced dims...)
-    reduce: str = "sum"               # sum, max; mean once build finds the division
-    kept_rank: int = 0
+    kept_rank: int = 0                # logical dims: the kept ones, then the reduced ones
+    dtype: str = "f32"
+    # Memory read by the reductions: each View's ref and the logical dim of each of its dims.
+    sources: list[tuple[TensorRef, list[int]]] = field(default_factory=list)
+    built: str = "sum reduction"      # what build made of it, for the summary
 
     kind = "reduce"
 
     @property
     def summary(self) -> str:
-        shape = self.input.shape
-        return (f"{label(self.name, f'{self.reduce} reduction')} "
-                f"{extents_text(shape[:self.kept_rank])} over "
-                f"{extents_text(shape[self.kept_rank:])} {self.input.dtype}")
+        rows, columns = (extents_text(self.shape[:self.kept_rank]),
+                         extents_text(self.shape[self.kept_rank:]))
+        if self.built.startswith("rowwise"):
+            return f"{self.name} ({self.built}) {rows}x{columns} {self.dtype}"
+        return f"{label(self.name, self.built)} {rows} over {columns} {self.dtype}"
 
-    def build(self, out, expr, inputs) -> Reduce:
-        source, rank = self.input, self.kept_rank
-        self.reduce, expr, inputs = averaged(self.reduce, expr, inputs,
-                                             math.prod(source.shape[rank:]), "mean")
+    def logical_dims_of(self, ref: TensorRef) -> list[int] | None:
+        """The logical dim of each dim of `ref` if a reduction read it (else None)."""
+        for source, dims in self.sources:
+            if ref.binding >= 0 and ref == source:
+                return dims
+        return None
+
+    def build(self, out, expr, inputs) -> Reduce | Rowwise:
+        reduces = [i for i, node in enumerate(expr) if node[0] == "reduce"]
+        matrices = [self._matrix(ref) for ref in inputs]
+        if len(reduces) == 1 and expr[expr[reduces[0]][1][0]][0] == "input" and \
+                not varies_along_rows(expr, matrices)[-1]:
+            return self._reduce(out, expr, inputs, reduces[0])
+        self.built = "rowwise " + " ".join(node[2] if node[0] == "reduce" else node[0]
+                                           for node in expr if node[0] not in LEAVES)
+        return Rowwise(self._matrix(out), matrices, expr)
+
+    def _matrix(self, ref: TensorRef) -> TensorRef:
+        """`ref` over the (O, I) space, each flattened."""
+        rank = self.kept_rank
         (rows, row_stride), (columns, column_stride) = (
-            flattened(source, dims, self.name)
-            for dims in (range(rank), range(rank, len(source.shape))))
-        matrix = view_ref(source, (rows, columns), (row_stride, column_stride))
+            flattened(ref, dims, self.name) for dims in (range(rank), range(rank, len(ref.shape))))
+        return view_ref(ref, (rows, columns), (row_stride, column_stride))
+
+    def _reduce(self, out, expr, inputs, at: int) -> Reduce:
+        """A plain reduction of one input with a per-row epilogue: the classic Reduce."""
+        source = inputs[expr[expr[at][1][0]][1]]
+        rewritten = [("acc",) if i == at else node for i, node in enumerate(expr)]
+        epilogue, epilogue_inputs = pruned(rewritten, inputs)
+        acc = epilogue.index(("acc",))
+        order = [acc] + [i for i in range(len(epilogue)) if i != acc]
+        epilogue = _reordered(epilogue, order)
+        kind, epilogue, epilogue_inputs = averaged(
+            expr[at][2], epilogue, epilogue_inputs, math.prod(self.shape[self.kept_rank:]), "mean")
+        self.built = f"{kind} reduction"
 
         def vector(ref: TensorRef) -> TensorRef:
-            size, stride = flattened(ref, range(rank), self.name)
+            size, stride = flattened(ref, range(self.kept_rank), self.name)
             return view_ref(ref, (size,), (stride,))
 
-        return Reduce(matrix, vector(out), self.reduce, expr, [vector(ref) for ref in inputs])
+        return Reduce(self._matrix(source), vector(out), kind, epilogue,
+                      [vector(ref) for ref in epilogue_inputs])
 
 
-def recognise(generic: Generic, combine: str) -> ReductionMain:
-    if len(generic.inputs) != 1:
-        raise NotSupported(f"{generic.name}: reduction of {len(generic.inputs)} operands")
-    source = generic.inputs[0]
-    ref = plain_view(source, generic.name)
+def _reordered(expr, order: list[int]):
+    """The nodes in a new order (operands renumbered); `order` keeps operands first."""
+    position = {old: new for new, old in enumerate(order)}
+    return [expr[i] if expr[i][0] in LEAVES else
+            (expr[i][0], tuple(position[a] for a in expr[i][1])) + tuple(expr[i][2:])
+            for i in order]
+
+
+def recognise(generic: Generic) -> ReductionMain:
     kept = [single_loop(terms) for terms in generic.output.terms]
     if any(generic.iterators[l] != "parallel" for l in kept) or \
             len(kept) + len(generic.reductions) != len(generic.extents):
         raise NotSupported(f"{generic.name}: reduction loop structure not recognised")
-    strides, offset = strides_over_loops(ref, source)
-    reduced = sorted(generic.reductions, key=lambda l: -strides.get(l, 0))
-    return ReductionMain(
-        generic.name, tuple(generic.extents[l] for l in kept),
-        {l: (i, 1) for i, l in enumerate(kept)},
-        input=view_ref(ref, [generic.extents[l] for l in kept + reduced],
-                       [strides.get(l, 0) for l in kept + reduced], offset),
-        reduce=combine, kept_rank=len(kept))
+    views = [operand for operand in generic.inputs if isinstance(operand.value, View)]
+    strides = strides_over_loops(views[0].value.ref, views[0])[0] if views else {}
+    reduced = sorted(generic.reductions, key=lambda l: -abs(strides.get(l, 0)))
+    order = kept + reduced
+    loop_to_logical = {l: (i, 1) for i, l in enumerate(order)}
+    sources = []
+    for operand in views:
+        try:
+            dims = [loop_to_logical[single_loop(terms)][0] for terms in operand.terms]
+        except NotSupported:
+            continue
+        sources.append((operand.value.ref, dims))
+    dtype = views[0].value.ref.dtype if views else "f32"
+    return ReductionMain(generic.name, tuple(generic.extents[l] for l in order),
+                         loop_to_logical, kept_rank=len(kept), dtype=dtype, sources=sources)
+
+
+def softmax(name: str, ref: TensorRef, dim: int) -> ReductionMain:
+    """linalg.softmax of `ref` along `dim`: rows are the other dims."""
+    order = [d for d in range(len(ref.shape)) if d != dim] + [dim]
+    logical = {d: i for i, d in enumerate(order)}
+    return ReductionMain(name, tuple(ref.shape[d] for d in order), {},
+                         kept_rank=len(order) - 1, dtype=ref.dtype,
+                         sources=[(ref, [logical[d] for d in range(len(ref.shape))])])
+

@@ -20,8 +20,8 @@ from iree.compiler import ir
 from ..ops import Elementwise, NpuOp, TensorRef
 from . import contraction, convolution, elementwise, pooling, reduction
 from .errors import NotSupported
-from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, LEAVES, UNARY, constant,
-                          index_arithmetic, pruned, reduction_body, simplified, splat)
+from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, UNARY, constant,
+                          index_arithmetic, pruned, reduction_kind, simplified, splat)
 from .indexing import (ELEMENT_BYTES, Generic, Operand, linear, logical_strides, row_major,
                        single_loop, strides_over_loops, view_ref)
 from .main_op import MainOp
@@ -116,6 +116,8 @@ class Walk:
             self.values[op.results[0]] = self.pad(op)
         elif kind == "linalg.generic":
             self.values[op.results[0]] = self.generic(op, name)
+        elif kind == "linalg.softmax":
+            self.values[op.results[0]] = self.softmax(op)
         elif kind not in IGNORED_OPS:
             raise NotSupported(f"op {name} has no NPU equivalent")
 
@@ -199,7 +201,7 @@ class Walk:
             if isinstance(source.value, Scalar) and not source.terms:
                 return source.value
         if self.main is None:
-            self.start(elementwise.recognise(generic), generic)
+            self.start(elementwise.recognise(generic), generic.op)
             loop_to_logical = self.main.loop_to_logical
         else:
             loop_to_logical = self.loops_to_logical(generic)
@@ -213,9 +215,9 @@ class Walk:
         return View(view_ref(source.value.ref, shape, [loop_strides.get(l, 0) for l in loops],
                              offset))
 
-    def start(self, main: MainOp, generic: Generic) -> None:
+    def start(self, main: MainOp, op) -> None:
         self.main = main
-        self.location = str(generic.op.location)
+        self.location = str(op.location)
 
     # -- expressions
 
@@ -251,16 +253,33 @@ class Walk:
             known = self.values.get(value)
             return np.array(known.value) if isinstance(known, Scalar) else None
 
+        accumulator = block.arguments[len(operands) - 1]
         for op in generic.body:
             if op.name == "linalg.yield":
                 dims = [loop_to_logical[single_loop(terms)] for terms in generic.output.terms]
                 return Result(node_of(op.operands[0]), dims)
+            if generic.reductions and accumulator in list(op.operands):
+                nodes[op.results[0]] = self.row_reduction(generic, op, accumulator, node_of,
+                                                          loop_to_logical)
+                continue
             positional = index_arithmetic(op, array_of, generic.extents)
             if positional is not None:
                 arrays[op.results[0]] = positional
             else:
                 nodes[op.results[0]] = self.body_op(op, node_of, nodes, generic.name)
         raise NotSupported(f"{generic.name}: body without yield")
+
+    def row_reduction(self, generic: Generic, op, accumulator, node_of, loop_to_logical) -> int:
+        """The reduction body's combine (`out + x` or `max(out, x)`) as a reduce node of
+        x over the rows, combined with the output's initial value."""
+        kind = reduction.COMBINE.get(op.name)
+        others = [v for v in op.operands if v != accumulator]
+        uses = sum(accumulator == v for o in generic.body for v in o.operands)
+        if kind is None or len(others) != 1 or uses != 1:
+            raise NotSupported(f"{generic.name}: reduction body combines with {op.name}")
+        reduced = self.add(("reduce", (node_of(others[0]),), kind))
+        return self.with_initial(generic, reduced, "max" if kind == "max" else "add",
+                                 loop_to_logical)
 
     def positional_input(self, array: np.ndarray, type_, generic: Generic,
                          loop_to_logical) -> int:
@@ -296,7 +315,25 @@ class Walk:
         if kind == "arith.select":
             return self.select(nodes.get(op.operands[0]), node_of(op.operands[1]),
                                node_of(op.operands[2]), name)
+        if kind in ("math.fpowi", "math.powf"):
+            return self.power(node_of(op.operands[0]), self.values.get(op.operands[1]), name)
         raise NotSupported(f"{name}: {kind} in an elementwise body has no NPU equivalent")
+
+    def power(self, base: int, exponent, name: str) -> int:
+        """x ** n for a constant n: products for small integers, sqrt/rsqrt for ±0.5."""
+        n = float(exponent.value) if isinstance(exponent, Scalar) else None
+        if n == 0.5:
+            return self.add(("sqrt", (base,)))
+        if n == -0.5:
+            return self.add(("rsqrt", (base,)))
+        if n is None or n != int(n) or not 1 <= abs(n) <= 4:
+            raise NotSupported(f"{name}: power with exponent {n} has no NPU equivalent")
+        result = base
+        for _ in range(int(abs(n)) - 1):
+            result = self.add(("mul", (result, base)))
+        if n < 0:
+            result = self.add(("div", (self.add(("const", 1.0)), result)))
+        return result
 
     def select(self, condition, if_true: int, if_false: int, name: str) -> int:
         """select(a > b, a, b) = max(a, b); the other orders are max or min likewise."""
@@ -335,6 +372,10 @@ class Walk:
             if isinstance(operand.value, Result):
                 for terms, dim in zip(operand.terms, operand.value.dims):
                     mapping[single_loop(terms)] = dim
+            elif isinstance(operand.value, View) and isinstance(self.main, reduction.ReductionMain):
+                dims = self.main.logical_dims_of(operand.value.ref)
+                for terms, dim in zip(operand.terms, dims or []):
+                    mapping[single_loop(terms)] = (dim, 1)
         if not mapping:
             raise NotSupported(f"{generic.name} is a second computation independent of "
                                f"the {self.main.kind}")
@@ -349,39 +390,72 @@ class Walk:
     # -- main ops (with reduction loops)
 
     def main_op(self, generic: Generic) -> Result:
+        kind = reduction_kind(generic)
+        if kind == "rows":
+            return self.reduction(generic)
         if self.main is not None:
             raise NotSupported(f"{generic.name} after a {self.main.kind} in the same dispatch")
         for operand in generic.inputs:
             if isinstance(operand.value, Result):
                 raise NotSupported(f"{generic.name} consumes a value computed in the dispatch")
-        self.location = str(generic.op.location)
-        combine = reduction_body(generic)
-        if combine == "mac":
+        if kind == "mac":
             windowed = any(len(c) > 1 for operand in generic.inputs for c, _ in operand.terms)
-            main = (convolution if windowed else contraction).recognise(generic)
-        elif any(isinstance(operand.value, Empty) for operand in generic.inputs):
-            main = pooling.recognise(generic, combine)
+            self.start((convolution if windowed else contraction).recognise(generic), generic.op)
         else:
-            main = reduction.recognise(generic, combine)
-        self.start(main, generic)
-        return self.accumulate(generic, "max" if combine == "max" else "add")
-
-    def accumulate(self, generic: Generic, combine: str) -> Result:
-        """The accumulator node, combined with the output's initial value."""
+            self.start(pooling.recognise(generic, kind), generic.op)
         loop_to_logical = self.main.loop_to_logical
-        acc = self.add(("acc",))
+        acc = self.with_initial(generic, self.add(("acc",)), "max" if kind == "max" else "add",
+                                loop_to_logical)
+        return Result(acc, [loop_to_logical[single_loop(t)] for t in generic.output.terms])
+
+    def reduction(self, generic: Generic) -> Result:
+        """A sum/max reduction over rows: the first one sets the (O, I) space, later ones
+        (softmax, layer norm) reduce values over the same rows."""
+        if self.main is None:
+            self.start(reduction.recognise(generic), generic.op)
+            loop_to_logical = self.main.loop_to_logical
+        elif isinstance(self.main, reduction.ReductionMain):
+            loop_to_logical = self.loops_to_logical(generic)
+            rank = self.main.kept_rank
+            if any((loop_to_logical[l][0] >= rank) != (kind == "reduction")
+                   for l, kind in enumerate(generic.iterators)):
+                raise NotSupported(f"{generic.name} reduces other dims than the "
+                                   f"{self.main.kind} before it")
+        else:
+            raise NotSupported(f"{generic.name} after a {self.main.kind} in the same dispatch")
+        return self.expression(generic, loop_to_logical)
+
+    def softmax(self, op) -> Result:
+        """linalg.softmax: exp(x - max) / sum(exp(x - max)) along its dimension."""
+        source = self.values[op.operands[0]]
+        if self.main is not None or not isinstance(source, View):
+            raise NotSupported("linalg.softmax of a value computed in the dispatch")
+        dim = ir.IntegerAttr(op.attributes["dimension"]).value
+        self.start(reduction.softmax("linalg.softmax", source.ref, dim), op)
+        (ref, dims), = self.main.sources
+        strides = [0] * len(ref.shape)
+        for stride, logical in zip(ref.strides, dims):
+            strides[logical] = stride
+        self.inputs.append(view_ref(ref, self.main.shape, strides))
+        x = self.add(("input", len(self.inputs) - 1))
+        shifted = self.add(("sub", (x, self.add(("reduce", (x,), "max")))))
+        exponentials = self.add(("exp", (shifted,)))
+        total = self.add(("reduce", (exponentials,), "sum"))
+        return Result(self.add(("div", (exponentials, total))), [(d, 1) for d in dims])
+
+    def with_initial(self, generic: Generic, acc: int, combine: str, loop_to_logical) -> int:
+        """The accumulated node combined with the output's initial value."""
         init = splat(generic.output.value) or generic.output.value
         identity = -math.inf if combine == "max" else 0.0
         if isinstance(init, Scalar) and float(init.value) != identity:
-            acc = self.add((combine, (acc, self.add(("const", float(init.value))))))
-        elif isinstance(init, View):
+            return self.add((combine, (acc, self.add(("const", float(init.value))))))
+        if isinstance(init, View):
             init_node = self.add(("input", self.add_input(init.ref, generic.output,
                                                           generic.extents, loop_to_logical)))
-            acc = self.add((combine, (acc, init_node)))
-        elif not isinstance(init, Scalar):
+            return self.add((combine, (acc, init_node)))
+        if not isinstance(init, Scalar):
             raise NotSupported(f"{generic.name} accumulates into an undefined or computed tensor")
-        dims = [loop_to_logical[single_loop(terms)] for terms in generic.output.terms]
-        return Result(acc, dims)
+        return acc
 
     # -- the result
 

@@ -1,0 +1,203 @@
+"""Tiling of Rowwise (softmax, layer-norm rows, x - mean(x), reductions of computed
+values): tiles of whole rows on the vector engine.
+
+A tile holds `rows` rows of every input, dense [row][i] in SRAM (an input broadcast
+along I is one value per row, one broadcast along the rows one row), so `vreduce` can
+reduce a tile's values row by row. Each expression node is one vector instruction per
+tile: nodes varying along I over the box rows x I, per-row nodes (reductions and what is
+computed from them) over rows x 1, reading per-row values with stride 0 along I.
+Intermediate values live in SRAM temporaries of their class (a tile, or a row vector),
+reused once their last reader has run. The number of rows per tile comes from an
+estimate (the cost model's cycles of each tile's transfers and vector work against
+the pipeline fill and drain), among the tilings whose buffers fit SRAM.
+"""
+from dataclasses import dataclass
+
+from executable_format.isa import Flag
+from executable_format.machine import MachineConfig
+
+from .epilogue import BINARY, LEAVES, UNARY, node_instrs
+from .lower import Lowered, NotLowerable
+from .npu_ir import FLOATS, Buffer, Instr, busy_cycles, value_bits
+from .ops import varies_along_rows
+from .tile import Slots, Sram, Streamed, TiledProgram, ceil_div, fill_instrs, pick, store_instrs
+from .vector import Operand, unary
+
+REDUCE_FLAGS = {"sum": Flag.NONE, "max": Flag.REDUCE_MAX}
+
+
+@dataclass
+class RowwisePlan:
+    """What is fixed for the dispatch: per node whether it varies along I, and the
+    temporary each computed node writes (index within its class)."""
+    varies: list[bool]
+    slot: dict[int, int]
+    full_slots: int
+    row_slots: int
+    scratch: bool          # a scratch tile: for `abs`, or to make a reduced input dense
+
+
+def plan(expr, inputs) -> RowwisePlan:
+    varies = varies_along_rows(expr, inputs)
+    for node in expr:
+        if node[0] not in LEAVES + ("reduce",) and node[0] not in BINARY and node[0] not in UNARY:
+            raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
+    last_use = {}
+    for index, node in enumerate(expr):
+        if node[0] not in LEAVES:
+            for arg in node[1]:
+                last_use[arg] = index
+    free: dict[bool, list[int]] = {True: [], False: []}
+    used = {True: 0, False: 0}
+    slot = {}
+    final = len(expr) - 1
+    for index, node in enumerate(expr):
+        if node[0] in LEAVES:
+            continue
+        for arg in set(node[1]):
+            if last_use.get(arg) == index and arg in slot:
+                free[varies[arg]].append(slot[arg])
+        if index == final and node[0] != "reduce":
+            continue
+        cls = varies[index]
+        slot[index] = free[cls].pop() if free[cls] else used[cls]
+        used[cls] = max(used[cls], slot[index] + 1)
+    sparse_reduced = any(
+        node[0] == "reduce" and expr[node[1][0]][0] == "input" and
+        0 in inputs[expr[node[1][0]][1]].strides for node in expr)
+    if any(node[0] == "reduce" and not varies[node[1][0]] for node in expr):
+        raise NotLowerable("a reduction of a value that does not vary along the row")
+    return RowwisePlan(varies, slot, used[True], used[False],
+                       sparse_reduced or any(node[0] == "abs" for node in expr))
+
+
+class RowwiseEmitter:
+    def __init__(self, lowered: Lowered, m: MachineConfig, plan_: RowwisePlan, rows: int):
+        op = lowered.op
+        self.op, self.m, self.plan, self.rows = op, m, plan_, rows
+        self.dtype = op.out.dtype
+        self.columns = op.out.shape[1]
+        self.tensors = lowered.tensors
+        sram = Sram(m.sram_bytes)
+        self.sram = sram
+        full, row = rows * self.columns, rows
+        used = sorted({node[1] for node in op.expr if node[0] == "input"})
+        self.streams = {k: Streamed(sram, self.tensors[f"in.{k}"], [rows, self.columns],
+                                    compute_dtype=self.dtype) for k in used}
+        self.full = [sram.alloc(f"tile{i}", self.dtype, (full,)) for i in range(plan_.full_slots)]
+        self.row = [sram.alloc(f"row{i}", self.dtype, (row,)) for i in range(plan_.row_slots)]
+        self.scratch = sram.alloc("scratch", self.dtype, (full,)) if plan_.scratch else None
+        out_varies = op.out.strides[1] != 0
+        self.outs = Slots(sram, "out", self.dtype, (full if out_varies else row,))
+        self.out_varies = out_varies
+        self.setup: list[Instr] = []
+        self.consts: dict[int, Buffer] = {}
+        for index, node in enumerate(op.expr):
+            if node[0] == "const":
+                cell = sram.alloc(f"const{index}", self.dtype, (1,))
+                self.consts[index] = cell
+                self.setup += fill_instrs(cell, 0, [(1, 1)], value_bits(self.dtype, float(node[1])),
+                                          f"constant {node[1]}")
+
+    def run(self) -> TiledProgram:
+        instrs = list(self.setup)
+        total = self.op.out.shape[0]
+        for r0 in range(0, total, self.rows):
+            instrs += self.tile(r0, min(self.rows, total - r0))
+        return TiledProgram(instrs, self.sram.buffers,
+                            f"tiles {self.rows}x{self.columns} (rows x row length)", 2)
+
+    def tile(self, r0: int, rows: int) -> list[Instr]:
+        expr, columns = self.op.expr, self.columns
+        note = f"rows {r0}+{rows}"
+        full_box, row_box = (1, rows, columns), (1, rows, 1)
+        instrs: list[Instr] = []
+        values: dict[int, Operand] = {}
+        out, _ = self.outs.acquire(None)
+        final = len(expr) - 1
+        for index, node in enumerate(expr):
+            kind = node[0]
+            if kind == "input":
+                buf, strides, loads = self.streams[node[1]].load([r0, 0], [rows, columns], note)
+                instrs += loads
+                values[index] = Operand(buf, (0, strides[0], strides[1]))
+            elif kind == "const":
+                values[index] = Operand(self.consts[index], (0, 0, 0))
+            elif kind == "reduce":
+                values[index] = self.row_value(index, rows)
+                instrs += self.reduce(values[index], values[node[1][0]], node[2], rows, note)
+            else:
+                varies = self.plan.varies[index]
+                box = full_box if varies else row_box
+                target = self.target(index, out, rows)
+                scratch = Operand(self.scratch, (0, columns, 1)) if self.scratch else None
+                instrs += node_instrs(kind, node[2:], self.dtype, target,
+                                      [values[a] for a in node[1]], box, scratch, note)
+                values[index] = target
+        result = values[final]
+        if expr[final][0] in LEAVES + ("reduce",):
+            box = full_box if self.out_varies else row_box
+            target = Operand(out, (0, columns, 1) if self.out_varies else (0, 1, 0))
+            instrs.append(unary("vcopy", self.dtype, target, result, box, note))
+        counts = [rows, columns if self.out_varies else 1]
+        sram_strides = [columns, 1] if self.out_varies else [1, 0]
+        return instrs + store_instrs(self.tensors["out"], [r0, 0], counts, out, sram_strides, note)
+
+    def row_value(self, index: int, rows: int) -> Operand:
+        return Operand(self.row[self.plan.slot[index]], (0, 1, 0))
+
+    def target(self, index: int, out: Buffer, rows: int) -> Operand:
+        """Where node `index` writes: the output tile for the last node, else its temp."""
+        varies = self.plan.varies[index]
+        if index == len(self.op.expr) - 1:
+            if varies and not self.out_varies:
+                raise NotLowerable("a result varying along the row is stored one per row")
+            return Operand(out, (0, self.columns, 1) if varies else (0, 1, 0))
+        if varies:
+            return Operand(self.full[self.plan.slot[index]], (0, self.columns, 1))
+        return self.row_value(index, rows)
+
+    def reduce(self, target: Operand, source: Operand, kind: str, rows: int, note: str) -> list[Instr]:
+        """vreduce of a dense [row][i] value; other layouts are first copied into one."""
+        columns = self.columns
+        instrs = []
+        if source.strides[1:] != (columns, 1):
+            dense = Operand(self.scratch, (0, columns, 1))
+            instrs.append(unary("vcopy", self.dtype, dense, source, (1, rows, columns), note))
+            source = dense
+        instrs.append(Instr("vreduce", self.dtype,
+                            {"dst": target.buffer.addr, "src": source.buffer.addr,
+                             "outer": rows, "inner": columns}, int(REDUCE_FLAGS[kind]),
+                            reads=(source.buffer,), writes=(target.buffer,), note=note))
+        return instrs
+
+
+def tile_rowwise(lowered: Lowered, m: MachineConfig) -> TiledProgram:
+    op = lowered.op
+    dtype = op.out.dtype
+    if dtype not in FLOATS or any(ref.dtype not in FLOATS for ref in op.inputs):
+        raise NotLowerable(f"{dtype} rowwise expressions are not supported (floats only)")
+    total, columns = op.out.shape
+    rowwise = plan(op.expr, op.inputs)
+    candidates = []
+    for rows in sorted({ceil_div(total, 1 << i) for i in range(9)}, reverse=True):
+        try:
+            candidates.append((estimate(RowwiseEmitter(lowered, m, rowwise, rows)), rows, rows))
+        except NotLowerable:      # the tile's buffers do not fit SRAM
+            continue
+    chosen = pick(candidates)
+    if chosen is None:
+        raise NotLowerable(f"does not fit SRAM even tiled: rows of {columns} elements")
+    return RowwiseEmitter(lowered, m, rowwise, chosen[1]).run()
+
+
+def estimate(emitter: RowwiseEmitter) -> int:
+    """Busy cycles of the busiest engine over the tiles, plus the first tile's load and
+    the last tile's vector work and store (pipeline fill and drain), from the
+    instructions of the first tile as the emitter writes them."""
+    total = emitter.op.out.shape[0]
+    first = emitter.tile(0, min(emitter.rows, total))
+    load, vector, store = (busy_cycles(emitter.m, [i for i in first if i.engine_name == engine])
+                           for engine in ("dma_in", "vector", "dma_out"))
+    tiles = ceil_div(total, emitter.rows)
+    return max(tiles * load, tiles * vector, tiles * store) + load + vector + store
