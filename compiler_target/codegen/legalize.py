@@ -3,10 +3,9 @@ if not, the reason the report shows ("not supported on npu: ...")."""
 from dataclasses import fields
 
 from .analysis import Analysis
-from .ops import Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce, Rowwise, TensorRef
+from .ops import Conv2D, Elementwise, NpuOp, Pool2D, Reduce, Rowwise, TensorRef
 
 DTYPES = ("f32", "f16", "bf16", "i8", "i32")      # the element types ops.py describes
-MAX_RANK = 4                                        # DMA boxes have at most four dims
 MAX_INPUTS = 8                                      # streamed operands of one elementwise op
 POOL_KINDS = ("max", "avg", "sum")
 REDUCE_KINDS = ("sum", "max", "mean")
@@ -30,8 +29,6 @@ def _problem(op: NpuOp) -> str:
     if len(dtypes) > 1:
         return f"mixed element types {'/'.join(dtypes)}"
     for role, ref in refs:
-        if len(ref.shape) > MAX_RANK and not isinstance(op, Matmul):
-            return f"rank {len(ref.shape)} {role} (at most {MAX_RANK})"
         if 0 in ref.shape:
             return f"empty {role} {ref.shape}"
     inputs = op.inputs if isinstance(op, (Elementwise, Rowwise)) else op.epilogue_inputs

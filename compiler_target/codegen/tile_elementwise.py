@@ -3,12 +3,16 @@ vector engine and stored, double-buffered.
 
 The iteration space is first simplified: unit dimensions are dropped and neighbouring
 dimensions that are contiguous in every tensor are merged (so a dense 4-D add is one
-long dimension). A tile then keeps the innermost (at most three) dimensions, chunks one
-of them and steps through the outer ones, so every tile is one vector box; the number
-of tiles comes from an estimate (pipeline fill and drain against per-transfer latency).
-Broadcast inputs (stride 0) are loaded compactly and read with stride 0; a broadcast
-tile that does not change between tiles is not reloaded.
+long dimension). A tile then keeps the innermost dimensions, chunks one of them and
+steps through the outer ones; the number of tiles comes from an estimate (pipeline fill
+and drain against per-transfer latency). A vector instruction covers a 3-D box: the
+tile's three longest dimensions, the others (a gather's repeat digits, e.g. the 2x2 of
+a nearest upsampling) each one instruction per index. Broadcast inputs (stride 0) are
+loaded compactly and read with stride 0; a broadcast tile that does not change between
+tiles is not reloaded.
 """
+import itertools
+
 from executable_format.machine import MachineConfig
 
 from .epilogue import EpiloguePlan, temp_count, used_inputs
@@ -41,11 +45,18 @@ def view(buffer: Buffer, shape, strides) -> Buffer:
 
 def split(shape: list[int], target: int) -> tuple[int, int]:
     """(k, chunk): tiles cover dims k.. (dim k in chunks), dims before k one at a time."""
-    k = max(0, len(shape) - 3)
+    k = 0
     while k < len(shape) - 1 and prod(shape[k + 1:]) > target:
         k += 1
     inner = prod(shape[k + 1:])
     return k, max(1, min(shape[k], target // inner))
+
+
+def box_dims(counts: list[int]) -> list[int]:
+    """The dims of a tile one vector instruction covers: its three longest (the inner
+    one on ties), in dim order."""
+    longest = sorted(range(len(counts)), key=lambda d: (-counts[d], -d))[:3]
+    return sorted(longest)
 
 
 def choose_split(shape: list[int], budget: int, views: list[Buffer], out_view: Buffer,
@@ -63,11 +74,32 @@ def choose_split(shape: list[int], budget: int, views: list[Buffer], out_view: B
         tiles = ceil_div(total, elems)
         load = sum(_transfer(m, "dma.load", v, counts) for v in views)
         store = _transfer(m, "dma.store", out_view, counts)
-        vector = ops * (m.vector_latency_cycles +
+        boxes = elems // prod(counts[d] for d in box_dims(counts))
+        vector = ops * (boxes * m.vector_latency_cycles +
                         ceil_div(elems * dtype_bytes(out_view.dtype), m.vector_bytes_per_cycle))
         estimate = max(tiles * load, tiles * store, tiles * vector) + load + store + vector
         candidates.append((estimate, elems, (k, chunk)))
     return pick(candidates)[1]
+
+
+def _compute(plan: EpiloguePlan, counts: list[int], dst: Buffer, dense: list[int],
+             loaded: dict, input_count: int, note: str) -> list:
+    """The expression over one tile: one box of its longest dims per index of the
+    others."""
+    box = box_dims(counts)
+    stepped = [d for d in range(len(counts)) if d not in box]
+    pad = [None] * (3 - len(box))
+
+    def operand(buffer: Buffer, strides, index) -> Operand:
+        offset = sum(i * strides[d] for d, i in zip(stepped, index))
+        return Operand(buffer, tuple(0 if d is None else strides[d] for d in pad + box), offset)
+
+    shape = tuple([1] * len(pad) + [counts[d] for d in box])
+    instrs = []
+    for index in itertools.product(*(range(counts[d]) for d in stepped)):
+        inputs = [operand(*loaded[i], index) if i in loaded else None for i in range(input_count)]
+        instrs += plan.emit(shape, operand(dst, dense, index), inputs, None, note)
+    return instrs
 
 
 def _transfer(m: MachineConfig, op: str, dram: Buffer, counts: list[int]) -> int:
@@ -86,8 +118,6 @@ def tile_elementwise(lowered: Lowered, m: MachineConfig) -> TiledProgram:
     if any(ins[k].dtype != out.dtype and FLOATS.count(ins[k].dtype) + FLOATS.count(out.dtype) < 2
            for k in used):
         raise NotLowerable("elementwise inputs and output differ in dtype (not both floats)")
-    if len(out.shape) > 4:
-        raise NotLowerable(f"elementwise rank {len(out.shape)} > 4")
     shape, strides = simplify(out.shape, [out.strides] + [ins[k].strides for k in used])
     out_view = view(out, shape, strides[0])
     in_views = {k: view(ins[k], shape, st) for k, st in zip(used, strides[1:])}
@@ -118,18 +148,14 @@ def tile_elementwise(lowered: Lowered, m: MachineConfig) -> TiledProgram:
             starts = prefix + [start] + [0] * (len(shape) - k - 1)
             counts = [1] * k + [min(chunk, shape[k] - start)] + shape[k + 1:]
             note = "at " + ",".join(map(str, starts)) + " size " + "x".join(map(str, counts))
-            box_counts = counts[k:]
-            pad = 3 - len(box_counts)
-            box = tuple([1] * pad + box_counts)
-            operands = {}
+            loaded = {}
             for i, stream in streams.items():
                 buf, st, loads = stream.load(starts, counts, note)
                 instrs += loads
-                operands[i] = Operand(buf, tuple([0] * pad + st[k:]))
+                loaded[i] = (buf, st)
             dst, _ = outs.acquire(None)
             dense = dense_sram_strides(counts)
-            instrs += plan.emit(box, Operand(dst, tuple([0] * pad + dense[k:])),
-                                [operands.get(i) for i in range(len(ins))], None, note)
+            instrs += _compute(plan, counts, dst, dense, loaded, len(ins), note)
             instrs += store_instrs(out_view, starts, counts, dst, dense, note)
     tiles = "x".join(map(str, tile_counts))
     return TiledProgram(instrs, sram.buffers, f"tiles {tiles} (of {'x'.join(map(str, shape))})", 2)

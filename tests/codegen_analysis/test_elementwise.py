@@ -78,3 +78,31 @@ def test_unsupported_math_stays_on_host(tmp_path, op):
     (ew,) = analyses(tmp_path, onnx_model([N(op, ["x"], ["y"])], {"x": (8, 16)}))
     assert ew.op is None
     assert ew.problem == f"linalg.generic: math.{op.lower()} in an elementwise body has no NPU equivalent"
+
+
+@pytest.mark.parametrize("scales,shape", [((1, 1, 2, 2), (1, 6, 5, 7)), ((1, 1, 3, 2), (1, 4, 3, 5))])
+def test_nearest_resize_is_a_strided_view(tmp_path, scales, shape):
+    """Resize (nearest, asymmetric, floor) with a fused add: IREE gathers with
+    tensor.extract at indices floor(position / scale); split into digits of a mixed
+    radix, the gather is the input read with stride 0 along the repeat digits."""
+    out_shape = tuple(n * s for n, s in zip(shape, scales))
+    nodes = [N("Resize", ["x", "", "scales"], ["r"], mode="nearest",
+               coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+             N("Add", ["r", "z"], ["y"])]
+    model = onnx_model(nodes, {"x": shape, "z": out_shape},
+                       {"scales": np.array(scales, np.float32)})
+    (resize,) = analyses(tmp_path, model)
+    op = resize.op
+    assert isinstance(op, Elementwise), resize.problem
+    assert 0 in op.inputs[0].strides or 0 in op.inputs[1].strides
+    x, z = random(*shape), random(*out_shape)
+    expected = onnx_reference(model, {"x": x, "z": z})
+    got = run_dispatch(resize, [x, z])
+    np.testing.assert_array_equal(got.reshape(expected.shape), expected)
+
+
+def test_gather_at_data_dependent_indices_stays_on_host(tmp_path):
+    model = onnx_model([N("GatherElements", ["x", "i"], ["y"], axis=1)], {"x": (4, 6)},
+                       {"i": np.array([[0, 5, 2]] * 4, np.int64)})
+    (gather,) = analyses(tmp_path, model)
+    assert gather.op is None and "gather" in gather.problem

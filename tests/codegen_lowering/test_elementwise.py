@@ -57,3 +57,22 @@ def test_large_add_streams_near_dram_bandwidth(rng):
     np.testing.assert_allclose(b.read(op.out), x + y, rtol=1e-6)
     # loads and stores run on separate engines: the loads bound the time
     assert stats.dram_read_bytes / MACHINE.dram_bytes_per_cycle / stats.total_cycles >= 0.9
+
+
+@pytest.mark.parametrize("sram_bytes", [2 * 1024 * 1024, 16 * 1024])
+def test_nearest_upsampling_as_a_rank5_broadcast(sram_bytes, rng):
+    """A gathered input (nearest 2x upsampling: out (C, H, 2, W, 2) reads x[c][h][w],
+    stride 0 along the repeat digits) plus a dense tensor: vector boxes over the long
+    dims, one instruction per repeat index."""
+    c, h, w = 6, 9, 13
+    b = Bindings()
+    x = rng.standard_normal((c, h, 1, w, 1)).astype(np.float32)
+    z = rng.standard_normal((c, h, 2, w, 2)).astype(np.float32)
+    shape = (c, h, 2, w, 2)
+    refs = [b.add_broadcast(x, shape), b.add(z)]
+    out = b.output(shape)
+    expr = [("input", 0), ("input", 1), ("add", (0, 1))]
+    compiled, stats = compile_and_run(Elementwise(out, refs, expr), b,
+                                      machine=MachineConfig(sram_bytes=sram_bytes))
+    np.testing.assert_allclose(b.read(out), x + z, rtol=1e-6)
+    assert compiled.estimated_cycles == stats.total_cycles

@@ -22,12 +22,23 @@ CONVERSIONS = {"arith.extf", "arith.truncf", "arith.extsi", "arith.extui", "arit
 LEAVES = ("input", "acc", "const")
 
 _same = lambda a: a  # noqa: E731
-_to_float = lambda a: a.astype(np.float64)  # noqa: E731
+_to_float = lambda a: np.asarray(a, np.float32)  # noqa: E731
+_to_int = lambda a: np.trunc(a).astype(np.int64)  # noqa: E731
+_float = lambda f: lambda a, b: f(np.float32(a), np.float32(b))  # noqa: E731
+# Arithmetic on values computed from loop positions (index computations, f32 as the
+# body computes them), evaluated at every position.
 INDEX_ARITHMETIC = {"arith.index_cast": _same, "arith.index_castui": _same, "arith.extsi": _same,
                     "arith.trunci": _same, "arith.sitofp": _to_float, "arith.uitofp": _to_float,
+                    "arith.fptosi": _to_int, "arith.fptoui": _to_int,
                     "arith.addi": np.add, "arith.subi": np.subtract, "arith.muli": np.multiply,
                     "arith.minsi": np.minimum, "arith.maxsi": np.maximum,
-                    "arith.floordivsi": np.floor_divide}
+                    "arith.floordivsi": np.floor_divide,
+                    "arith.divsi": lambda a, b: np.trunc(a / b).astype(np.int64),
+                    "arith.remsi": np.fmod, "arith.divui": np.floor_divide, "arith.remui": np.mod,
+                    "arith.addf": _float(np.add), "arith.subf": _float(np.subtract),
+                    "arith.mulf": _float(np.multiply), "arith.divf": _float(np.divide),
+                    "arith.maximumf": _float(np.maximum), "arith.minimumf": _float(np.minimum),
+                    "math.floor": lambda a: np.floor(np.float32(a))}
 
 
 def constant(op):
@@ -49,14 +60,11 @@ def constant(op):
     raise NotSupported(f"constant {str(attribute)[:60]} cannot be read")
 
 
-def index_arithmetic(op, array_of, extents: list[int]) -> np.ndarray | None:
-    """The op's value at every loop position, if it is integer arithmetic on loop indices
-    and constants (or converts such a value to float); else None."""
+def index_arithmetic(op, array_of, position) -> np.ndarray | None:
+    """The op's value at every loop position, if it is arithmetic on loop indices
+    (`position(loop)`) and constants; else None."""
     if op.name == "linalg.index":
-        loop = ir.IntegerAttr(op.attributes["dim"]).value
-        shape = [1] * len(extents)
-        shape[loop] = extents[loop]
-        return np.arange(extents[loop]).reshape(shape)
+        return position(ir.IntegerAttr(op.attributes["dim"]).value)
     if op.name == "arith.constant" and isinstance(op.attributes["value"], ir.IntegerAttr):
         return np.array(ir.IntegerAttr(op.attributes["value"]).value)
     if op.name in INDEX_ARITHMETIC:

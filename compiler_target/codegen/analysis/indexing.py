@@ -5,8 +5,9 @@ Everything the NPU runs is linear: an operand's element address along each loop 
 sum over its tensor dims of (dim stride x affine coefficient), so layouts (NCHW/NHWC,
 transposes, broadcasts) become strides of the op's logical dims.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 from iree.compiler import ir
 
 from ..ops import TensorRef
@@ -57,6 +58,20 @@ class Generic:
     inputs: list[Operand]
     output: Operand
     extents: list[int]
+    # A generic refined over mixed-radix digits of its loops (gather.py): the values of
+    # its tensor.extract ops as Operands, each original loop's index at every position,
+    # and the digit extents each output tensor dim is split into.
+    gathered: dict = field(default_factory=dict)
+    positions: dict[int, np.ndarray] = field(default_factory=dict)
+    output_split: tuple[tuple[int, ...], ...] | None = None
+
+    def position(self, loop: int) -> np.ndarray:
+        """linalg.index `loop` at every position of the iteration space."""
+        if loop in self.positions:
+            return self.positions[loop]
+        shape = [1] * len(self.extents)
+        shape[loop] = self.extents[loop]
+        return np.arange(self.extents[loop]).reshape(shape)
 
     @property
     def reductions(self) -> list[int]:

@@ -48,6 +48,9 @@ class PushConstant:
 class Result:
     node: int
     dims: list[tuple[int, int]]       # per tensor dim: (logical dim, multiplier)
+    # Set when the value's dims are digits of its tensor's dims (a gather, gather.py):
+    # the digit extents each tensor dim is split into.
+    split: tuple[tuple[int, ...], ...] | None = None
 
 
 @dataclass

@@ -18,7 +18,7 @@ import numpy as np
 from iree.compiler import ir
 
 from ..ops import Elementwise, NpuOp, TensorRef
-from . import contraction, convolution, elementwise, pooling, reduction
+from . import contraction, convolution, elementwise, gather, pooling, reduction
 from .errors import NotSupported
 from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, UNARY, constant,
                           index_arithmetic, pruned, reduction_kind, simplified, splat)
@@ -170,6 +170,8 @@ class Walk:
 
     def generic(self, op, name: str):
         generic = self.describe(op, name)
+        if any(o.name == "tensor.extract" for o in generic.body):
+            generic = gather.refine(generic, self.values)
         if generic.reductions:
             return self.main_op(generic)
         return self.parallel(generic)
@@ -228,9 +230,6 @@ class Walk:
         block = generic.op.regions[0].blocks[0]
         nodes: dict = {}      # body value -> expression node (or Compare)
         arrays: dict = {}     # body value -> its value at every loop position (index arithmetic)
-        if any(op.name == "tensor.extract" for op in generic.body):
-            raise NotSupported(f"{generic.name}: tensor.extract in the body "
-                               "(gather: data-dependent indexing)")
 
         def node_of(value) -> int:
             if value in nodes:
@@ -238,6 +237,9 @@ class Walk:
             if value in arrays:
                 nodes[value] = self.positional_input(arrays[value], value.type, generic,
                                                      loop_to_logical)
+            elif value in generic.gathered:
+                nodes[value] = self.operand_node(generic.gathered[value], generic,
+                                                 loop_to_logical)
             elif isinstance(value, ir.BlockArgument) and value.owner == block:
                 nodes[value] = self.operand_node(operands[value.arg_number], generic,
                                                  loop_to_logical)
@@ -257,15 +259,15 @@ class Walk:
         for op in generic.body:
             if op.name == "linalg.yield":
                 dims = [loop_to_logical[single_loop(terms)] for terms in generic.output.terms]
-                return Result(node_of(op.operands[0]), dims)
+                return Result(node_of(op.operands[0]), dims, generic.output_split)
             if generic.reductions and accumulator in list(op.operands):
                 nodes[op.results[0]] = self.row_reduction(generic, op, accumulator, node_of,
                                                           loop_to_logical)
                 continue
-            positional = index_arithmetic(op, array_of, generic.extents)
+            positional = index_arithmetic(op, array_of, generic.position)
             if positional is not None:
                 arrays[op.results[0]] = positional
-            else:
+            elif op.name != "tensor.extract":
                 nodes[op.results[0]] = self.body_op(op, node_of, nodes, generic.name)
         raise NotSupported(f"{generic.name}: body without yield")
 
@@ -346,6 +348,8 @@ class Walk:
     def operand_node(self, operand: Operand, generic: Generic, loop_to_logical) -> int:
         value = operand.value
         if isinstance(value, Result):
+            if value.split is not None:
+                raise NotSupported(f"{generic.name} reads a gathered value")
             for (coefficients, _), dim in zip(operand.terms, value.dims):
                 if loop_to_logical[single_loop((coefficients, 0))] != dim:
                     raise NotSupported(f"{generic.name} reads the computed value in two "
@@ -473,6 +477,8 @@ class Walk:
                     f"fill {'x'.join(map(str, target.shape))} {target.dtype}")
         if not isinstance(value, Result) or self.main is None:
             raise NotSupported("the stored value is not computed by the dispatch")
+        if value.split is not None:
+            target = split_dims(target, value.split)
         shape = self.main.shape
         out = view_ref(target, shape, logical_strides(
             {t: s for t, s in enumerate(target.strides)},
@@ -502,6 +508,16 @@ def kept_dims(sizes: list[int], shape) -> list[int]:
         elif n != 1:
             raise NotSupported(f"slice sizes {sizes} do not match the value shape {list(shape)}")
     return kept
+
+
+def split_dims(ref: TensorRef, split) -> TensorRef:
+    """`ref` with each dim split into the given extents (outermost first)."""
+    shape, strides = [], []
+    for extents, stride in zip(split, ref.strides):
+        for i, extent in enumerate(extents):
+            shape.append(extent)
+            strides.append(stride * math.prod(extents[i + 1:]))
+    return view_ref(ref, shape, strides)
 
 
 def yielded_argument(generic: Generic) -> int | None:
