@@ -82,12 +82,12 @@ class Device(VmRef):
         if isinstance(executable, NpuExecutable):
             stats = executable.run(self.core, ordinal, constants, bindings,
                                    trace=self.trace is not None)
-            self.statistics.record_npu_dispatch(stats)
+            self.statistics.record_npu_dispatch(executable.export_names[ordinal], stats)
             if self.trace is not None:
                 self.trace.add_dispatch(executable.export_names[ordinal], stats)
         elif isinstance(executable, HostExecutable):
             executable.run(ordinal, workgroup_count, constants, bindings)
-            self.statistics.record_host_dispatch()
+            self.statistics.record_host_dispatch(executable.export_names[ordinal])
         else:
             raise StatusError(StatusCode.INVALID_ARGUMENT, "dispatch of a non-executable")
 

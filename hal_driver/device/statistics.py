@@ -1,4 +1,5 @@
-"""Device statistics: dispatch counts and simulated NPU time, summed over DispatchStats."""
+"""Device statistics: dispatch counts (in total and per export) and simulated NPU time,
+summed over DispatchStats."""
 import threading
 from dataclasses import dataclass, field
 
@@ -14,10 +15,12 @@ class DeviceStatistics:
     macs: int = 0
     sram_peak_bytes: int = 0
     engine_busy_cycles: dict[str, int] = field(default_factory=dict)
+    dispatch_counts: dict[str, int] = field(default_factory=dict)   # export name -> runs
 
     def copy(self) -> "DeviceStatistics":
         return DeviceStatistics(**{**vars(self),
-                                   "engine_busy_cycles": dict(self.engine_busy_cycles)})
+                                   "engine_busy_cycles": dict(self.engine_busy_cycles),
+                                   "dispatch_counts": dict(self.dispatch_counts)})
 
     def minus(self, earlier: "DeviceStatistics") -> "DeviceStatistics":
         """The statistics accumulated since `earlier` (a snapshot); peaks are kept.
@@ -26,11 +29,14 @@ class DeviceStatistics:
         counters = {name: mine[name] - theirs[name] for name in mine if name not in _NOT_COUNTERS}
         busy = {name: cycles - earlier.engine_busy_cycles.get(name, 0)
                 for name, cycles in self.engine_busy_cycles.items()}
+        counts = {name: count - earlier.dispatch_counts.get(name, 0)
+                  for name, count in self.dispatch_counts.items()
+                  if count != earlier.dispatch_counts.get(name, 0)}
         return DeviceStatistics(**counters, sram_peak_bytes=self.sram_peak_bytes,
-                                engine_busy_cycles=busy)
+                                engine_busy_cycles=busy, dispatch_counts=counts)
 
 
-_NOT_COUNTERS = ("engine_busy_cycles", "sram_peak_bytes")
+_NOT_COUNTERS = ("engine_busy_cycles", "sram_peak_bytes", "dispatch_counts")
 
 
 class StatisticsRecorder:
@@ -44,16 +50,19 @@ class StatisticsRecorder:
         with self._lock:
             return self._totals.copy()
 
-    def record_host_dispatch(self) -> None:
-        with self._lock:
-            self._totals.dispatches += 1
-            self._totals.host_dispatches += 1
-
-    def record_npu_dispatch(self, stats) -> None:
-        """Adds one DispatchStats (hal_driver/device/npu_core.py)."""
+    def record_host_dispatch(self, export_name: str) -> None:
         with self._lock:
             t = self._totals
             t.dispatches += 1
+            t.host_dispatches += 1
+            t.dispatch_counts[export_name] = t.dispatch_counts.get(export_name, 0) + 1
+
+    def record_npu_dispatch(self, export_name: str, stats) -> None:
+        """Adds one DispatchStats (hal_driver/device/npu_core.py) of export `export_name`."""
+        with self._lock:
+            t = self._totals
+            t.dispatches += 1
+            t.dispatch_counts[export_name] = t.dispatch_counts.get(export_name, 0) + 1
             t.npu_dispatches += 1
             t.npu_cycles += stats.total_cycles
             t.stall_cycles += sum(stats.stall_cycles.values())

@@ -1,6 +1,8 @@
 """`make bench`: the benchmark suite (tests/bench/models.py) compiled for npu and for
 stock llvm-cpu, run on npu-sim and on stock local-task in the same process (one
-process per model, `run_bench --model NAME`, so that a crash only loses that model).
+process per model, `run_bench --model NAME`, so that a crash only loses that model);
+then the real trained networks of tests/real_models the same way
+(tests/bench/real_model_bench.py, `run_bench --real-model NAME`).
 
 Writes build/bench/results.json, results.txt (the table printed here) and
 utilization.png (tests/bench/chart.py); traces of one npu-sim call per model in
@@ -16,7 +18,8 @@ import sys
 from pathlib import Path
 
 from executable_format.machine import DEFAULT_MACHINE
-from tests.bench import chart, measure, models
+from tests.bench import chart, measure, models, real_model_bench
+from tests.real_models.models import MODELS as REAL_MODELS
 
 OUT = models.ROOT / "build" / "bench"
 COMPILE_REPETITIONS = 3
@@ -86,35 +89,42 @@ def bench_model(model: models.Model) -> dict:
     return result
 
 
-def bench_or_error(model: models.Model) -> dict:
-    """bench_model, or the model's failure (the suite goes on with the next model)."""
+def bench_or_error(name: str, kind: str, bench) -> dict:
+    """bench(), or the model's failure (the suite goes on with the next model)."""
     try:
-        return bench_model(model)
+        return bench()
     except Exception as error:   # a failing compile or run is a result, reported as such
         message = str(error).strip().splitlines()
-        log(f"bench: {model.name}: FAILED: {message[-1] if message else type(error).__name__}")
-        return {"name": model.name, "kind": model.kind, "error": "\n".join(message[:1] + message[-1:])}
+        log(f"bench: {name}: FAILED: {message[-1] if message else type(error).__name__}")
+        return {"name": name, "kind": kind, "error": "\n".join(message[:1] + message[-1:])}
 
 
-def bench_in_subprocess(model: models.Model) -> dict:
-    """bench_or_error in a child process; a crash (e.g. a native fault) becomes the error."""
-    path = OUT / "results" / f"{model.name}.json"
+def bench_in_subprocess(option: str, name: str, kind: str) -> dict:
+    """`run_bench OPTION NAME` (bench_one) in a child process; a crash (e.g. a native
+    fault) becomes the error."""
+    path = OUT / "results" / f"{name}.json"
     path.unlink(missing_ok=True)
-    child = subprocess.run([sys.executable, "-m", "tests.bench.run_bench", "--model", model.name],
+    child = subprocess.run([sys.executable, "-m", "tests.bench.run_bench", option, name],
                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     sys.stderr.write(child.stderr)
     if child.returncode == 0 and path.exists():
         return json.loads(path.read_text())
     reason = (f"killed by {signal.Signals(-child.returncode).name}" if child.returncode < 0
               else f"exit code {child.returncode}")
-    log(f"bench: {model.name}: FAILED: {reason}")
-    return {"name": model.name, "kind": model.kind, "error": f"bench process {reason}"}
+    log(f"bench: {name}: FAILED: {reason}")
+    return {"name": name, "kind": kind, "error": f"bench process {reason}"}
 
 
-def bench_one(name: str) -> int:
-    """The child's side: benchmarks the suite's model `name` into results/NAME.json."""
-    [model] = [m for m in models.suite(OUT / "models") if m.name == name]
-    result = bench_or_error(model)
+def bench_one(option: str, name: str) -> int:
+    """The child's side: benchmarks the suite's model (--model) or the real model
+    (--real-model) `name` into results/NAME.json."""
+    if option == "--model":
+        [model] = [m for m in models.suite(OUT / "models") if m.name == name]
+        result = bench_or_error(name, model.kind, lambda: bench_model(model))
+    else:
+        log(f"bench: {name}: compiling and running")
+        result = bench_or_error(name, "real", lambda: real_model_bench.bench_real_model(
+            REAL_MODELS[name], OUT))
     (OUT / "results" / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
     return 0
 
@@ -207,18 +217,22 @@ def tiny_lines(tiny: dict) -> list[str]:
 def main(argv: list[str]) -> int:
     for sub in ("models", "vmfb", "reports", "traces", "results"):
         (OUT / sub).mkdir(parents=True, exist_ok=True)
-    if argv[:1] == ["--model"]:
-        return bench_one(argv[1])
-    results = [bench_in_subprocess(model) for model in models.suite(OUT / "models")]
+    if argv[:1] in (["--model"], ["--real-model"]):
+        return bench_one(argv[0], argv[1])
+    results = [bench_in_subprocess("--model", model.name, model.kind)
+               for model in models.suite(OUT / "models")]
+    real_results = [bench_in_subprocess("--real-model", name, "real") for name in REAL_MODELS]
     log("bench: tiny model")
     tiny = bench_tiny()
     summary = {"machine": DEFAULT_MACHINE.as_dict(), "host": platform.node(),
                "targets": TARGETS, "stock": {"flags": measure.STOCK_FLAGS, "driver": measure.STOCK_DRIVER},
                "repetitions": {"compile": COMPILE_REPETITIONS, "run": RUN_REPETITIONS,
                                "tiny_calls": TINY_CALLS},
-               **tiny, "models": results}
+               "real_model_calls": real_model_bench.CALLS,
+               **tiny, "models": results, "real_models": real_results}
     (OUT / "results.json").write_text(json.dumps(summary, indent=1, default=str))
-    table = model_table(results) + [""] + dispatch_table(results) + [""] + tiny_lines(tiny)
+    table = (model_table(results) + [""] + dispatch_table(results) + [""]
+             + real_model_bench.real_model_table(real_results) + [""] + tiny_lines(tiny))
     (OUT / "results.txt").write_text("\n".join(table) + "\n")
     chart.utilization_chart([d for r in results for d in r.get("dispatches", [])],
                             TARGETS["utilization"], OUT / "utilization.png")

@@ -165,6 +165,7 @@ def test_host_fallback_dispatch_through_a_reusable_command_buffer(hal, device, a
         np.testing.assert_array_equal(views[2].to_numpy(), (a + b) * a)
     stats = device.statistics.snapshot()
     assert stats.dispatches == 2 and stats.host_dispatches == 2 and stats.npu_cycles == 0
+    assert stats.dispatch_counts == {"main_dispatch_0_elementwise_6_f32": 2}
     with pytest.raises(StatusError) as e:
         hal["executable.lookup.function"](exe, vm_str("nope"))
     assert e.value.code == StatusCode.NOT_FOUND

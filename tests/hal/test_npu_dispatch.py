@@ -50,6 +50,25 @@ def test_npu_dispatch_runs_on_the_core_and_counts_cycles(device):
     assert stats.npu_cycles > 0 and stats.dram_bytes == 2 * TILE_BYTES
 
 
+def test_statistics_count_dispatches_per_export_and_per_call(device):
+    """dispatch_counts: export name -> runs; a snapshot is a copy, and `minus` keeps the
+    exports that ran since the earlier snapshot."""
+    hal = hal_functions(device)
+    values = np.ones(TILE_BYTES // 4, np.float32)
+    run_relu(hal, device, values)
+    before = device.statistics.snapshot()
+    assert before.dispatch_counts == {"relu": 1}
+    run_relu(hal, device, values)
+    run_relu(hal, device, values)
+    after = device.statistics.snapshot()
+    assert after.dispatch_counts == {"relu": 3} and before.dispatch_counts == {"relu": 1}
+    assert after.minus(before).dispatch_counts == {"relu": 2}
+    assert after.minus(after).dispatch_counts == {}
+    copied = after.copy()
+    copied.dispatch_counts["relu"] += 1
+    assert after.dispatch_counts == {"relu": 3}
+
+
 def test_immutable_constant_is_staged_once_and_reused(device):
     """A read-only binding of an immutable import (a module constant) is copied to
     aligned memory on its first dispatch only."""

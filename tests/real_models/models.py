@@ -1,0 +1,43 @@
+"""The real trained networks the suite runs: ONNX files inside public PyPI wheels, each
+with the static input shape it is prepared for and its regression floors.
+
+Left out: ddddocr/common_old.onnx (ddddocr==1.6.1, the older OCR recogniser, input
+1x1x64x256). It is an onnxruntime-quantized graph with Microsoft contrib ops
+(com.microsoft DynamicQuantizeLSTM, and ConvInteger, MatMulInteger,
+DynamicQuantizeLinear); stock IREE 3.13.0 imports it but cannot compile it for llvm-cpu
+after the same preparation: "failed to legalize operation 'torch.operator' that was
+explicitly marked illegal: ... onnx.DynamicQuantizeLSTM". Its successor common.onnx (a
+float LSTM) compiles and is here as ddddocr_ocr.
+"""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RealModel:
+    name: str
+    wheel: str                          # pip requirement of the wheel holding the model
+    member: str                         # the .onnx file's path inside the wheel
+    input_shape: tuple[int, ...]        # the graph input's static shape (f32)
+    seed: int                           # numpy default_rng seed of the input
+    # Regression floors: what the code generator achieved when they were set, rounded down
+    # to two decimals, so that a regression fails. Raise them as the code generator
+    # improves; the goal is 0.99 (MAC share) and 0.90 (dispatch share) for every model.
+    min_mac_share: float                # NPU MACs / all dispatch MACs of one call
+    min_npu_dispatch_share: float       # NPU dispatches / all dispatches of one call
+
+
+RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
+DDDDOCR = "ddddocr==1.6.1"
+
+MODELS = {m.name: m for m in [
+    RealModel("ppocr_cls", RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+              (1, 3, 48, 192), seed=1, min_mac_share=0.60, min_npu_dispatch_share=0.73),
+    RealModel("ppocrv4_det", RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+              (1, 3, 320, 320), seed=2, min_mac_share=0.99, min_npu_dispatch_share=0.89),
+    RealModel("ppocrv4_rec", RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+              (1, 3, 48, 320), seed=3, min_mac_share=0.98, min_npu_dispatch_share=0.71),
+    RealModel("ddddocr_det", DDDDOCR, "ddddocr/common_det.onnx",
+              (1, 3, 416, 416), seed=4, min_mac_share=0.37, min_npu_dispatch_share=0.51),
+    RealModel("ddddocr_ocr", DDDDOCR, "ddddocr/common.onnx",
+              (1, 1, 64, 256), seed=5, min_mac_share=0.48, min_npu_dispatch_share=0.23),
+]}
