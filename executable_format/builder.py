@@ -158,6 +158,7 @@ class _Export:
     program: ProgramBuilder
     workgroup_count: tuple[int, int, int]
     debug: dict = field(default_factory=dict)
+    views: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 class ExecutableBuilder:
@@ -179,9 +180,11 @@ class ExecutableBuilder:
 
     def add_export(self, name: str, bindings, constant_count: int = 0,
                    program: ProgramBuilder | None = None, workgroup_count=(1, 1, 1),
-                   debug: dict | None = None) -> int:
+                   debug: dict | None = None, views=()) -> int:
         """Adds an export; `bindings` is [(flags, min_size)]; returns its ordinal. `debug`
-        may hold dispatch_name, source_location, npu_ir strings."""
+        may hold dispatch_name, source_location, npu_ir strings. `views` is
+        [(binding, offset_constant, min_size)]: windows of the bindings at offsets given by
+        push constants, which instructions name as binding len(bindings) + k."""
         if program is None:
             raise FormatError(f"export {name!r} needs a program")
         debug = {key: value for key, value in (debug or {}).items() if value is not None}
@@ -190,7 +193,8 @@ class ExecutableBuilder:
                 raise FormatError(f"unknown debug field {key!r} (known: {', '.join(DEBUG_KEYS)})")
         self._exports.append(_Export(name, [(int(f), int(s)) for f, s in bindings],
                                      int(constant_count), program,
-                                     tuple(int(n) for n in workgroup_count), debug))
+                                     tuple(int(n) for n in workgroup_count), debug,
+                                     [(int(b), int(c), int(s)) for b, c, s in views]))
         return len(self._exports) - 1
 
     def finish(self, verify_output: bool = True) -> bytes:
@@ -249,6 +253,7 @@ def _build_export(builder, ordinal: int, export: _Export) -> int:
         fb.BindingAddMinSize(builder, min_size)
         bindings.append(fb.BindingEnd(builder))
     binding_vector = _table_vector(builder, bindings)
+    view_vector = _build_views(builder, export.views) if export.views else None
     builder.StartVector(4, len(export.workgroup_count), 4)
     for count in reversed(export.workgroup_count):
         builder.PrependUint32(count)
@@ -264,7 +269,20 @@ def _build_export(builder, ordinal: int, export: _Export) -> int:
     fb.ExportAddProgram(builder, program)
     if debug is not None:
         fb.ExportAddDebug(builder, debug)
+    if view_vector is not None:
+        fb.ExportAddViews(builder, view_vector)
     return fb.ExportEnd(builder)
+
+
+def _build_views(builder, views: list[tuple[int, int, int]]) -> int:
+    tables = []
+    for binding, offset_constant, min_size in views:
+        fb.BindingViewStart(builder)
+        fb.BindingViewAddBinding(builder, binding)
+        fb.BindingViewAddOffsetConstant(builder, offset_constant)
+        fb.BindingViewAddMinSize(builder, min_size)
+        tables.append(fb.BindingViewEnd(builder))
+    return _table_vector(builder, tables)
 
 
 def _build_program(builder, program: ProgramBuilder) -> int:

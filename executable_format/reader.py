@@ -20,6 +20,15 @@ class Binding:
 
 
 @dataclass(frozen=True)
+class BindingView:
+    """A window of binding `binding` starting at the byte offset in push constant
+    `offset_constant`; instructions name view k as binding len(Export.bindings) + k."""
+    binding: int
+    offset_constant: int
+    min_size: int
+
+
+@dataclass(frozen=True)
 class Program:
     instructions: bytes          # the 64-byte records
     sram_bytes: int              # highest SRAM byte the program uses (exclusive)
@@ -49,6 +58,7 @@ class Export:
     workgroup_count: tuple[int, int, int]
     program: Program
     debug: ExportDebug | None
+    views: list[BindingView]
 
     @property
     def binding_count(self) -> int:
@@ -100,4 +110,6 @@ def _export(export) -> Export:
         workgroup_count=tuple(export.WorkgroupCount(i) for i in range(3)),
         program=Program(instructions, program.SramBytes()),
         debug=None if debug is None else ExportDebug(
-            _str(debug.DispatchName()), _str(debug.SourceLocation()), _str(debug.NpuIr())))
+            _str(debug.DispatchName()), _str(debug.SourceLocation()), _str(debug.NpuIr())),
+        views=[BindingView(v.Binding(), v.OffsetConstant(), v.MinSize())
+               for v in map(export.Views, range(export.ViewsLength()))])

@@ -47,6 +47,9 @@ class TableVector:
 
 MACHINE_PARAM = Table("MachineParam", (("key", String(), True), ("value", Scalar(8), False)))
 BINDING = Table("Binding", (("flags", Scalar(4), False), ("min_size", Scalar(8), False)))
+BINDING_VIEW = Table("BindingView", (("binding", Scalar(4), False),
+                                     ("offset_constant", Scalar(4), False),
+                                     ("min_size", Scalar(8), False)))
 PROGRAM = Table("Program", (("instructions", Vector(1, 16), False),
                             ("sram_bytes", Scalar(4), False)))
 EXPORT_DEBUG = Table("ExportDebug", (("dispatch_name", String(), False),
@@ -58,7 +61,8 @@ EXPORT = Table("Export", (("name", String(), True),
                           ("constant_count", Scalar(4), False),
                           ("workgroup_count", Vector(4), False),
                           ("program", PROGRAM, True),
-                          ("debug", EXPORT_DEBUG, False)))
+                          ("debug", EXPORT_DEBUG, False),
+                          ("views", TableVector(BINDING_VIEW), False)))
 EXECUTABLE = Table("Executable", (("version_major", Scalar(4), False),
                                   ("version_minor", Scalar(4), False),
                                   ("machine", TableVector(MACHINE_PARAM), False),

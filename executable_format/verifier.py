@@ -93,11 +93,28 @@ def _check_export(index: int, export, machine: MachineConfig, constants_size: in
         _text(debug.DispatchName(), f"{where} debug dispatch_name")
         _text(debug.SourceLocation(), f"{where} debug source_location")
         _text(debug.NpuIr(), f"{where} debug npu_ir")
+    windows = [(b.MinSize(), bool(b.Flags() & READ_ONLY)) for b in bindings]
+    windows += _views(where, export, windows)
     program = export.Program()
-    limits = _Limits(machine, program.SramBytes(), constants_size,
-                     [(b.MinSize(), bool(b.Flags() & READ_ONLY)) for b in bindings])
+    limits = _Limits(machine, program.SramBytes(), constants_size, windows)
     instructions = program.InstructionsAsNumpy() if program.InstructionsLength() else b""
     _check_program(where, bytes(instructions), limits)
+
+
+def _views(where: str, export, bindings: list[tuple[int, bool]]) -> list[tuple[int, bool]]:
+    """(min_size, read_only) of each binding view, which instructions address after the
+    bindings; a view is read-only when its binding is."""
+    windows = []
+    for k in range(export.ViewsLength()):
+        view = export.Views(k)
+        if view.Binding() >= len(bindings):
+            raise FormatError(f"{where} view {k} names binding {view.Binding()} "
+                              f"({len(bindings)} bindings)")
+        if view.OffsetConstant() >= export.ConstantCount():
+            raise FormatError(f"{where} view {k} takes its offset from push constant "
+                              f"{view.OffsetConstant()} ({export.ConstantCount()} constants)")
+        windows.append((view.MinSize(), bindings[view.Binding()][1]))
+    return windows
 
 
 class _Limits:
@@ -108,7 +125,7 @@ class _Limits:
         self.machine = machine
         self.sram_bytes = sram_bytes
         self.constants_size = constants_size
-        self.bindings = bindings          # (min_size, read_only) per binding
+        self.bindings = bindings          # (min_size, read_only) per binding, then per view
 
 
 def _check_program(where: str, instructions: bytes, limits: _Limits) -> None:

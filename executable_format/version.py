@@ -6,4 +6,4 @@ add optional fields, so newer minors stay readable.
 FORMAT_NAME = "npu-fb"
 FILE_IDENTIFIER = b"NPUF"
 VERSION_MAJOR = 1
-VERSION_MINOR = 0
+VERSION_MINOR = 1

@@ -26,7 +26,7 @@ from .ops import NpuOp
 from .schedule import schedule
 from .tile import TiledProgram, tiled_text
 
-__all__ = ["BindingInfo", "CompiledOp", "NotLowerable", "compile_op"]
+__all__ = ["BindingInfo", "CompiledOp", "NotLowerable", "ViewInfo", "compile_op"]
 
 TILERS = {"conv2d": tile_conv.tile_conv, "matmul": tile_contraction.tile_contraction,
           "elementwise": tile_elementwise.tile_elementwise, "pool2d": tile_pool.tile_pool,
@@ -37,6 +37,15 @@ TILERS = {"conv2d": tile_conv.tile_conv, "matmul": tile_contraction.tile_contrac
 class BindingInfo:
     """One HAL binding of the export, in binding order."""
     read_only: bool
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class ViewInfo:
+    """A window of HAL binding `binding` at the byte offset push constant
+    `offset_constant` holds (an IREE subspan whose offset is a push constant)."""
+    binding: int
+    offset_constant: int
     size_bytes: int
 
 
@@ -74,16 +83,21 @@ class IrStages(Sequence):
 
 
 def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: MachineConfig,
-               source_location: str = "") -> CompiledOp:
+               source_location: str = "", views: Sequence[ViewInfo] = (),
+               constant_count: int = 0) -> CompiledOp:
     """Compiles one NPU op into a verified npu-fb executable with a single export `name`
-    (workgroup grid 1x1x1). Raises NotLowerable with the reason when it cannot."""
-    lowered = lower(op)
+    (workgroup grid 1x1x1) taking `constant_count` push constants. Tensors at a
+    push-constant offset are addressed through `views`, program bindings len(bindings)
+    + k. Raises NotLowerable with the reason when it cannot."""
+    lowered = lower(op, {(v.binding, v.offset_constant): len(bindings) + k
+                         for k, v in enumerate(views)})
     npu_ir = lowered_text(lowered, name)
     program = tile_program(lowered, machine)
     scheduled = schedule(program.instrs, machine)
     header = [f"dispatch {name}", f"source {source_location or 'unknown'}",
               f"{lowered.kind}: {program.tiles}, {program.buffers} buffers"]
-    emitted = emit(scheduled, name=name, bindings=bindings,
+    emitted = emit(scheduled, name=name, bindings=bindings, views=views,
+                   constant_count=constant_count,
                    constants=bytes(lowered.constants.data), machine=machine,
                    source_location=source_location, npu_ir=npu_ir, header=header)
     stages = IrStages(name, npu_ir, program, scheduled, machine, emitted.asm)

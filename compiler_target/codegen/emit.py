@@ -2,7 +2,7 @@
 
 Instructions are encoded as isa records through executable_format's ProgramBuilder; the
 constant pool holds the inlined constants lowering placed; the export's bindings carry
-the HAL binding flags and sizes; debug info keeps the dispatch name, source location and
+the HAL binding flags and sizes, its views the push-constant-offset windows; debug info keeps the dispatch name, source location and
 the final NPU IR. The assembly listing is the format's own disassembly under a header
 naming the dispatch.
 """
@@ -29,8 +29,9 @@ def timeline(instrs: list[Instr], machine: MachineConfig, events: bool = False) 
     return simulate_timeline(machine, records(instrs), record_events=events)
 
 
-def emit(instrs: list[Instr], *, name: str, bindings, constants: bytes, machine: MachineConfig,
-         source_location: str, npu_ir: str, header: list[str]) -> Emitted:
+def emit(instrs: list[Instr], *, name: str, bindings, views, constant_count: int,
+         constants: bytes, machine: MachineConfig, source_location: str, npu_ir: str,
+         header: list[str]) -> Emitted:
     program = ProgramBuilder()
     encoded = records(instrs)
     for opcode, dtype, flags, a in encoded:
@@ -40,7 +41,8 @@ def emit(instrs: list[Instr], *, name: str, bindings, constants: bytes, machine:
         builder.add_constants(constants)
     builder.add_export(name, bindings=[(READ_ONLY if b.read_only else 0, b.size_bytes)
                                        for b in bindings],
-                       constant_count=0, program=program,
+                       views=[(v.binding, v.offset_constant, v.size_bytes) for v in views],
+                       constant_count=constant_count, program=program,
                        debug={"dispatch_name": name, "source_location": source_location,
                               "npu_ir": npu_ir})
     try:

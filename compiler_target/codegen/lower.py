@@ -1,7 +1,10 @@
 """Stage 1, lower: an NpuOp becomes one NPU IR op on DRAM tensors.
 
 Each TensorRef becomes a DRAM `Buffer` (binding, byte offset, element strides); inlined
-constants are placed in the executable's constant pool (binding isa.CONST_POOL). The
+constants are placed in the executable's constant pool (binding isa.CONST_POOL), and a
+tensor whose binding offset is a push constant lies in that binding's view (an npu-fb
+binding view, addressed after the bindings; `views` maps (binding, push constant) to
+its program binding index). The
 result keeps the NpuOp for the tiling stage and prints as
 `"npu.conv2d"(%input, %weight, %epilogue.0, %out) {stride = ..., epilogue = [...]}`.
 """
@@ -53,15 +56,19 @@ def _constant_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:
                   offset=offset, strides=tuple(ref.strides))
 
 
-def dram_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:
+def dram_buffer(role: str, ref: TensorRef, pool: ConstantPool,
+                views: dict[tuple[int, int], int]) -> Buffer:
     if ref.binding < 0:
         return _constant_buffer(role, ref, pool)
+    binding = ref.binding
     if ref.offset_constant >= 0:
-        raise NotLowerable(f"{role}: binding {ref.binding} offset comes from push constant "
-                           f"{ref.offset_constant}")
+        binding = views.get((ref.binding, ref.offset_constant))
+        if binding is None:
+            raise NotLowerable(f"{role}: binding {ref.binding} at push constant "
+                               f"{ref.offset_constant} has no view")
     if ref.offset % dtype_bytes(ref.dtype):
         raise NotLowerable(f"{role} offset {ref.offset} is not aligned to {ref.dtype}")
-    return Buffer(role, ref.dtype, tuple(ref.shape), "dram", binding=ref.binding,
+    return Buffer(role, ref.dtype, tuple(ref.shape), "dram", binding=binding,
                   offset=ref.offset, strides=tuple(ref.strides))
 
 
@@ -109,12 +116,12 @@ def _roles(op: NpuOp) -> tuple[str, list[tuple[str, TensorRef]], dict]:
     raise NotLowerable(f"unknown NPU op {type(op).__name__}")
 
 
-def lower(op: NpuOp) -> Lowered:
+def lower(op: NpuOp, views: dict[tuple[int, int], int] | None = None) -> Lowered:
     kind, roles, attrs = _roles(op)
     pool = ConstantPool()
     extra = getattr(op, "epilogue_inputs", [])
     roles = roles[:-1] + [(f"epilogue.{k}", ref) for k, ref in enumerate(extra)] + roles[-1:]
-    tensors = {role: dram_buffer(role, ref, pool) for role, ref in roles}
+    tensors = {role: dram_buffer(role, ref, pool, views or {}) for role, ref in roles}
     return Lowered(kind, op, tensors, attrs, pool)
 
 

@@ -110,6 +110,66 @@ def BindingEnd(builder):
 
 
 
+class BindingView(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = BindingView()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsBindingView(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def BindingViewBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4E\x50\x55\x46", size_prefixed=size_prefixed)
+
+    # BindingView
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # BindingView
+    def Binding(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+        return 0
+
+    # BindingView
+    def OffsetConstant(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+        return 0
+
+    # BindingView
+    def MinSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+        return 0
+
+def BindingViewStart(builder):
+    builder.StartObject(3)
+
+def BindingViewAddBinding(builder, binding):
+    builder.PrependUint32Slot(0, binding, 0)
+
+def BindingViewAddOffsetConstant(builder, offsetConstant):
+    builder.PrependUint32Slot(1, offsetConstant, 0)
+
+def BindingViewAddMinSize(builder, minSize):
+    builder.PrependUint64Slot(2, minSize, 0)
+
+def BindingViewEnd(builder):
+    return builder.EndObject()
+
+
+
 class Program(object):
     __slots__ = ['_tab']
 
@@ -357,8 +417,32 @@ class Export(object):
             return obj
         return None
 
+    # Export
+    def Views(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            obj = BindingView()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Export
+    def ViewsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Export
+    def ViewsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        return o == 0
+
 def ExportStart(builder):
-    builder.StartObject(7)
+    builder.StartObject(8)
 
 def ExportAddName(builder, name):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -386,6 +470,12 @@ def ExportAddProgram(builder, program):
 
 def ExportAddDebug(builder, debug):
     builder.PrependUOffsetTRelativeSlot(6, flatbuffers.number_types.UOffsetTFlags.py_type(debug), 0)
+
+def ExportAddViews(builder, views):
+    builder.PrependUOffsetTRelativeSlot(7, flatbuffers.number_types.UOffsetTFlags.py_type(views), 0)
+
+def ExportStartViewsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
 
 def ExportEnd(builder):
     return builder.EndObject()

@@ -13,6 +13,7 @@ from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm.ref import VmRef
 
 NPU_FORMAT = "npu-fb"
+VIEW_OFFSET_ALIGNMENT = 64     # the subspan alignment IREE declares for binding offsets
 
 
 class Executable(VmRef):
@@ -70,11 +71,14 @@ class NpuExecutable(Executable):
                     StatusCode.INVALID_ARGUMENT,
                     f"npu-fb export '{export.name}' binding {index} needs at least "
                     f"{binding.min_size} bytes but is bound to {buffer.byte_length}")
+        windows = _view_windows(export, constants, bindings)
         staged = [_staged_binding(buffer, binding.read_only)
                   for binding, buffer in zip(export.bindings, bindings)]
-        staged += [_staged_binding(buffer) for buffer in bindings[len(export.bindings):]]
-        stats = core.execute(export.program.instructions, [array for array, _ in staged],
-                             constants, const_pool=self.program.constants, trace=trace)
+        arrays = [array for array, _ in staged]
+        arrays += [arrays[view.binding][start:end]
+                   for view, (start, end) in zip(export.views, windows)]
+        stats = core.execute(export.program.instructions, arrays, constants,
+                             const_pool=self.program.constants, trace=trace)
         _write_back(staged)
         return stats
 
@@ -104,6 +108,31 @@ class HostExecutable(Executable):
         self.library.dispatch(ordinal, tuple(workgroup_count), list(constants),
                               [array for array, _ in staged])
         _write_back(staged)
+
+
+def _view_windows(export, constants: Sequence[int],
+                  bindings: Sequence[Buffer]) -> list[tuple[int, int]]:
+    """[start, end) of each binding view in its bound buffer range: the start is the
+    view's push constant, checked for alignment and the window against the range."""
+    windows = []
+    for k, view in enumerate(export.views):
+        start = int(constants[view.offset_constant])
+        end = start + view.min_size
+        length = bindings[view.binding].byte_length
+        if start % VIEW_OFFSET_ALIGNMENT:
+            raise StatusError(
+                StatusCode.INVALID_ARGUMENT,
+                f"npu-fb export '{export.name}' view {k}: binding {view.binding} offset "
+                f"{start} (push constant {view.offset_constant}) is not a multiple of "
+                f"{VIEW_OFFSET_ALIGNMENT}")
+        if end > length:
+            raise StatusError(
+                StatusCode.OUT_OF_RANGE,
+                f"npu-fb export '{export.name}' view {k}: bytes [{start}, {end}) of binding "
+                f"{view.binding} (offset from push constant {view.offset_constant}) exceed "
+                f"its bound range of {length} bytes")
+        windows.append((start, end))
+    return windows
 
 
 def _writable(buffer: Buffer) -> bool:

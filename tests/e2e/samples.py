@@ -35,6 +35,7 @@ SAMPLES = {s.name: s for s in [
     Sample("small_cnn", "small_cnn", "SmallCNN"),
     Sample("mlp", "mlp", "MLP"),
     Sample("depthwise_separable", "depthwise_separable", "DepthwiseSeparable"),
+    Sample("residual_blocks", "residual_blocks", "ResidualBlocks"),
     Sample("host_fallback", "host_fallback", "HostFallback",
            host={"scan": "iree_linalg_ext.scan has no NPU equivalent"}),
 ]}

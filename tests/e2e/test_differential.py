@@ -102,3 +102,14 @@ def test_dispatches_ran_where_compiled(npu_build, npu_run, name):
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 def test_simulated_cycles_are_the_compiler_estimates(npu_build, npu_run, name):
     assert npu_run(name).npu_cycles == sum(t["estimated_cycles"] for t in npu_build(name).tasks)
+
+
+def test_deduplicated_dispatches_run_on_the_npu_through_binding_views(npu_build, npu_run):
+    """residual_blocks: IREE compiles the blocks' identical dispatches once each and
+    passes every call's binding offsets as push constants (before binding views, such
+    dispatches stayed on the host); all 9 calls of the 3 executables (a copy
+    and the two convolutions of a block) run on the NPU."""
+    build, run = npu_build("residual_blocks"), npu_run("residual_blocks")
+    assert len(build.tasks) == 9 and {t["target"] for t in build.tasks} == {"npu"}
+    assert len({t["executable"] for t in build.tasks}) == 3
+    assert run.npu_dispatches == 9 and run.host_dispatches == 0

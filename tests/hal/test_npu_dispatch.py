@@ -10,7 +10,7 @@ from hal_driver.device.driver import create_device
 from hal_driver.device.trace import TID
 from hal_driver.hal import create_hal_module
 from hal_driver.status import StatusCode, StatusError
-from tests.format.helpers import TILE_BYTES, relu_executable
+from tests.format.helpers import TILE_BYTES, relu_executable, relu_view_executable
 from tests.hal.conftest import FakeVmBuffer, vm_str
 
 USAGE = 0xC03 | 0x9000000
@@ -129,3 +129,54 @@ def test_executable_for_another_machine_is_rejected():
         device.close()
     assert e.value.code == StatusCode.FAILED_PRECONDITION
     assert f"sram_bytes={DEFAULT_MACHINE.sram_bytes} (device: {machine.sram_bytes})" in str(e.value)
+
+
+def run_relu_views(hal, device, values: np.ndarray, constants: list[int],
+                   source_bytes: int, target_bytes: int) -> bytes:
+    """relu_view_executable over buffers whose input and output lie at the offsets the
+    push constants give (the rest of the source is -7, of the target 0xAB); returns the
+    whole target buffer."""
+    exe = hal["executable.create"](device, -1, vm_str("npu-fb"),
+                                   FakeVmBuffer(relu_view_executable()), None)
+    allocator = hal["device.allocator"](device)
+    source = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, source_bytes)
+    padding = np.full(source_bytes // 4, -7.0, np.float32)
+    padding[constants[0] // 4:constants[0] // 4 + len(values)] = values
+    source.write(0, padding.tobytes())
+    target = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, target_bytes)
+    target.write(0, bytes([0xAB]) * target_bytes)
+    cb = hal["command_buffer.create"](device, 1, 3, -1, 0)
+    hal["command_buffer.dispatch"](
+        cb, exe, hal["executable.lookup.function"](exe, vm_str("relu")), 1, 1, 1, 0,
+        [(c,) for c in constants],
+        [(0, 0, source, 0, source_bytes), (0, 0, target, 0, target_bytes)])
+    hal["command_buffer.finalize"](cb)
+    fence = hal["fence.create"](device, 0)
+    hal["device.queue.execute"](device, -1, None, fence, cb, 0)
+    hal["fence.await"](-1, 0, [(fence,)])
+    return target.read()
+
+
+def test_binding_views_start_at_their_push_constants(device):
+    hal = hal_functions(device)
+    values = np.linspace(-4, 4, TILE_BYTES // 4, dtype=np.float32)
+    target = run_relu_views(hal, device, values, [64, 192], 64 + TILE_BYTES + 64,
+                            192 + TILE_BYTES + 64)
+    np.testing.assert_array_equal(np.frombuffer(target[192:192 + TILE_BYTES], np.float32),
+                                  np.maximum(values, 0))
+    assert target[:192] == bytes([0xAB]) * 192 and target[192 + TILE_BYTES:] == bytes([0xAB]) * 64
+
+
+@pytest.mark.parametrize("constants, code, message", [
+    ([32, 0], StatusCode.INVALID_ARGUMENT,
+     "view 0: binding 0 offset 32 (push constant 0) is not a multiple of 64"),
+    ([0, 128], StatusCode.OUT_OF_RANGE,
+     f"view 1: bytes [128, {128 + TILE_BYTES}) of binding 1 (offset from push constant 1) "
+     f"exceed its bound range of {TILE_BYTES + 64} bytes"),
+])
+def test_binding_view_outside_its_binding_fails_the_dispatch(device, constants, code, message):
+    hal = hal_functions(device)
+    values = np.ones(TILE_BYTES // 4, np.float32)
+    with pytest.raises(StatusError) as info:
+        run_relu_views(hal, device, values, constants, TILE_BYTES + 64, TILE_BYTES + 64)
+    assert info.value.code == code and message in str(info.value), str(info.value)
