@@ -7,9 +7,9 @@ The syntax (docs/npu-fb-format.md) in short:
     .constants align 64                           # pad the constant pool to a multiple of 64
     .constants f32 0.5, -1.0                      # append data: hex | f32 | f16 | bf16 | i8 | i32
     .export conv bindings=[ro:4096,rw:8192] constant_count=0 workgroup_count=1x1x1
-    .export c2 bindings=[ro:0,rw:0] views=[0+pc0:4096,1+pc1:8192] constant_count=2 ...
-                                                  # views: binding+pcK:SIZE, addressed as
-                                                  # binding 2, 3 (after the bindings)
+    .export c2 bindings=[ro:0,rw:0] views=[0+pc0:4096,1+pc1*2048:8192] constant_count=2 ...
+                                                  # views: BINDING+pcK[*SCALE]:SIZE, addressed
+                                                  # as bindings 2, 3 (after the bindings)
     .dispatch_name "conv_dispatch_0"              # optional debug strings (JSON literals)
     .sram_bytes 65536                             # optional, default the highest SRAM byte used
         dma.load.f32 binding=0, dram_offset=0, sram_addr=0x0, n0=1, ...
@@ -320,13 +320,14 @@ def _bindings(text: str) -> list[tuple[int, int]]:
 
 def _views(text: str) -> list[tuple[int, int, int]]:
     if not (text.startswith("[") and text.endswith("]")):
-        raise _LineError(f"views needs [BINDING+pcK:SIZE,...], got {text!r}")
+        raise _LineError(f"views needs [BINDING+pcK[*SCALE]:SIZE,...], got {text!r}")
     views = []
     for part in filter(None, (p.strip() for p in text[1:-1].split(","))):
-        match = re.fullmatch(r"(\d+)\+pc(\d+):(\S+)", part)
+        match = re.fullmatch(r"(\d+)\+pc(\d+)(?:\*(\d+))?:(\S+)", part)
         if not match:
-            raise _LineError(f"view needs BINDING+pcK:SIZE, got {part!r}")
-        views.append((int(match[1]), int(match[2]), _integer(match[3], "view size")))
+            raise _LineError(f"view needs BINDING+pcK[*SCALE]:SIZE, got {part!r}")
+        views.append((int(match[1]), int(match[2]), _integer(match[4], "view size"),
+                      int(match[3] or 1)))
     return views
 
 

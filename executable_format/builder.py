@@ -158,7 +158,7 @@ class _Export:
     program: ProgramBuilder
     workgroup_count: tuple[int, int, int]
     debug: dict = field(default_factory=dict)
-    views: list[tuple[int, int, int]] = field(default_factory=list)
+    views: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 class ExecutableBuilder:
@@ -183,8 +183,9 @@ class ExecutableBuilder:
                    debug: dict | None = None, views=()) -> int:
         """Adds an export; `bindings` is [(flags, min_size)]; returns its ordinal. `debug`
         may hold dispatch_name, source_location, npu_ir strings. `views` is
-        [(binding, offset_constant, min_size)]: windows of the bindings at offsets given by
-        push constants, which instructions name as binding len(bindings) + k."""
+        [(binding, offset_constant, min_size)] or [(..., offset_scale)]: windows of the
+        bindings at byte offsets push constant x offset_scale (default 1), which
+        instructions name as binding len(bindings) + k."""
         if program is None:
             raise FormatError(f"export {name!r} needs a program")
         debug = {key: value for key, value in (debug or {}).items() if value is not None}
@@ -194,7 +195,7 @@ class ExecutableBuilder:
         self._exports.append(_Export(name, [(int(f), int(s)) for f, s in bindings],
                                      int(constant_count), program,
                                      tuple(int(n) for n in workgroup_count), debug,
-                                     [(int(b), int(c), int(s)) for b, c, s in views]))
+                                     [_view(*view) for view in views]))
         return len(self._exports) - 1
 
     def finish(self, verify_output: bool = True) -> bytes:
@@ -274,13 +275,19 @@ def _build_export(builder, ordinal: int, export: _Export) -> int:
     return fb.ExportEnd(builder)
 
 
-def _build_views(builder, views: list[tuple[int, int, int]]) -> int:
+def _view(binding, offset_constant, min_size, offset_scale=1) -> tuple[int, int, int, int]:
+    return int(binding), int(offset_constant), int(min_size), int(offset_scale)
+
+
+def _build_views(builder, views: list[tuple[int, int, int, int]]) -> int:
     tables = []
-    for binding, offset_constant, min_size in views:
+    for binding, offset_constant, min_size, offset_scale in views:
         fb.BindingViewStart(builder)
         fb.BindingViewAddBinding(builder, binding)
         fb.BindingViewAddOffsetConstant(builder, offset_constant)
         fb.BindingViewAddMinSize(builder, min_size)
+        if offset_scale != 1:
+            fb.BindingViewAddOffsetScale(builder, offset_scale)
         tables.append(fb.BindingViewEnd(builder))
     return _table_vector(builder, tables)
 

@@ -21,11 +21,12 @@ class Binding:
 
 @dataclass(frozen=True)
 class BindingView:
-    """A window of binding `binding` starting at the byte offset in push constant
-    `offset_constant`; instructions name view k as binding len(Export.bindings) + k."""
+    """A window of binding `binding` starting at byte (push constant `offset_constant`)
+    x `offset_scale`; instructions name view k as binding len(Export.bindings) + k."""
     binding: int
     offset_constant: int
     min_size: int
+    offset_scale: int = 1
 
 
 @dataclass(frozen=True)
@@ -111,5 +112,5 @@ def _export(export) -> Export:
         program=Program(instructions, program.SramBytes()),
         debug=None if debug is None else ExportDebug(
             _str(debug.DispatchName()), _str(debug.SourceLocation()), _str(debug.NpuIr())),
-        views=[BindingView(v.Binding(), v.OffsetConstant(), v.MinSize())
+        views=[BindingView(v.Binding(), v.OffsetConstant(), v.MinSize(), v.OffsetScale())
                for v in map(export.Views, range(export.ViewsLength()))])

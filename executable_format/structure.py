@@ -49,7 +49,8 @@ MACHINE_PARAM = Table("MachineParam", (("key", String(), True), ("value", Scalar
 BINDING = Table("Binding", (("flags", Scalar(4), False), ("min_size", Scalar(8), False)))
 BINDING_VIEW = Table("BindingView", (("binding", Scalar(4), False),
                                      ("offset_constant", Scalar(4), False),
-                                     ("min_size", Scalar(8), False)))
+                                     ("min_size", Scalar(8), False),
+                                     ("offset_scale", Scalar(8), False)))
 PROGRAM = Table("Program", (("instructions", Vector(1, 16), False),
                             ("sram_bytes", Scalar(4), False)))
 EXPORT_DEBUG = Table("ExportDebug", (("dispatch_name", String(), False),

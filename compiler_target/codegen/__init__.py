@@ -21,7 +21,6 @@ def plan_dispatch(index: int, executable_op, machine) -> DispatchPlan:
                 for b in analysis.bindings]
     try:
         compiled = compile_op(analysis.op, name=analysis.name, bindings=bindings,
-                              views=binding_views(analysis),
                               constant_count=analysis.constant_count, machine=machine,
                               source_location=analysis.source_location)
     except NotLowerable as error:
@@ -34,19 +33,6 @@ def plan_dispatch(index: int, executable_op, machine) -> DispatchPlan:
     plan.ir_stages = compiled.ir_stages
     plan.estimated_cycles = compiled.estimated_cycles
     return plan
-
-
-def binding_views(analysis: Analysis) -> list:
-    """One view per (binding, push constant) pair of the subspans whose offset is a push
-    constant, sized to reach the end of every such subspan."""
-    from .backend import ViewInfo
-    sizes: dict[tuple[int, int], int] = {}
-    for binding in analysis.bindings:
-        for subspan in binding.subspans:
-            if subspan.offset_constant >= 0:
-                key = (binding.index, subspan.offset_constant)
-                sizes[key] = max(sizes.get(key, 0), subspan.end)
-    return [ViewInfo(b, k, size) for (b, k), size in sorted(sizes.items())]
 
 
 def task_of(analysis: Analysis) -> dict:

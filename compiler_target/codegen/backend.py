@@ -26,7 +26,7 @@ from .ops import NpuOp
 from .schedule import schedule
 from .tile import TiledProgram, tiled_text
 
-__all__ = ["BindingInfo", "CompiledOp", "NotLowerable", "ViewInfo", "compile_op"]
+__all__ = ["BindingInfo", "CompiledOp", "NotLowerable", "compile_op"]
 
 TILERS = {"conv2d": tile_conv.tile_conv, "matmul": tile_contraction.tile_contraction,
           "elementwise": tile_elementwise.tile_elementwise, "pool2d": tile_pool.tile_pool,
@@ -39,14 +39,6 @@ class BindingInfo:
     read_only: bool
     size_bytes: int
 
-
-@dataclass(frozen=True)
-class ViewInfo:
-    """A window of HAL binding `binding` at the byte offset push constant
-    `offset_constant` holds (an IREE subspan whose offset is a push constant)."""
-    binding: int
-    offset_constant: int
-    size_bytes: int
 
 
 @dataclass
@@ -83,20 +75,18 @@ class IrStages(Sequence):
 
 
 def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: MachineConfig,
-               source_location: str = "", views: Sequence[ViewInfo] = (),
-               constant_count: int = 0) -> CompiledOp:
+               source_location: str = "", constant_count: int = 0) -> CompiledOp:
     """Compiles one NPU op into a verified npu-fb executable with a single export `name`
-    (workgroup grid 1x1x1) taking `constant_count` push constants. Tensors at a
-    push-constant offset are addressed through `views`, program bindings len(bindings)
-    + k. Raises NotLowerable with the reason when it cannot."""
-    lowered = lower(op, {(v.binding, v.offset_constant): len(bindings) + k
-                         for k, v in enumerate(views)})
+    (workgroup grid 1x1x1) taking `constant_count` push constants (tensors at
+    push-constant offsets are read through binding views). Raises NotLowerable with the
+    reason when it cannot."""
+    lowered = lower(op, len(bindings))
     npu_ir = lowered_text(lowered, name)
     program = tile_program(lowered, machine)
     scheduled = schedule(program.instrs, machine)
     header = [f"dispatch {name}", f"source {source_location or 'unknown'}",
               f"{lowered.kind}: {program.tiles}, {program.buffers} buffers"]
-    emitted = emit(scheduled, name=name, bindings=bindings, views=views,
+    emitted = emit(scheduled, name=name, bindings=bindings, views=lowered.views.keys,
                    constant_count=constant_count,
                    constants=bytes(lowered.constants.data), machine=machine,
                    source_location=source_location, npu_ir=npu_ir, header=header)

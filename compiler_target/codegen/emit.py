@@ -2,7 +2,8 @@
 
 Instructions are encoded as isa records through executable_format's ProgramBuilder; the
 constant pool holds the inlined constants lowering placed; the export's bindings carry
-the HAL binding flags and sizes, its views the push-constant-offset windows; debug info keeps the dispatch name, source location and
+the HAL binding flags and sizes, its views the push-constant-offset windows (each as
+large as the program's reach in it); debug info keeps the dispatch name, source location and
 the final NPU IR. The assembly listing is the format's own disassembly under a header
 naming the dispatch.
 """
@@ -13,6 +14,7 @@ from executable_format.cost import TimelineStats, simulate_timeline
 from executable_format.disasm import disassemble
 from executable_format.errors import FormatError
 from executable_format.machine import MachineConfig
+from executable_format.ranges import instruction_accesses
 
 from .lower import NotLowerable
 from .npu_ir import Instr, records
@@ -39,9 +41,11 @@ def emit(instrs: list[Instr], *, name: str, bindings, views, constant_count: int
     builder = ExecutableBuilder(machine)
     if constants:
         builder.add_constants(constants)
+    sizes = dram_reach(encoded)
     builder.add_export(name, bindings=[(READ_ONLY if b.read_only else 0, b.size_bytes)
                                        for b in bindings],
-                       views=[(v.binding, v.offset_constant, v.size_bytes) for v in views],
+                       views=[(binding, constant, sizes.get(len(bindings) + k, 0), scale)
+                              for k, (binding, constant, scale) in enumerate(views)],
                        constant_count=constant_count, program=program,
                        debug={"dispatch_name": name, "source_location": source_location,
                               "npu_ir": npu_ir})
@@ -53,6 +57,16 @@ def emit(instrs: list[Instr], *, name: str, bindings, views, constant_count: int
         raise NotLowerable(str(error)) from error
     stats = simulate_timeline(machine, encoded)
     return Emitted(npu_fb, listing(npu_fb, header), stats)
+
+
+def dram_reach(encoded) -> dict[int, int]:
+    """Program binding -> one past the highest DRAM byte the instructions touch in it."""
+    reach: dict[int, int] = {}
+    for opcode, dtype, flags, a in encoded:
+        for access in instruction_accesses(opcode, dtype, flags, a):
+            if access.memory == "dram":
+                reach[access.binding] = max(reach.get(access.binding, 0), access.end)
+    return reach
 
 
 def listing(npu_fb: bytes, header: list[str]) -> str:

@@ -2,9 +2,9 @@
 
 Each TensorRef becomes a DRAM `Buffer` (binding, byte offset, element strides); inlined
 constants are placed in the executable's constant pool (binding isa.CONST_POOL), and a
-tensor whose binding offset is a push constant lies in that binding's view (an npu-fb
-binding view, addressed after the bindings; `views` maps (binding, push constant) to
-its program binding index). The
+tensor whose offset is a push constant (times a scale) lies in a view of its binding
+(an npu-fb binding view, one per (binding, push constant, scale), numbered after the
+export's `binding_count` bindings). The
 result keeps the NpuOp for the tiling stage and prints as
 `"npu.conv2d"(%input, %weight, %epilogue.0, %out) {stride = ..., epilogue = [...]}`.
 """
@@ -37,6 +37,20 @@ class ConstantPool:
 
 
 @dataclass
+class Views:
+    """The binding views lowering gives the tensors at push-constant offsets:
+    (binding, push constant, scale) -> program binding binding_count + k."""
+    binding_count: int
+    keys: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def binding(self, ref: TensorRef) -> int:
+        key = (ref.binding, ref.offset_constant, ref.offset_scale)
+        if key not in self.keys:
+            self.keys.append(key)
+        return self.binding_count + self.keys.index(key)
+
+
+@dataclass
 class Lowered:
     """An NpuOp with its tensors as named DRAM buffers."""
     kind: str                          # conv2d, matmul, elementwise, pool2d, reduce
@@ -44,6 +58,7 @@ class Lowered:
     tensors: dict[str, Buffer]         # role -> DRAM buffer; epilogue inputs "epilogue.k"
     attrs: dict
     constants: ConstantPool
+    views: Views
 
 
 def _constant_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:
@@ -56,16 +71,10 @@ def _constant_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:
                   offset=offset, strides=tuple(ref.strides))
 
 
-def dram_buffer(role: str, ref: TensorRef, pool: ConstantPool,
-                views: dict[tuple[int, int], int]) -> Buffer:
+def dram_buffer(role: str, ref: TensorRef, pool: ConstantPool, views: Views) -> Buffer:
     if ref.binding < 0:
         return _constant_buffer(role, ref, pool)
-    binding = ref.binding
-    if ref.offset_constant >= 0:
-        binding = views.get((ref.binding, ref.offset_constant))
-        if binding is None:
-            raise NotLowerable(f"{role}: binding {ref.binding} at push constant "
-                               f"{ref.offset_constant} has no view")
+    binding = views.binding(ref) if ref.offset_constant >= 0 else ref.binding
     if ref.offset % dtype_bytes(ref.dtype):
         raise NotLowerable(f"{role} offset {ref.offset} is not aligned to {ref.dtype}")
     return Buffer(role, ref.dtype, tuple(ref.shape), "dram", binding=binding,
@@ -116,13 +125,14 @@ def _roles(op: NpuOp) -> tuple[str, list[tuple[str, TensorRef]], dict]:
     raise NotLowerable(f"unknown NPU op {type(op).__name__}")
 
 
-def lower(op: NpuOp, views: dict[tuple[int, int], int] | None = None) -> Lowered:
+def lower(op: NpuOp, binding_count: int = 0) -> Lowered:
+    """`binding_count`: the export's bindings (views are numbered after them)."""
     kind, roles, attrs = _roles(op)
-    pool = ConstantPool()
+    pool, views = ConstantPool(), Views(binding_count)
     extra = getattr(op, "epilogue_inputs", [])
     roles = roles[:-1] + [(f"epilogue.{k}", ref) for k, ref in enumerate(extra)] + roles[-1:]
-    tensors = {role: dram_buffer(role, ref, pool, views or {}) for role, ref in roles}
-    return Lowered(kind, op, tensors, attrs, pool)
+    tensors = {role: dram_buffer(role, ref, pool, views) for role, ref in roles}
+    return Lowered(kind, op, tensors, attrs, pool, views)
 
 
 def lowered_text(lowered: Lowered, name: str) -> str:

@@ -22,7 +22,8 @@ class TensorRef:
     binding: int = -1                # HAL binding ordinal, or -1 for `constant`
     offset: int = 0                  # byte offset within the binding (its static part)
     constant: np.ndarray | None = field(default=None, compare=False)  # inlined data (dense, C order of `shape`)
-    offset_constant: int = -1        # push constant whose value is added to `offset`, or -1
+    offset_constant: int = -1        # push constant whose value x offset_scale is added
+    offset_scale: int = 1            # to `offset` (bytes), or -1
     # With `constant` (offset is then 0), `strides` index the constant's flat C-order data
     # like a binding's elements: element i is constant.ravel()[Σ i_d·strides_d], so an
     # inlined bias can be broadcast with stride 0 without being expanded.

@@ -153,8 +153,15 @@ class BindingView(object):
             return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
         return 0
 
+    # BindingView
+    def OffsetScale(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+        return 1
+
 def BindingViewStart(builder):
-    builder.StartObject(3)
+    builder.StartObject(4)
 
 def BindingViewAddBinding(builder, binding):
     builder.PrependUint32Slot(0, binding, 0)
@@ -164,6 +171,9 @@ def BindingViewAddOffsetConstant(builder, offsetConstant):
 
 def BindingViewAddMinSize(builder, minSize):
     builder.PrependUint64Slot(2, minSize, 0)
+
+def BindingViewAddOffsetScale(builder, offsetScale):
+    builder.PrependUint64Slot(3, offsetScale, 1)
 
 def BindingViewEnd(builder):
     return builder.EndObject()

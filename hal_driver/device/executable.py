@@ -13,7 +13,6 @@ from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm.ref import VmRef
 
 NPU_FORMAT = "npu-fb"
-VIEW_OFFSET_ALIGNMENT = 64     # the subspan alignment IREE declares for binding offsets
 
 
 class Executable(VmRef):
@@ -113,24 +112,19 @@ class HostExecutable(Executable):
 def _view_windows(export, constants: Sequence[int],
                   bindings: Sequence[Buffer]) -> list[tuple[int, int]]:
     """[start, end) of each binding view in its bound buffer range: the start is the
-    view's push constant, checked for alignment and the window against the range."""
+    view's push constant times its scale; the window must lie inside the range."""
     windows = []
     for k, view in enumerate(export.views):
-        start = int(constants[view.offset_constant])
+        start = int(constants[view.offset_constant]) * view.offset_scale
         end = start + view.min_size
         length = bindings[view.binding].byte_length
-        if start % VIEW_OFFSET_ALIGNMENT:
-            raise StatusError(
-                StatusCode.INVALID_ARGUMENT,
-                f"npu-fb export '{export.name}' view {k}: binding {view.binding} offset "
-                f"{start} (push constant {view.offset_constant}) is not a multiple of "
-                f"{VIEW_OFFSET_ALIGNMENT}")
         if end > length:
             raise StatusError(
                 StatusCode.OUT_OF_RANGE,
                 f"npu-fb export '{export.name}' view {k}: bytes [{start}, {end}) of binding "
-                f"{view.binding} (offset from push constant {view.offset_constant}) exceed "
-                f"its bound range of {length} bytes")
+                f"{view.binding} (push constant {view.offset_constant} = "
+                f"{constants[view.offset_constant]}, x {view.offset_scale}) exceed its bound "
+                f"range of {length} bytes")
         windows.append((start, end))
     return windows
 

@@ -92,7 +92,7 @@ class FakeCompiled:
 def test_plan_dispatch_plumbing(tmp_path, monkeypatch):
     calls = []
 
-    def fake_compile_op(op, *, name, bindings, machine, source_location, views, constant_count):
+    def fake_compile_op(op, *, name, bindings, machine, source_location, constant_count):
         calls.append((op, name, bindings, machine, source_location))
         return FakeCompiled()
 

@@ -132,16 +132,19 @@ def test_executable_for_another_machine_is_rejected():
 
 
 def run_relu_views(hal, device, values: np.ndarray, constants: list[int],
-                   source_bytes: int, target_bytes: int) -> bytes:
+                   source_bytes: int, target_bytes: int, scales=(1, 1)) -> bytes:
     """relu_view_executable over buffers whose input and output lie at the offsets the
-    push constants give (the rest of the source is -7, of the target 0xAB); returns the
-    whole target buffer."""
+    push constants (times `scales`) give (the rest of the source is -7, of the target
+    0xAB); returns the whole target buffer."""
+    views = [(0, 0, TILE_BYTES, scales[0]), (1, 1, TILE_BYTES, scales[1])]
     exe = hal["executable.create"](device, -1, vm_str("npu-fb"),
-                                   FakeVmBuffer(relu_view_executable()), None)
+                                   FakeVmBuffer(relu_view_executable(views)), None)
     allocator = hal["device.allocator"](device)
     source = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, source_bytes)
     padding = np.full(source_bytes // 4, -7.0, np.float32)
-    padding[constants[0] // 4:constants[0] // 4 + len(values)] = values
+    start = constants[0] * scales[0] // 4
+    if start + len(values) <= len(padding):
+        padding[start:start + len(values)] = values
     source.write(0, padding.tobytes())
     target = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, target_bytes)
     target.write(0, bytes([0xAB]) * target_bytes)
@@ -167,16 +170,29 @@ def test_binding_views_start_at_their_push_constants(device):
     assert target[:192] == bytes([0xAB]) * 192 and target[192 + TILE_BYTES:] == bytes([0xAB]) * 64
 
 
-@pytest.mark.parametrize("constants, code, message", [
-    ([32, 0], StatusCode.INVALID_ARGUMENT,
-     "view 0: binding 0 offset 32 (push constant 0) is not a multiple of 64"),
-    ([0, 128], StatusCode.OUT_OF_RANGE,
-     f"view 1: bytes [128, {128 + TILE_BYTES}) of binding 1 (offset from push constant 1) "
-     f"exceed its bound range of {TILE_BYTES + 64} bytes"),
+def test_binding_view_offsets_scale_their_push_constants(device):
+    """A push constant that indexes a slice (an LSTM's time step) times the slice's
+    byte stride: input row 3 and output row 2 of TILE_BYTES each."""
+    hal = hal_functions(device)
+    values = np.linspace(-4, 4, TILE_BYTES // 4, dtype=np.float32)
+    target = run_relu_views(hal, device, values, [3, 2], 4 * TILE_BYTES, 3 * TILE_BYTES,
+                            scales=(TILE_BYTES, TILE_BYTES))
+    np.testing.assert_array_equal(np.frombuffer(target[2 * TILE_BYTES:], np.float32),
+                                  np.maximum(values, 0))
+    assert target[:2 * TILE_BYTES] == bytes([0xAB]) * 2 * TILE_BYTES
+
+
+@pytest.mark.parametrize("constants, scales, message", [
+    ([0, 128], (1, 1), f"view 1: bytes [128, {128 + TILE_BYTES}) of binding 1 (push "
+                       f"constant 1 = 128, x 1) exceed its bound range of {TILE_BYTES + 64} bytes"),
+    ([2, 0], (TILE_BYTES, 1), f"view 0: bytes [{2 * TILE_BYTES}, {3 * TILE_BYTES}) of binding 0"),
+    ([0xFFFFFFFF, 0], (1 << 40, 1), "exceed its bound range"),
 ])
-def test_binding_view_outside_its_binding_fails_the_dispatch(device, constants, code, message):
+def test_binding_view_outside_its_binding_fails_the_dispatch(device, constants, scales, message):
     hal = hal_functions(device)
     values = np.ones(TILE_BYTES // 4, np.float32)
     with pytest.raises(StatusError) as info:
-        run_relu_views(hal, device, values, constants, TILE_BYTES + 64, TILE_BYTES + 64)
-    assert info.value.code == code and message in str(info.value), str(info.value)
+        run_relu_views(hal, device, values, constants, TILE_BYTES + 64, TILE_BYTES + 64,
+                       scales=scales)
+    assert info.value.code == StatusCode.OUT_OF_RANGE and message in str(info.value), \
+        str(info.value)

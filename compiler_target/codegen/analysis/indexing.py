@@ -5,7 +5,7 @@ Everything the NPU runs is linear: an operand's element address along each loop 
 sum over its tensor dims of (dim stride x affine coefficient), so layouts (NCHW/NHWC,
 transposes, broadcasts) become strides of the op's logical dims.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from iree.compiler import ir
@@ -125,8 +125,7 @@ def view_ref(ref: TensorRef, shape, strides, extra_offset=0) -> TensorRef:
     (constants are re-based so that their offset stays 0)."""
     offset = ref.offset + extra_offset
     if ref.constant is None:
-        return TensorRef(ref.dtype, tuple(shape), tuple(strides), ref.binding, offset,
-                         offset_constant=ref.offset_constant)
+        return replace(ref, shape=tuple(shape), strides=tuple(strides), offset=offset)
     data = ref.constant.reshape(-1)[offset // ELEMENT_BYTES[ref.dtype]:]
     return TensorRef(ref.dtype, tuple(shape), tuple(strides), -1, 0, data)
 

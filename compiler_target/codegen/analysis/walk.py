@@ -99,6 +99,8 @@ class Walk:
             self.values[op.results[0]] = PushConstant(ir.IntegerAttr(op.attributes["ordinal"]).value)
         elif kind in PASS_THROUGH and op.operands[0] in self.values:
             self.values[op.results[0]] = self.values[op.operands[0]]
+        elif kind == "iree_tensor_ext.dispatch.workload.ordinal":
+            self.values[op.results[0]] = self.values.get(op.operands[0])
         elif kind == "util.assume.int":
             for operand, result in zip(op.operands, op.results):
                 self.values[result] = self.values.get(operand)
@@ -140,19 +142,33 @@ class Walk:
         return subspan
 
     def slice_ref(self, op, source, value_type) -> TensorRef:
-        """The TensorRef of a load's result (or a store's value) in its binding."""
+        """The TensorRef of a load's result (or a store's value) in its binding. A slice
+        offset that is a push constant (a loop position, e.g. an LSTM's time step) makes
+        the tensor's offset that constant times the dim's byte stride."""
         subspan = self.values[source]
-        if len(op.operands) != (2 if op.name.endswith("store") else 1):
-            raise NotSupported("dispatch tensor slice with dynamic offsets or sizes")
         offsets, sizes, steps = (list(ir.DenseI64ArrayAttr(op.attributes[key]))
                                  for key in ("static_offsets", "static_sizes", "static_strides"))
+        dynamic = list(op.operands[2 if op.name.endswith("store") else 1:])
+        positions = [i for i, o in enumerate(offsets) if o == ir.ShapedType.get_dynamic_stride_or_offset()]
+        if len(dynamic) != len(positions) or len(positions) > 1:
+            raise NotSupported("dispatch tensor slice with dynamic sizes or strides, or "
+                               "several dynamic offsets")
         full = row_major(subspan.shape)
+        elem = ELEMENT_BYTES[subspan.dtype]
+        offset_constant, offset_scale = subspan.offset_constant, 1
+        if positions:
+            index = self.values.get(dynamic[0])
+            if not isinstance(index, PushConstant) or offset_constant >= 0:
+                raise NotSupported("dispatch tensor slice offset that is not a push constant "
+                                   "of a statically placed binding")
+            offset_constant, offset_scale = index.ordinal, full[positions[0]] * elem
+            offsets[positions[0]] = 0
         kept = kept_dims(sizes, ir.ShapedType(value_type).shape)
         element = sum(o * s for o, s in zip(offsets, full))
         return TensorRef(subspan.dtype, tuple(sizes[i] for i in kept),
                          tuple(full[i] * steps[i] for i in kept), subspan.binding,
-                         subspan.offset + element * ELEMENT_BYTES[subspan.dtype],
-                         offset_constant=subspan.offset_constant)
+                         subspan.offset + element * elem, offset_constant=offset_constant,
+                         offset_scale=offset_scale)
 
     def pad(self, op) -> Padded:
         source = self.values[op.operands[0]]
