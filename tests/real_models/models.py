@@ -31,13 +31,13 @@ DDDDOCR = "ddddocr==1.6.1"
 
 MODELS = {m.name: m for m in [
     RealModel("ppocr_cls", RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
-              (1, 3, 48, 192), seed=1, min_mac_share=0.60, min_npu_dispatch_share=0.73),
+              (1, 3, 48, 192), seed=1, min_mac_share=0.99, min_npu_dispatch_share=1.00),
     RealModel("ppocrv4_det", RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
-              (1, 3, 320, 320), seed=2, min_mac_share=0.99, min_npu_dispatch_share=0.89),
+              (1, 3, 320, 320), seed=2, min_mac_share=0.99, min_npu_dispatch_share=1.00),
     RealModel("ppocrv4_rec", RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
-              (1, 3, 48, 320), seed=3, min_mac_share=0.98, min_npu_dispatch_share=0.71),
+              (1, 3, 48, 320), seed=3, min_mac_share=0.99, min_npu_dispatch_share=0.93),
     RealModel("ddddocr_det", DDDDOCR, "ddddocr/common_det.onnx",
-              (1, 3, 416, 416), seed=4, min_mac_share=0.37, min_npu_dispatch_share=0.51),
+              (1, 3, 416, 416), seed=4, min_mac_share=0.99, min_npu_dispatch_share=1.00),
     RealModel("ddddocr_ocr", DDDDOCR, "ddddocr/common.onnx",
-              (1, 1, 64, 256), seed=5, min_mac_share=0.48, min_npu_dispatch_share=0.23),
+              (1, 1, 64, 256), seed=5, min_mac_share=0.99, min_npu_dispatch_share=0.85),
 ]}
