@@ -12,6 +12,7 @@ The syntax (docs/npu-fb-format.md) in short:
                                                   # as bindings 2, 3 (after the bindings)
     .dispatch_name "conv_dispatch_0"              # optional debug strings (JSON literals)
     .sram_bytes 65536                             # optional, default the highest SRAM byte used
+    .roofline macs=1024, dtype=f32, read=4096, write=8192   # optional: the true roofline
         dma.load.f32 binding=0, dram_offset=0, sram_addr=0x0, n0=1, ...
         end
 
@@ -21,13 +22,14 @@ import json
 import re
 
 from .builder import OPTIONAL_FIELDS, ExecutableBuilder, ProgramBuilder
+from .cost import Roofline
 from .errors import FormatError
 from .isa import (CONST_POOL, DTYPE_BYTES, F32_FIELDS, OPCODE_FLAGS, OPCODES_BY_NAME,
                   OPERAND_COUNT, PAIR_FIELDS, DType, Engine, pack_pair, used_fields)
 from .machine import MachineConfig
 from .scalars import encode_value
 from .syntax import (BINDING_FLAG_NAMES, COMMENT, CONSTANT_KINDS, DTYPES_BY_NAME,
-                     SIGNAL_ENGINES)
+                     ROOFLINE_KEYS, SIGNAL_ENGINES)
 from .version import VERSION_MAJOR, VERSION_MINOR
 
 _INSTRUCTION_ERROR = re.compile(r"export (\d+) instruction (\d+)")
@@ -169,6 +171,17 @@ class _Assembler:
             raise _LineError(f"unexpected {tail.strip()!r} after the string")
         export.debug[key] = value
 
+    def roofline_directive(self, rest: str) -> None:
+        export = self.current()
+        if "roofline" in export.options:
+            raise _LineError(".roofline is given twice")
+        values = _assignments(rest)
+        if sorted(values) != sorted(ROOFLINE_KEYS) or values["dtype"] not in DTYPES_BY_NAME:
+            raise _LineError(f".roofline needs macs=N, dtype=DTYPE, read=N, write=N, got {rest!r}")
+        export.options["roofline"] = Roofline(
+            _integer(values["macs"], "macs"), values["dtype"], _integer(values["read"], "read"),
+            _integer(values["write"], "write"))
+
     def sram_bytes_directive(self, rest: str) -> None:
         self.current().program.sram_bytes = _integer(rest, ".sram_bytes")
 
@@ -179,6 +192,7 @@ _DIRECTIVES = {
     ".constants": _Assembler.constants_directive,
     ".export": _Assembler.export_directive,
     ".sram_bytes": _Assembler.sram_bytes_directive,
+    ".roofline": _Assembler.roofline_directive,
     ".dispatch_name": lambda self, rest: self.debug_directive("dispatch_name", rest),
     ".source_location": lambda self, rest: self.debug_directive("source_location", rest),
     ".npu_ir": lambda self, rest: self.debug_directive("npu_ir", rest),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import flatbuffers
 import numpy as np
 
+from .cost import Roofline
 from .errors import FormatError
 from .generated import npu_executable_generated as fb
 from .isa import (CONST_POOL, DTYPE_NAMES, ENGINE_NAMES, F32_FIELDS, INSTRUCTION_DTYPE,
@@ -159,6 +160,7 @@ class _Export:
     workgroup_count: tuple[int, int, int]
     debug: dict = field(default_factory=dict)
     views: list[tuple[int, int, int, int]] = field(default_factory=list)
+    roofline: Roofline | None = None
 
 
 class ExecutableBuilder:
@@ -180,12 +182,13 @@ class ExecutableBuilder:
 
     def add_export(self, name: str, bindings, constant_count: int = 0,
                    program: ProgramBuilder | None = None, workgroup_count=(1, 1, 1),
-                   debug: dict | None = None, views=()) -> int:
+                   debug: dict | None = None, views=(), roofline: Roofline | None = None) -> int:
         """Adds an export; `bindings` is [(flags, min_size)]; returns its ordinal. `debug`
         may hold dispatch_name, source_location, npu_ir strings. `views` is
         [(binding, offset_constant, min_size)] or [(..., offset_scale)]: windows of the
         bindings at byte offsets push constant x offset_scale (default 1), which
-        instructions name as binding len(bindings) + k."""
+        instructions name as binding len(bindings) + k. `roofline`: the dispatch's true
+        roofline (cost.Roofline), which the device reports cycles against."""
         if program is None:
             raise FormatError(f"export {name!r} needs a program")
         debug = {key: value for key, value in (debug or {}).items() if value is not None}
@@ -195,7 +198,7 @@ class ExecutableBuilder:
         self._exports.append(_Export(name, [(int(f), int(s)) for f, s in bindings],
                                      int(constant_count), program,
                                      tuple(int(n) for n in workgroup_count), debug,
-                                     [_view(*view) for view in views]))
+                                     [_view(*view) for view in views], roofline))
         return len(self._exports) - 1
 
     def finish(self, verify_output: bool = True) -> bytes:
@@ -255,6 +258,7 @@ def _build_export(builder, ordinal: int, export: _Export) -> int:
         bindings.append(fb.BindingEnd(builder))
     binding_vector = _table_vector(builder, bindings)
     view_vector = _build_views(builder, export.views) if export.views else None
+    roofline = _build_roofline(builder, export.roofline) if export.roofline else None
     builder.StartVector(4, len(export.workgroup_count), 4)
     for count in reversed(export.workgroup_count):
         builder.PrependUint32(count)
@@ -272,7 +276,18 @@ def _build_export(builder, ordinal: int, export: _Export) -> int:
         fb.ExportAddDebug(builder, debug)
     if view_vector is not None:
         fb.ExportAddViews(builder, view_vector)
+    if roofline is not None:
+        fb.ExportAddRoofline(builder, roofline)
     return fb.ExportEnd(builder)
+
+
+def _build_roofline(builder, roofline: Roofline) -> int:
+    fb.RooflineStart(builder)
+    fb.RooflineAddUsefulMacs(builder, roofline.useful_macs)
+    fb.RooflineAddMacDtype(builder, _dtype(roofline.mac_dtype))
+    fb.RooflineAddReadBytes(builder, roofline.read_bytes)
+    fb.RooflineAddWriteBytes(builder, roofline.write_bytes)
+    return fb.RooflineEnd(builder)
 
 
 def _view(binding, offset_constant, min_size, offset_scale=1) -> tuple[int, int, int, int]:

@@ -140,3 +140,26 @@ def simulate_timeline(m: MachineConfig, instructions, record_events: bool = Fals
                                      info.name, index))
     stats.total_cycles = max(free_at.values())
     return stats
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The true roofline of a dispatch: what any program computing it must do, whatever
+    its tiling. Its cycles are max(useful MACs / peak MACs per cycle of `mac_dtype`,
+    compulsory bytes read / DMA-in bandwidth, compulsory bytes written / DMA-out
+    bandwidth): useful MACs are the op's math (no padding), compulsory bytes count each
+    byte of each input and output tensor once. The one definition the compiler's
+    estimate, npu-sim's statistics, the bench and the docs use."""
+    useful_macs: int
+    mac_dtype: str           # peak rate of this element type (irrelevant without MACs)
+    read_bytes: int
+    write_bytes: int
+
+    def cycles(self, m: MachineConfig) -> float:
+        return max(self.useful_macs / m.peak_macs_per_cycle(self.mac_dtype),
+                   self.read_bytes / m.dram_bytes_per_cycle,
+                   self.write_bytes / m.dram_bytes_per_cycle)
+
+    def fraction(self, m: MachineConfig, cycles: int) -> float:
+        """How close `cycles` comes to the roofline (1.0: at it)."""
+        return self.cycles(m) / cycles if cycles else 0.0

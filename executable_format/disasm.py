@@ -45,6 +45,10 @@ def _export_lines(export: Export, machine: MachineConfig) -> list[str]:
             value = getattr(export.debug, key)
             if value is not None:
                 lines.append(f".{key} {quote(value)}")
+    if export.roofline is not None:
+        r = export.roofline
+        lines.append(f".roofline macs={r.useful_macs}, dtype={r.mac_dtype}, "
+                     f"read={r.read_bytes}, write={r.write_bytes}")
     lines.append(f".sram_bytes {export.program.sram_bytes}")
     records = export.program.records()
     for index, (opcode, dtype, flags, a) in enumerate(zip(

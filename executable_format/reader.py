@@ -4,7 +4,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .generated import npu_executable_generated as fb
-from .isa import INSTRUCTION_BYTES, INSTRUCTION_DTYPE
+from .cost import Roofline
+from .isa import DTYPE_NAMES, INSTRUCTION_BYTES, INSTRUCTION_DTYPE, DType
 from .machine import MachineConfig
 from .verifier import READ_ONLY, verify
 
@@ -60,6 +61,7 @@ class Export:
     program: Program
     debug: ExportDebug | None
     views: list[BindingView]
+    roofline: Roofline | None           # the dispatch's true roofline, when recorded
 
     @property
     def binding_count(self) -> int:
@@ -113,4 +115,12 @@ def _export(export) -> Export:
         debug=None if debug is None else ExportDebug(
             _str(debug.DispatchName()), _str(debug.SourceLocation()), _str(debug.NpuIr())),
         views=[BindingView(v.Binding(), v.OffsetConstant(), v.MinSize(), v.OffsetScale())
-               for v in map(export.Views, range(export.ViewsLength()))])
+               for v in map(export.Views, range(export.ViewsLength()))],
+        roofline=_roofline(export.Roofline()))
+
+
+def _roofline(table) -> Roofline | None:
+    if table is None:
+        return None
+    return Roofline(table.UsefulMacs(), DTYPE_NAMES[DType(table.MacDtype())], table.ReadBytes(),
+                    table.WriteBytes())

@@ -51,6 +51,10 @@ BINDING_VIEW = Table("BindingView", (("binding", Scalar(4), False),
                                      ("offset_constant", Scalar(4), False),
                                      ("min_size", Scalar(8), False),
                                      ("offset_scale", Scalar(8), False)))
+ROOFLINE = Table("Roofline", (("useful_macs", Scalar(8), False),
+                              ("mac_dtype", Scalar(4), False),
+                              ("read_bytes", Scalar(8), False),
+                              ("write_bytes", Scalar(8), False)))
 PROGRAM = Table("Program", (("instructions", Vector(1, 16), False),
                             ("sram_bytes", Scalar(4), False)))
 EXPORT_DEBUG = Table("ExportDebug", (("dispatch_name", String(), False),
@@ -63,7 +67,8 @@ EXPORT = Table("Export", (("name", String(), True),
                           ("workgroup_count", Vector(4), False),
                           ("program", PROGRAM, True),
                           ("debug", EXPORT_DEBUG, False),
-                          ("views", TableVector(BINDING_VIEW), False)))
+                          ("views", TableVector(BINDING_VIEW), False),
+                          ("roofline", ROOFLINE, False)))
 EXECUTABLE = Table("Executable", (("version_major", Scalar(4), False),
                                   ("version_minor", Scalar(4), False),
                                   ("machine", TableVector(MACHINE_PARAM), False),

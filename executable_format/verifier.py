@@ -93,6 +93,9 @@ def _check_export(index: int, export, machine: MachineConfig, constants_size: in
         _text(debug.DispatchName(), f"{where} debug dispatch_name")
         _text(debug.SourceLocation(), f"{where} debug source_location")
         _text(debug.NpuIr(), f"{where} debug npu_ir")
+    roofline = export.Roofline()
+    if roofline is not None and roofline.MacDtype() not in DTYPE_NAMES:
+        raise FormatError(f"{where} roofline mac_dtype {roofline.MacDtype()} is unknown")
     windows = [(b.MinSize(), bool(b.Flags() & READ_ONLY)) for b in bindings]
     windows += _views(where, export, windows)
     program = export.Program()

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from executable_format.cost import Roofline
 from executable_format.isa import ENGINE_NAMES
 from executable_format.machine import MachineConfig
 
@@ -23,6 +24,7 @@ from .emit import emit, timeline
 from .lower import Lowered, NotLowerable, lower, lowered_text
 from .npu_ir import Instr, instr_line
 from .ops import NpuOp
+from .roofline import roofline
 from .schedule import schedule
 from .tile import TiledProgram, tiled_text
 
@@ -48,6 +50,7 @@ class CompiledOp:
     ir_stages: Sequence[tuple[str, str]]
     estimated_cycles: int
     detail: str
+    roofline: Roofline
 
 
 class IrStages(Sequence):
@@ -86,15 +89,17 @@ def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: Ma
     scheduled = schedule(program.instrs, machine)
     header = [f"dispatch {name}", f"source {source_location or 'unknown'}",
               f"{lowered.kind}: {program.tiles}, {program.buffers} buffers"]
+    bound = roofline(lowered)
     emitted = emit(scheduled, name=name, bindings=bindings, views=lowered.views.keys,
+                   roofline=bound,
                    constant_count=constant_count,
                    constants=bytes(lowered.constants.data), machine=machine,
                    source_location=source_location, npu_ir=npu_ir, header=header)
     stages = IrStages(name, npu_ir, program, scheduled, machine, emitted.asm)
     cycles = emitted.stats.total_cycles
     detail = f"{program.tiles}, {program.buffers} buffers, est. {cycles} cycles, " + \
-        efficiency(emitted.stats, machine, mac_dtype(lowered))
-    return CompiledOp(emitted.npu_fb, emitted.asm, stages, cycles, detail)
+        efficiency(bound, cycles, machine)
+    return CompiledOp(emitted.npu_fb, emitted.asm, stages, cycles, detail, bound)
 
 
 def tile_program(lowered: Lowered, machine: MachineConfig) -> TiledProgram:
@@ -103,25 +108,11 @@ def tile_program(lowered: Lowered, machine: MachineConfig) -> TiledProgram:
     return program
 
 
-def mac_dtype(lowered: Lowered) -> str | None:
-    if lowered.kind == "conv2d":
-        return lowered.op.input.dtype
-    if lowered.kind == "matmul":
-        return lowered.op.a.dtype
-    return None
-
-
-def efficiency(stats, machine: MachineConfig, dtype: str | None) -> str:
-    """MAC utilization (MACs / (cycles x peak)) and the fraction of the roofline reached:
-    max(MACs / peak, bytes loaded / bandwidth, bytes stored / bandwidth), loads and
-    stores having a DMA engine each."""
-    cycles = max(1, stats.total_cycles)
-    bandwidth = machine.dram_bytes_per_cycle
-    dram = max(stats.dram_read_bytes, stats.dram_write_bytes) / bandwidth
-    if dtype is None or stats.macs == 0:
-        return f"{dram / cycles:.2f} of DRAM roofline"
-    compute = stats.macs / machine.peak_macs_per_cycle(dtype)
-    return f"MAC util {compute / cycles:.2f}, {max(compute, dram) / cycles:.2f} of roofline"
+def efficiency(bound: Roofline, cycles: int, machine: MachineConfig) -> str:
+    """The fraction of the true roofline the program reaches, and what bounds it."""
+    compute = bound.useful_macs / machine.peak_macs_per_cycle(bound.mac_dtype)
+    limit = "MACs" if compute and compute >= bound.cycles(machine) else "DRAM"
+    return f"{bound.fraction(machine, cycles):.2f} of roofline ({limit})"
 
 
 def schedule_text(program: TiledProgram, scheduled: list[Instr], name: str,

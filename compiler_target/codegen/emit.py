@@ -31,7 +31,7 @@ def timeline(instrs: list[Instr], machine: MachineConfig, events: bool = False) 
     return simulate_timeline(machine, records(instrs), record_events=events)
 
 
-def emit(instrs: list[Instr], *, name: str, bindings, views, constant_count: int,
+def emit(instrs: list[Instr], *, name: str, bindings, views, roofline, constant_count: int,
          constants: bytes, machine: MachineConfig, source_location: str, npu_ir: str,
          header: list[str]) -> Emitted:
     program = ProgramBuilder()
@@ -46,7 +46,7 @@ def emit(instrs: list[Instr], *, name: str, bindings, views, constant_count: int
                                        for b in bindings],
                        views=[(binding, constant, sizes.get(len(bindings) + k, 0), scale)
                               for k, (binding, constant, scale) in enumerate(views)],
-                       constant_count=constant_count, program=program,
+                       constant_count=constant_count, program=program, roofline=roofline,
                        debug={"dispatch_name": name, "source_location": source_location,
                               "npu_ir": npu_ir})
     try:

@@ -180,6 +180,76 @@ def BindingViewEnd(builder):
 
 
 
+class Roofline(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Roofline()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsRoofline(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def RooflineBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4E\x50\x55\x46", size_prefixed=size_prefixed)
+
+    # Roofline
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Roofline
+    def UsefulMacs(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+        return 0
+
+    # Roofline
+    def MacDtype(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+        return 0
+
+    # Roofline
+    def ReadBytes(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+        return 0
+
+    # Roofline
+    def WriteBytes(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+        return 0
+
+def RooflineStart(builder):
+    builder.StartObject(4)
+
+def RooflineAddUsefulMacs(builder, usefulMacs):
+    builder.PrependUint64Slot(0, usefulMacs, 0)
+
+def RooflineAddMacDtype(builder, macDtype):
+    builder.PrependUint32Slot(1, macDtype, 0)
+
+def RooflineAddReadBytes(builder, readBytes):
+    builder.PrependUint64Slot(2, readBytes, 0)
+
+def RooflineAddWriteBytes(builder, writeBytes):
+    builder.PrependUint64Slot(3, writeBytes, 0)
+
+def RooflineEnd(builder):
+    return builder.EndObject()
+
+
+
 class Program(object):
     __slots__ = ['_tab']
 
@@ -451,8 +521,18 @@ class Export(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
         return o == 0
 
+    # Export
+    def Roofline(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = Roofline()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
 def ExportStart(builder):
-    builder.StartObject(8)
+    builder.StartObject(9)
 
 def ExportAddName(builder, name):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -486,6 +566,9 @@ def ExportAddViews(builder, views):
 
 def ExportStartViewsVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
+
+def ExportAddRoofline(builder, roofline):
+    builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(roofline), 0)
 
 def ExportEnd(builder):
     return builder.EndObject()

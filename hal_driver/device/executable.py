@@ -78,6 +78,9 @@ class NpuExecutable(Executable):
                    for view, (start, end) in zip(export.views, windows)]
         stats = core.execute(export.program.instructions, arrays, constants,
                              const_pool=self.program.constants, trace=trace)
+        if export.roofline is not None:
+            stats.useful_macs = export.roofline.useful_macs
+            stats.roofline_cycles = export.roofline.cycles(core.machine)
         _write_back(staged)
         return stats
 

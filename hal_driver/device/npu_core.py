@@ -32,14 +32,18 @@ class DispatchStats:
     stall_cycles: dict = field(default_factory=dict)    # engine name -> cycles
     dram_read_bytes: int = 0
     dram_write_bytes: int = 0
-    macs: int = 0
+    macs: int = 0                       # executed, padding included
     sram_peak_bytes: int = 0
+    # From the export's true roofline (executable_format.cost.Roofline), when recorded:
+    useful_macs: int = 0
+    roofline_cycles: float = 0.0
     # (engine name, start, end, opcode name, instruction index) when traced
     events: list = field(default_factory=list)
 
-    def roofline_cycles(self, machine: MachineConfig, dtype: str) -> float:
-        """Lower bound on total_cycles: MAC peak, or each DMA direction's bandwidth
-        (loads and stores have one engine each and run concurrently)."""
+    def transfer_bound_cycles(self, machine: MachineConfig, dtype: str) -> float:
+        """Lower bound on total_cycles from the work this program did (its MACs at peak,
+        the bytes it moved in each DMA direction); not the dispatch's roofline, which
+        counts only the work any program must do (`roofline_cycles`)."""
         return max(self.macs / machine.peak_macs_per_cycle(dtype),
                    self.dram_read_bytes / machine.dram_bytes_per_cycle,
                    self.dram_write_bytes / machine.dram_bytes_per_cycle)

@@ -12,7 +12,9 @@ class DeviceStatistics:
     npu_cycles: int = 0
     stall_cycles: int = 0
     dram_bytes: int = 0
-    macs: int = 0
+    macs: int = 0                   # executed by the MAC array, padding included
+    useful_macs: int = 0            # the dispatches' math (their true rooflines)
+    roofline_cycles: float = 0.0    # sum of the NPU dispatches' true roofline cycles
     sram_peak_bytes: int = 0
     engine_busy_cycles: dict[str, int] = field(default_factory=dict)
     dispatch_counts: dict[str, int] = field(default_factory=dict)   # export name -> runs
@@ -68,6 +70,8 @@ class StatisticsRecorder:
             t.stall_cycles += sum(stats.stall_cycles.values())
             t.dram_bytes += stats.dram_read_bytes + stats.dram_write_bytes
             t.macs += stats.macs
+            t.useful_macs += stats.useful_macs
+            t.roofline_cycles += stats.roofline_cycles
             t.sram_peak_bytes = max(t.sram_peak_bytes, stats.sram_peak_bytes)
             for engine, cycles in stats.busy_cycles.items():
                 t.engine_busy_cycles[engine] = t.engine_busy_cycles.get(engine, 0) + cycles

@@ -46,6 +46,7 @@ class DeviceTrace:
             start = self._now_cycles
             self.events.append(self._complete("npu", name, start, stats.total_cycles, {
                 "cycles": stats.total_cycles, "macs": stats.macs,
+                "useful_macs": stats.useful_macs, "roofline_cycles": stats.roofline_cycles,
                 "dram_read_bytes": stats.dram_read_bytes,
                 "dram_write_bytes": stats.dram_write_bytes,
                 "sram_peak_bytes": stats.sram_peak_bytes}))

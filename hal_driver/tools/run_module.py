@@ -232,7 +232,9 @@ def format_npu_statistics(device) -> str:
              f"{device.machine.clock_hz / 1e9:g} GHz)",
              f"stall cycles: {s.stall_cycles}",
              f"dram bytes: {s.dram_bytes}",
-             f"macs: {s.macs}",
+             f"macs: {s.macs} executed, {s.useful_macs} useful",
+             f"roofline cycles: {round(s.roofline_cycles)} (true roofline: "
+             f"{s.roofline_cycles / s.npu_cycles if s.npu_cycles else 0:.2f} of npu cycles)",
              f"sram peak bytes: {s.sram_peak_bytes}"]
     lines += [f"{engine} busy cycles: {cycles}" for engine, cycles in
               sorted(s.engine_busy_cycles.items())]

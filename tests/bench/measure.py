@@ -120,21 +120,22 @@ def dtype_of(dispatch_name: str) -> str:
 
 
 def dispatch_rows(trace_events: list[dict], machine=DEFAULT_MACHINE) -> list[dict]:
-    """One row per NPU dispatch event of a trace: cycles, roofline, utilization."""
+    """One row per NPU dispatch event of a trace: cycles, true roofline (recorded in the
+    export by the compiler: useful MACs, each input and output byte once), the fraction
+    of it reached, and whether the MAC peak or DRAM bandwidth bounds it."""
     rows = []
     for event in trace_events:
         args = event.get("args", {})
-        if event.get("ph") != "X" or "macs" not in args:
+        if event.get("ph") != "X" or "roofline_cycles" not in args:
             continue
         dtype = dtype_of(event["name"])
-        mac_cycles = args["macs"] / machine.peak_macs_per_cycle(dtype)
-        dram_cycles = max(args["dram_read_bytes"], args["dram_write_bytes"]) / machine.dram_bytes_per_cycle
-        roofline = max(mac_cycles, dram_cycles)
+        roofline = args["roofline_cycles"]
+        mac_cycles = args["useful_macs"] / machine.peak_macs_per_cycle(dtype)
         rows.append({"name": event["name"], "dtype": dtype, "npu_cycles": args["cycles"],
                      "roofline_cycles": round(roofline),
                      "utilization": roofline / args["cycles"] if args["cycles"] else 0.0,
-                     "compute_bound": args["macs"] > 0 and mac_cycles >= dram_cycles,
-                     "macs": args["macs"],
+                     "compute_bound": mac_cycles > 0 and mac_cycles >= roofline,
+                     "macs": args["macs"], "useful_macs": args["useful_macs"],
                      "dram_bytes": args["dram_read_bytes"] + args["dram_write_bytes"],
                      "sram_peak_bytes": args["sram_peak_bytes"]})
     return rows

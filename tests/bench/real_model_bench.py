@@ -37,12 +37,15 @@ def bench_real_model(model: RealModel, out: Path) -> dict:
             "npu_dispatches": stats.npu_dispatches, "host_dispatches": stats.host_dispatches,
             "npu_macs": macs.npu, "dispatch_macs": macs.total, "mac_share": macs.npu_share,
             "simulated_npu_s": stats.simulated_seconds,
+            "roofline_fraction": stats.device.roofline_cycles / stats.npu_cycles
+            if stats.npu_cycles else 0.0,
             "npu_sim_wall_s": times["npu"][0], "stock_cpu_wall_s": times["stock"][0],
             "wall_ratio": times["npu"][0] / times["stock"][0]}
 
 
 def real_model_table(results: list[dict]) -> list[str]:
     lines = [f"{'real model':<14}{'input':<13}{'npu/host':>9}{'MAC share':>10}{'sim NPU ms':>11}"
+             f"{'roofline':>9}"
              f"{'npu-sim ms':>11}{'stock ms':>10}{'ratio':>7}"]
     for r in results:
         if "error" in r:
@@ -51,6 +54,7 @@ def real_model_table(results: list[dict]) -> list[str]:
         shape = "x".join(map(str, r["input_shape"]))
         lines.append(f"{r['name']:<14}{shape:<13}{r['npu_dispatches']:>5}/{r['host_dispatches']:<3}"
                      f"{r['mac_share']:>10.3f}{r['simulated_npu_s'] * 1e3:>11.3f}"
+                     f"{r['roofline_fraction']:>9.2f}"
                      f"{r['npu_sim_wall_s'] * 1e3:>11.1f}{r['stock_cpu_wall_s'] * 1e3:>10.1f}"
                      f"{r['wall_ratio']:>7.1f}")
     return lines

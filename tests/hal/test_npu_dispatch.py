@@ -22,9 +22,9 @@ def hal_functions(device):
 
 
 def run_relu(hal, device, values: np.ndarray, output_bytes: int = TILE_BYTES,
-             source=None) -> np.ndarray:
-    exe = hal["executable.create"](device, -1, vm_str("npu-fb"), FakeVmBuffer(relu_executable()),
-                                   None)
+             source=None, executable: bytes | None = None) -> np.ndarray:
+    exe = hal["executable.create"](device, -1, vm_str("npu-fb"),
+                                   FakeVmBuffer(executable or relu_executable()), None)
     allocator = hal["device.allocator"](device)
     if source is None:
         source = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, TILE_BYTES)
@@ -196,3 +196,25 @@ def test_binding_view_outside_its_binding_fails_the_dispatch(device, constants, 
                        scales=scales)
     assert info.value.code == StatusCode.OUT_OF_RANGE and message in str(info.value), \
         str(info.value)
+
+
+def test_statistics_report_cycles_against_the_exports_true_roofline(device):
+    """npu-sim adds each dispatch's true roofline (recorded in its export) beside the
+    cycles it simulated: executed MACs and moved bytes do not enter it."""
+    from executable_format.builder import READ_ONLY, ExecutableBuilder
+    from executable_format.cost import Roofline
+    from tests.format.helpers import relu_program
+    bound = Roofline(useful_macs=0, mac_dtype="f32", read_bytes=TILE_BYTES,
+                     write_bytes=TILE_BYTES)
+    b = ExecutableBuilder()
+    b.add_export("relu", bindings=[(READ_ONLY, TILE_BYTES), (0, TILE_BYTES)],
+                 program=relu_program(), roofline=bound)
+    hal = hal_functions(device)
+    values = np.ones(TILE_BYTES // 4, np.float32)
+    run_relu(hal, device, values, executable=b.finish())
+    run_relu(hal, device, values, executable=b.finish())
+    stats = device.statistics.snapshot()
+    assert stats.roofline_cycles == pytest.approx(2 * bound.cycles(DEFAULT_MACHINE))
+    assert stats.useful_macs == 0 and stats.npu_cycles > stats.roofline_cycles
+    run_relu(hal, device, values)          # an export without a roofline adds nothing
+    assert device.statistics.snapshot().roofline_cycles == stats.roofline_cycles

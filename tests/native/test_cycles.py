@@ -137,7 +137,7 @@ def test_random_programs_match_cost_model(rng, machine):
         prog = random_program(rng, int(rng.integers(1, 40)))
         stats = core.execute(prog, bindings, trace=True)
         _assert_matches_cost_model(machine, stats, prog)
-        assert stats.total_cycles >= stats.roofline_cycles(machine, "i8")
+        assert stats.total_cycles >= stats.transfer_bound_cycles(machine, "i8")
 
 
 def test_hand_computed_pipeline(core):
@@ -159,7 +159,7 @@ def test_hand_computed_pipeline(core):
                             ("dma_out", 452, 616, "dma.store", 6)]
     assert (stats.dram_read_bytes, stats.dram_write_bytes, stats.macs) == (4096, 4096, 65536)
     assert stats.sram_peak_bytes == 32768 + 4096
-    assert stats.total_cycles >= stats.roofline_cycles(MachineConfig(), "f32")
+    assert stats.total_cycles >= stats.transfer_bound_cycles(MachineConfig(), "f32")
 
 
 def test_hand_computed_barrier(core):
@@ -184,5 +184,5 @@ def test_utilization_and_roofline(core):
     stats = core.execute(prog, [])
     machine = MachineConfig()
     assert stats.total_cycles == 32 + 128 * 4 * 4
-    assert stats.roofline_cycles(machine, "i8") == 128 * 128 * 256 / 2048
+    assert stats.transfer_bound_cycles(machine, "i8") == 128 * 128 * 256 / 2048
     assert stats.utilization(machine, "i8") == pytest.approx(128 * 128 * 256 / 2048 / 2080)

@@ -53,6 +53,7 @@ class Result:
     onnx_macs: int                      # Conv/ConvTranspose/MatMul/Gemm MACs of the graph
     relative_errors: list[float]        # per output: max |npu - ort| / max |ort|
     simulated_seconds: float            # NPU cycles / clock, per call
+    roofline_fraction: float            # true roofline cycles / NPU cycles of the call
     wall_seconds: float                 # npu-sim wall time per call (median)
 
     @property
@@ -174,4 +175,7 @@ def measure_model(model: RealModel, work_dir: Path, calls: int = 1) -> Result:
         macs=executed_macs(build.tasks, run.stats.device.dispatch_counts),
         onnx_macs=onnx_contraction_macs(onnx_path),
         relative_errors=[relative_error(a, e) for a, e in zip(run.outputs, expected, strict=True)],
-        simulated_seconds=run.stats.simulated_seconds, wall_seconds=run.wall_seconds)
+        simulated_seconds=run.stats.simulated_seconds,
+        roofline_fraction=run.stats.device.roofline_cycles / run.stats.npu_cycles
+        if run.stats.npu_cycles else 0.0,
+        wall_seconds=run.wall_seconds)

@@ -1,7 +1,8 @@
 """The real-model table: one row per model with its input, dispatches on npu/host per
 call, NPU MAC share, the dispatches' MACs next to the ONNX graph's Conv/ConvTranspose/
-MatMul/Gemm MACs, max relative error against onnxruntime, simulated NPU time and
-npu-sim wall time per call (median of CALLS calls).
+MatMul/Gemm MACs, max relative error against onnxruntime, simulated NPU time, the
+fraction of the NPU dispatches' true roofline it reaches (executable_format.cost.Roofline
+summed over the call / NPU cycles) and npu-sim wall time per call (median of CALLS calls).
 
     python -m tests.real_models.report [names...]     # default: every model
 """
@@ -14,7 +15,8 @@ from tests.real_models.models import MODELS
 
 CALLS = 3
 HEADER = (f"{'model':<13}{'input':<13}{'npu/host':>9}{'MAC share':>10}"
-          f"{'dispatch/onnx MMAC':>20}{'max rel err':>12}{'sim NPU ms':>11}{'wall ms':>9}")
+          f"{'dispatch/onnx MMAC':>20}{'max rel err':>12}{'sim NPU ms':>11}{'roofline':>9}"
+          f"{'wall ms':>9}")
 
 
 def row(result: Result) -> str:
@@ -23,7 +25,8 @@ def row(result: Result) -> str:
     return (f"{result.name:<13}{shape:<13}"
             f"{result.npu_dispatches:>5}/{result.host_dispatches:<3}{result.macs.npu_share:>10.3f}"
             f"{macs:>20}{result.max_relative_error:>12.1e}"
-            f"{result.simulated_seconds * 1e3:>11.3f}{result.wall_seconds * 1e3:>9.1f}")
+            f"{result.simulated_seconds * 1e3:>11.3f}{result.roofline_fraction:>9.2f}"
+            f"{result.wall_seconds * 1e3:>9.1f}")
 
 
 def main(names: list[str]) -> int:
