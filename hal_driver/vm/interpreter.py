@@ -39,8 +39,8 @@ class CompiledFunction:
         self.code = code
         self.offsets = offsets
         self.arg_types, self.result_types = cconv if cconv else ((), ())
-        self.i32_count = descriptor.i32_register_count
-        self.ref_count = descriptor.ref_register_count
+        self.i32_count = descriptor.i32_registers
+        self.ref_count = descriptor.ref_registers
 
     def describe(self, pc: int) -> str:
         return self.module.describe(self.ordinal, self.offsets[min(pc, len(self.offsets) - 1)])

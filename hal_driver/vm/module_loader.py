@@ -16,6 +16,8 @@ from hal_driver.vm.generated import bytecode_module_def_generated as fb
 
 MAX_RWDATA_BYTES = 1 << 28
 MAX_GLOBAL_REFS = 1 << 20
+I32_REGISTER_MASK = 0x7FFF        # register file limits (IREE's register ordinal masks)
+REF_REGISTER_MASK = 0x3FFF
 _LOCATION_TABLES = {
     fb.LocationTypeTag.CallSiteLocDef: fb.CallSiteLocDef,
     fb.LocationTypeTag.FileLineColLocDef: fb.FileLineColLocDef,
@@ -52,6 +54,21 @@ class FunctionDescriptor:
     block_count: int
     i32_register_count: int
     ref_register_count: int
+
+    @property
+    def i32_registers(self) -> int:
+        """The i32 register file IREE allocates and verifies against: the declared count
+        rounded up to a power of two, at least 1 (a body that never reads its argument
+        declares 0 registers)."""
+        return _register_file(self.i32_register_count)
+
+    @property
+    def ref_registers(self) -> int:
+        return _register_file(self.ref_register_count)
+
+
+def _register_file(count: int) -> int:
+    return 1 << max(0, count - 1).bit_length()
 
 
 @dataclass(frozen=True)
@@ -254,7 +271,8 @@ def _check(module: ModuleDef) -> None:
                 d.bytecode_offset + d.bytecode_length > len(module.bytecode):
             raise _data_loss(f"function {i} bytecode [{d.bytecode_offset}, +{d.bytecode_length}) "
                              f"outside the {len(module.bytecode)}-byte bytecode data")
-        if d.i32_register_count < 0 or d.ref_register_count < 0 or d.block_count < 1:
+        if d.i32_register_count < 0 or d.ref_register_count < 0 or d.block_count < 1 or \
+                d.i32_registers > I32_REGISTER_MASK or d.ref_registers > REF_REGISTER_MASK:
             raise _data_loss(f"function {i} has invalid register/block counts")
     for e in module.exports:
         if not 0 <= e.internal_ordinal < len(module.descriptors):

@@ -54,8 +54,8 @@ class _Decoder:
         self.end = len(data)
         self.pc = 0
         self.module = module
-        self.i32_count = descriptor.i32_register_count
-        self.ref_count = descriptor.ref_register_count
+        self.i32_count = descriptor.i32_registers
+        self.ref_count = descriptor.ref_registers
         self.requirements = descriptor.requirements
         self.branch_targets = []
         self.readers = self.field_readers()

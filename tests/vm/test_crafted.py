@@ -225,7 +225,8 @@ def test_verifier_checks_calls_against_calling_conventions():
 
 
 def test_verifier_rejects_frames_too_small_for_arguments():
-    assert "out of range" in _reject(_body().op("return", []), cconv="0iiI_v", i32=3)
+    # i32 registers 0-3 and the i64 pair 4:5 need 6; 4 declared stay 4 when rounded up
+    assert "out of range" in _reject(_body().op("return", []), cconv="0iiiiI_v", i32=4)
 
 
 def test_loader_rejects_wrong_version_and_features():
@@ -355,3 +356,17 @@ def test_internal_call_yieldable_of_a_yielding_function():
     invocation = context.begin(context.lookup_function("test.f0"), [7])
     assert invocation.run() is False and invocation.run() is True
     assert invocation.results == [21]
+
+
+@pytest.mark.parametrize("cconv,declared,body_result,args", [
+    ("0i_v", 0, None, [7]),            # an argument its body never reads: 0 registers declared
+    ("0iii_i", 3, 2, [1, 2, 3]),       # 3 declared, 4 allocated
+    ("0ii_i", 3, 3, [1, 2]),           # reads register 3 (zero): inside the rounded file
+])
+def test_register_counts_round_up_to_a_power_of_two_like_iree(cconv, declared, body_result, args):
+    """IREE's verifier and interpreter size each register file as the declared count
+    rounded up to a power of two, at least 1, and check arguments and operands against
+    that; IREE's own control_flow_ops.vmasm depends on it."""
+    f = Function().block("entry").op("return", [] if body_result is None else [body_result])
+    data = build_module([(cconv, f, declared, 0, 0)])
+    assert _ours(data, args) == _iree(data, args, cconv[1:cconv.index("_")])
