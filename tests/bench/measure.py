@@ -2,6 +2,7 @@
 runtimes through their Python APIs), per-dispatch cycle-model statistics (from a
 traced npu-sim run) and the benchmark tools' per-iteration times."""
 import json
+import platform
 import os
 import re
 import resource
@@ -180,3 +181,30 @@ def benchmark_tool(tool: Path, device: str, vmfb: Path, inputs: list, iterations
                     "cpu_ms": float(match.group(3)) * UNIT_MS[match.group(4)],
                     "counters": counters}
     raise RuntimeError(f"{tool.name}: no median row in its output:\n{result.stdout}")
+
+
+VECTOR_FEATURES = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                   "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "asimd", "sve")
+
+
+def host_cpu() -> dict:
+    """The machine the figures come from: CPU model, the vector features that decide
+    how fast numpy, the native core and stock IREE's llvm-cpu code run, and the CPUs
+    this process may use."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    return {"model": fields.get("model name") or platform.processor() or platform.machine(),
+            "vector_features": [f for f in VECTOR_FEATURES if f in flags],
+            "cpus": len(os.sched_getaffinity(0))}
+
+
+def host_cpu_line(cpu: dict) -> str:
+    return (f"host CPU: {cpu['model']}, {cpu['cpus']} CPUs, vector features: "
+            f"{' '.join(cpu['vector_features']) or 'none found'}")

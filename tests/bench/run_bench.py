@@ -224,19 +224,21 @@ def main(argv: list[str]) -> int:
         (OUT / sub).mkdir(parents=True, exist_ok=True)
     if argv[:1] in (["--model"], ["--real-model"]):
         return bench_one(argv[0], argv[1])
+    cpu = measure.host_cpu()
+    log(measure.host_cpu_line(cpu))
     results = [bench_in_subprocess("--model", model.name, model.kind)
                for model in models.suite(OUT / "models")]
     real_results = [bench_in_subprocess("--real-model", name, "real") for name in REAL_MODELS]
     log("bench: tiny model")
     tiny = bench_tiny()
-    summary = {"machine": DEFAULT_MACHINE.as_dict(), "host": platform.node(),
+    summary = {"machine": DEFAULT_MACHINE.as_dict(), "host": platform.node(), "host_cpu": cpu,
                "targets": TARGETS, "stock": {"flags": measure.STOCK_FLAGS, "driver": measure.STOCK_DRIVER},
                "repetitions": {"compile": COMPILE_REPETITIONS, "run": RUN_REPETITIONS,
                                "tiny_calls": TINY_CALLS},
                "real_model_calls": real_model_bench.CALLS,
                **tiny, "models": results, "real_models": real_results}
     (OUT / "results.json").write_text(json.dumps(summary, indent=1, default=str))
-    table = (model_table(results) + [""] + dispatch_table(results) + [""]
+    table = ([measure.host_cpu_line(cpu), ""] + model_table(results) + [""] + dispatch_table(results) + [""]
              + real_model_bench.real_model_table(real_results) + [""] + tiny_lines(tiny))
     (OUT / "results.txt").write_text("\n".join(table) + "\n")
     chart.utilization_chart([d for r in results for d in r.get("dispatches", [])],
