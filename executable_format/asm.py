@@ -110,7 +110,8 @@ class _Assembler:
         match = re.fullmatch(r"(\d+)\.(\d+)", rest)
         if not match:
             raise _LineError(f".version needs MAJOR.MINOR, got {rest!r}")
-        self.version = (int(match.group(1)), int(match.group(2)))
+        self.version = (_u32(match.group(1), "version major"),
+                        _u32(match.group(2), "version minor"))
 
     def machine_directive(self, rest: str) -> None:
         for key, value in _assignments(rest).items():
@@ -154,7 +155,7 @@ class _Assembler:
             elif key == "views":
                 options["views"] = _views(value)
             elif key == "constant_count":
-                options["constant_count"] = _integer(value, key)
+                options["constant_count"] = _u32(value, key)
             elif key == "workgroup_count":
                 options["workgroup_count"] = _counts(value)
             else:
@@ -179,11 +180,11 @@ class _Assembler:
         if sorted(values) != sorted(ROOFLINE_KEYS) or values["dtype"] not in DTYPES_BY_NAME:
             raise _LineError(f".roofline needs macs=N, dtype=DTYPE, read=N, write=N, got {rest!r}")
         export.options["roofline"] = Roofline(
-            _integer(values["macs"], "macs"), values["dtype"], _integer(values["read"], "read"),
-            _integer(values["write"], "write"))
+            _u64(values["macs"], "macs"), values["dtype"], _u64(values["read"], "read"),
+            _u64(values["write"], "write"))
 
     def sram_bytes_directive(self, rest: str) -> None:
-        self.current().program.sram_bytes = _integer(rest, ".sram_bytes")
+        self.current().program.sram_bytes = _u32(rest, ".sram_bytes")
 
 
 _DIRECTIVES = {
@@ -328,7 +329,7 @@ def _bindings(text: str) -> list[tuple[int, int]]:
         access, colon, size = part.partition(":")
         if not colon or access not in BINDING_FLAG_NAMES:
             raise _LineError(f"binding needs ro:SIZE or rw:SIZE, got {part!r}")
-        bindings.append((BINDING_FLAG_NAMES[access], _integer(size, "binding size")))
+        bindings.append((BINDING_FLAG_NAMES[access], _u64(size, "binding size")))
     return bindings
 
 
@@ -340,8 +341,8 @@ def _views(text: str) -> list[tuple[int, int, int]]:
         match = re.fullmatch(r"(\d+)\+pc(\d+)(?:\*(\d+))?:(\S+)", part)
         if not match:
             raise _LineError(f"view needs BINDING+pcK[*SCALE]:SIZE, got {part!r}")
-        views.append((int(match[1]), int(match[2]), _integer(match[4], "view size"),
-                      int(match[3] or 1)))
+        views.append((_u32(match[1], "view binding"), _u32(match[2], "view push constant"),
+                      _u64(match[4], "view size"), _u64(match[3] or "1", "view scale")))
     return views
 
 
@@ -349,7 +350,7 @@ def _counts(text: str) -> tuple[int, int, int]:
     match = re.fullmatch(r"(\d+)x(\d+)x(\d+)", text)
     if not match:
         raise _LineError(f"workgroup_count needs XxYxZ, got {text!r}")
-    return tuple(int(group) for group in match.groups())
+    return tuple(_u32(group, "workgroup count") for group in match.groups())
 
 
 def _is_hex(text: str) -> bool:
@@ -364,9 +365,17 @@ def _integer(text: str, what: str) -> int:
 
 
 def _u32(text: str, what: str) -> int:
+    return _unsigned(text, what, 32)
+
+
+def _u64(text: str, what: str) -> int:
+    return _unsigned(text, what, 64)
+
+
+def _unsigned(text: str, what: str, bits: int) -> int:
     value = _integer(text, what)
-    if not 0 <= value < 1 << 32:
-        raise _LineError(f"{what} {value} does not fit 32 bits")
+    if not 0 <= value < 1 << bits:
+        raise _LineError(f"{what} {value} does not fit {bits} bits")
     return value
 
 

@@ -91,10 +91,19 @@ class ProgramBuilder:
         return b"".join(self._records)
 
     def declared_sram_bytes(self) -> int:
+        """sram_bytes if given, else the highest SRAM byte the instructions touch, which
+        must fit the schema's uint (FormatError naming the instruction otherwise)."""
         if self.sram_bytes is not None:
             return self.sram_bytes
-        return max((access.end for record in self._records
-                    for access in _sram_accesses(record)), default=0)
+        highest = 0
+        for index, record in enumerate(self._records):
+            for access in _sram_accesses(record):
+                if access.end >= 1 << 32:
+                    raise FormatError(f"instruction {index} ({OPCODES[record[0]].name}): SRAM "
+                                      f"range [{access.start}, {access.end}) of "
+                                      f"{access.operand} exceeds the 32-bit SRAM address space")
+                highest = max(highest, access.end)
+        return highest
 
 
 def _record(opcode: int, dtype: int, flags: int, a: list[int]) -> bytes:
@@ -263,7 +272,7 @@ def _build_export(builder, ordinal: int, export: _Export) -> int:
     for count in reversed(export.workgroup_count):
         builder.PrependUint32(count)
     workgroups = builder.EndVector()
-    program = _build_program(builder, export.program)
+    program = _build_program(builder, ordinal, export.program)
     debug = _build_debug(builder, export.debug) if export.debug else None
     fb.ExportStart(builder)
     fb.ExportAddName(builder, name)
@@ -307,11 +316,15 @@ def _build_views(builder, views: list[tuple[int, int, int, int]]) -> int:
     return _table_vector(builder, tables)
 
 
-def _build_program(builder, program: ProgramBuilder) -> int:
+def _build_program(builder, ordinal: int, program: ProgramBuilder) -> int:
+    try:
+        sram_bytes = program.declared_sram_bytes()
+    except FormatError as error:
+        raise FormatError(f"export {ordinal} {error}") from None
     instructions = _aligned_bytes(builder, program.instructions(), INSTRUCTION_ALIGNMENT)
     fb.ProgramStart(builder)
     fb.ProgramAddInstructions(builder, instructions)
-    fb.ProgramAddSramBytes(builder, program.declared_sram_bytes())
+    fb.ProgramAddSramBytes(builder, sram_bytes)
     return fb.ProgramEnd(builder)
 
 

@@ -39,7 +39,7 @@ class MachineConfig:
     @classmethod
     def from_overrides(cls, overrides: dict[str, str | int]) -> "MachineConfig":
         """The default machine with named parameters replaced; unknown names or
-        non-positive values raise ValueError naming the parameter."""
+        non-positive values or values beyond 64 bits raise ValueError naming the parameter."""
         known = set(cls.parameter_names())
         values = {}
         for name, raw in overrides.items():
@@ -53,6 +53,8 @@ class MachineConfig:
                 raise ValueError(f"NPU machine parameter '{name}' needs an integer, got '{raw}'")
             if value <= 0:
                 raise ValueError(f"NPU machine parameter '{name}' must be positive, got {value}")
+            if value >= 1 << 64:
+                raise ValueError(f"NPU machine parameter '{name}' {value} does not fit 64 bits")
             values[key] = value
         return replace(cls(), **values)
 

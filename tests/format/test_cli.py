@@ -54,6 +54,24 @@ def test_sram_overflow_message(tmp_path, capsys):
                    f"sram_bytes 2097152\n")
 
 
+def test_field_beyond_the_address_space_names_the_line(tmp_path, capsys):
+    """Without .sram_bytes the program declares its highest SRAM byte, which must fit the
+    schema's uint: a vadd at 0xfffffff0 is one error naming its line, not a traceback."""
+    relu = ("vrelu.f32 dst=0x2d40, src=0x2d40, n0=16, n1=4, n2=16, dst_s0=64, dst_s1=16, "
+            "dst_s2=1, src_s0=64, src_s1=16, src_s2=1")
+    vadd = ("vadd.f32 dst=0xfffffff0, lhs=0x2d40, rhs=0x2d40, n0=16, n1=4, n2=16, dst_s0=64, "
+            "dst_s1=16, dst_s2=1, lhs_s0=64, lhs_s1=16, lhs_s2=1, rhs_s0=64, rhs_s1=16, rhs_s2=1")
+    lines = [line for line in CONV.read_text().replace(relu, vadd, 1).splitlines()
+             if not line.startswith(".sram_bytes")]
+    source = tmp_path / "far.s"
+    source.write_text("\n".join(lines) + "\n")
+    line = 1 + next(i for i, t in enumerate(lines) if "0xfffffff0" in t)
+    code, _, err = run(capsys, "asm", source)
+    assert code == 1
+    assert err == (f"error: {source}:{line}: export 0 instruction 13 (vadd): SRAM range "
+                   f"[4294967280, 4294971376) of dst exceeds the 32-bit SRAM address space\n")
+
+
 def test_bad_inputs_exit_1_without_traceback(tmp_path, capsys):
     missing = tmp_path / "missing.npufb"
     code, _, err = run(capsys, "verify", missing)
