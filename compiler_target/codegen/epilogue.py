@@ -4,7 +4,9 @@ An expression is planned once per dispatch (SRAM temporaries for intermediate no
 reused once a node's last consumer has run; one-element SRAM cells filled with each
 scalar constant, read with stride 0) and emitted once per tile over a box of up to three
 dimensions. Every operand is an SRAM `Operand`: a buffer and per-dimension element
-strides, 0 where it broadcasts. The last node writes the destination operand.
+strides, 0 where it broadcasts. The last node writes the destination operand; the
+`stored` nodes of a multi-output expression write operands of their own (their output
+tiles, never temporaries), where later nodes read them.
 """
 from executable_format.isa import ACCUMULATOR, DTYPE_NAMES
 
@@ -35,9 +37,9 @@ def accumulator(dtype: str) -> str:
     return DTYPE_NAMES[ACCUMULATOR[DTYPES[dtype]]]
 
 
-def reachable(expr) -> set[int]:
-    """Indices of the nodes the final node depends on (itself included)."""
-    seen, stack = set(), [len(expr) - 1]
+def reachable(expr, roots=None) -> set[int]:
+    """Indices of the nodes the final node (or the `roots`) depends on (itself included)."""
+    seen, stack = set(), [len(expr) - 1] if roots is None else list(roots)
     while stack:
         index = stack.pop()
         if index in seen:
@@ -48,8 +50,8 @@ def reachable(expr) -> set[int]:
     return seen
 
 
-def used_inputs(expr) -> list[int]:
-    return sorted({expr[i][1] for i in reachable(expr) if expr[i][0] == "input"})
+def used_inputs(expr, roots=None) -> list[int]:
+    return sorted({expr[i][1] for i in reachable(expr, roots) if expr[i][0] == "input"})
 
 
 def fold_bias(expr, inputs, channel_dims: set[int], acc_dtype: str):
@@ -81,14 +83,15 @@ def fold_bias(expr, inputs, channel_dims: set[int], acc_dtype: str):
     return k, [("acc",) if i == add else node for i, node in enumerate(expr)]
 
 
-def temp_count(expr) -> int:
+def temp_count(expr, stored=frozenset()) -> int:
     """SRAM temporaries (of the tile size) the expression needs."""
-    slots = _assign_temps(expr)
+    slots = _assign_temps(expr, stored)
     return max(slots.values(), default=-1) + 1 + any(node[0] == "abs" for node in expr)
 
 
-def _assign_temps(expr) -> dict[int, int]:
-    """Temp index per intermediate node (not the last, not a leaf), linear scan."""
+def _assign_temps(expr, stored=frozenset()) -> dict[int, int]:
+    """Temp index per intermediate node (not the last, not a leaf, not a `stored` node
+    writing an output of its own), linear scan."""
     last = _last_uses(expr)
     free: list[int] = []
     used = 0
@@ -100,7 +103,7 @@ def _assign_temps(expr) -> dict[int, int]:
         for arg in set(node[1]):
             if last.get(arg) == index and arg in slot_of:
                 free.append(slot_of[arg])
-        if index != final:
+        if index != final and index not in stored:
             if free:
                 slot_of[index] = free.pop()
             else:
@@ -110,9 +113,11 @@ def _assign_temps(expr) -> dict[int, int]:
 
 
 class EpiloguePlan:
-    """Temporaries and constant cells of one expression, `dtype` throughout."""
+    """Temporaries and constant cells of one expression, `dtype` throughout. `stored`:
+    the nodes besides the last one that `emit` writes to operands it is given."""
 
-    def __init__(self, expr, sram: Sram, dtype: str, max_elements: int, name: str = "epi"):
+    def __init__(self, expr, sram: Sram, dtype: str, max_elements: int, name: str = "epi",
+                 stored=frozenset()):
         for node in expr:
             if node[0] not in LEAVES and node[0] not in BINARY and node[0] not in UNARY:
                 raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
@@ -127,19 +132,21 @@ class EpiloguePlan:
                 self.consts[index] = cell
                 self.setup += fill_instrs(cell, 0, [(1, 1)], value_bits(dtype, float(node[1])),
                                           note=f"constant {node[1]}")
-        self.slot_of = _assign_temps(expr)
+        self.slot_of = _assign_temps(expr, stored)
         count = max(self.slot_of.values(), default=-1) + 1
         self.temps = [sram.alloc(f"{name}.tmp{i}", dtype, (max_elements,)) for i in range(count)]
         self.scratch = sram.alloc(f"{name}.neg", dtype, (max_elements,)) \
             if any(node[0] == "abs" for node in expr) else None
 
     def emit(self, box: tuple[int, int, int], dst: Operand, inputs: list[Operand],
-             acc: Operand | None, note: str) -> list[Instr]:
-        """Vector instructions computing the expression over `box` into `dst`."""
+             acc: Operand | None, note: str,
+             stored: dict[int, Operand] | None = None) -> list[Instr]:
+        """Vector instructions computing the expression over `box` into `dst`, and each
+        `stored` node (the plan's) into its operand."""
         values: dict[int, Operand] = {}
         instrs: list[Instr] = []
         dense = tuple(dense_sram_strides(list(box)))
-        final = len(self.expr) - 1
+        targets = {**(stored or {}), len(self.expr) - 1: dst}
         for index, node in enumerate(self.expr):
             kind = node[0]
             if kind == "input":
@@ -149,12 +156,14 @@ class EpiloguePlan:
             elif kind == "const":
                 values[index] = Operand(self.consts[index], (0, 0, 0))
             else:
-                target = dst if index == final else Operand(self.temps[self.slot_of[index]], dense)
+                target = targets[index] if index in targets else \
+                    Operand(self.temps[self.slot_of[index]], dense)
                 args = [values[a] for a in node[1]]
                 instrs += self._node(kind, node[2:], target, args, box, note)
                 values[index] = target
-        if self.expr[final][0] in LEAVES and values[final] != dst:
-            instrs.append(unary("vcopy", self.dtype, dst, values[final], box, note))
+        for index, target in targets.items():
+            if self.expr[index][0] in LEAVES and values[index] != target:
+                instrs.append(unary("vcopy", self.dtype, target, values[index], box, note))
         return instrs
 
     def _node(self, kind, params, target: Operand, args: list[Operand], box, note) -> list[Instr]:

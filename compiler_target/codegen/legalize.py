@@ -3,10 +3,9 @@ if not, the reason the report shows ("not supported on npu: ...")."""
 from dataclasses import fields
 
 from .analysis import Analysis
-from .ops import Conv2D, Elementwise, NpuOp, Pool2D, Reduce, Rowwise, TensorRef
+from .ops import Conv2D, Elementwise, NpuOp, Pool2D, Reduce, TensorRef
 
 DTYPES = ("f32", "f16", "bf16", "i8", "i32")      # the element types ops.py describes
-MAX_INPUTS = 8                                      # streamed operands of one elementwise op
 POOL_KINDS = ("max", "avg", "sum")
 REDUCE_KINDS = ("sum", "max", "mean")
 
@@ -31,9 +30,6 @@ def _problem(op: NpuOp) -> str:
     for role, ref in refs:
         if 0 in ref.shape:
             return f"empty {role} {ref.shape}"
-    inputs = op.inputs if isinstance(op, (Elementwise, Rowwise)) else op.epilogue_inputs
-    if len(inputs) > MAX_INPUTS:
-        return f"{len(inputs)} elementwise inputs (at most {MAX_INPUTS})"
     if isinstance(op, Conv2D):
         return _conv_problem(op)
     if isinstance(op, Pool2D) and op.kind not in POOL_KINDS:
@@ -51,7 +47,8 @@ def _conv_problem(op: Conv2D) -> str:
 
 
 def _tensor_refs(op: NpuOp) -> list[tuple[str, TensorRef]]:
-    """Every TensorRef of the op with a name for messages (e.g. "epilogue input 1")."""
+    """Every TensorRef of the op with a name for messages (e.g. "epilogue input 1",
+    "out.1" for an elementwise op's first extra output)."""
     refs = []
     for field in fields(op):
         value = getattr(op, field.name)
@@ -61,4 +58,6 @@ def _tensor_refs(op: NpuOp) -> list[tuple[str, TensorRef]]:
             label = field.name.replace("_", " ").rstrip("s")
             refs += [(f"{label} {k}", ref) for k, ref in enumerate(value)
                      if isinstance(ref, TensorRef)]
+    if isinstance(op, Elementwise):
+        refs += [(f"out.{k}", ref) for k, (ref, _) in enumerate(op.extra_outputs, 1)]
     return refs

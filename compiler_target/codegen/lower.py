@@ -55,7 +55,8 @@ class Lowered:
     """An NpuOp with its tensors as named DRAM buffers."""
     kind: str                          # conv2d, matmul, elementwise, pool2d, reduce
     op: NpuOp
-    tensors: dict[str, Buffer]         # role -> DRAM buffer; epilogue inputs "epilogue.k"
+    tensors: dict[str, Buffer]         # role -> DRAM buffer; epilogue inputs "epilogue.k",
+                                       # an elementwise op's extra outputs "out.k"
     attrs: dict
     constants: ConstantPool
     views: Views
@@ -120,8 +121,11 @@ def _roles(op: NpuOp) -> tuple[str, list[tuple[str, TensorRef]], dict]:
         return "rowwise", [(f"in.{k}", ref) for k, ref in enumerate(op.inputs)] + \
             [("out", op.out)], {"expr": expr_text(op.expr)}
     if isinstance(op, Elementwise):
+        extra = [(f"out.{k}", ref) for k, (ref, _) in enumerate(op.extra_outputs, 1)]
         return "elementwise", [(f"in.{k}", ref) for k, ref in enumerate(op.inputs)] + \
-            [("out", op.out)], {"expr": expr_text(op.expr)}
+            [("out", op.out)] + extra, {"expr": expr_text(op.expr), "outputs": [
+                f"out = %{len(op.expr) - 1}"] + [f"out.{k} = %{node}" for k, (_, node)
+                                                 in enumerate(op.extra_outputs, 1)]}
     raise NotLowerable(f"unknown NPU op {type(op).__name__}")
 
 

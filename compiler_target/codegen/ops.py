@@ -43,10 +43,15 @@ ExprNode = tuple
 @dataclass
 class Elementwise:
     """out[i] = expr(inputs[i]) over a dense iteration space of `out.shape` (rank <= 4).
-    Inputs are indexed in that space (broadcast dims have stride 0)."""
+    Inputs are indexed in that space (broadcast dims have stride 0).
+    `extra_outputs` are the further results of a multi-result computation (an LSTM
+    cell's new c and h): (tensor indexed like `out`, node of `expr` it stores), e.g.
+    (c, 20) stores node 20 while `out` stores the last node. The expression is computed
+    once for all of them."""
     out: TensorRef
     inputs: list[TensorRef]
     expr: list[ExprNode]
+    extra_outputs: list[tuple[TensorRef, int]] = field(default_factory=list)
 
 
 @dataclass

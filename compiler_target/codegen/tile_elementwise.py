@@ -9,7 +9,9 @@ and drain against per-transfer latency). A vector instruction covers a 3-D box: 
 tile's three longest dimensions, the others (a gather's repeat digits, e.g. the 2x2 of
 a nearest upsampling) each one instruction per index. Broadcast inputs (stride 0) are
 loaded compactly and read with stride 0; a broadcast tile that does not change between
-tiles is not reloaded.
+tiles is not reloaded. Each output (`out` and the extra outputs of a multi-result
+expression) has a double-buffered tile its node writes, which later nodes read; the
+expression is computed once per tile and every output stored.
 """
 import itertools
 
@@ -59,7 +61,7 @@ def box_dims(counts: list[int]) -> list[int]:
     return sorted(longest)
 
 
-def choose_split(shape: list[int], budget: int, views: list[Buffer], out_view: Buffer,
+def choose_split(shape: list[int], budget: int, views: list[Buffer], out_views: list[Buffer],
                  ops: int, m: MachineConfig) -> tuple[int, int]:
     """The split whose estimate is lowest among tilings into 1, 2, 4, ... 256 tiles:
     more tiles shorten the first load and last store the others cannot hide, and each
@@ -73,19 +75,19 @@ def choose_split(shape: list[int], budget: int, views: list[Buffer], out_view: B
         elems = prod(counts)
         tiles = ceil_div(total, elems)
         load = sum(_transfer(m, "dma.load", v, counts) for v in views)
-        store = _transfer(m, "dma.store", out_view, counts)
+        store = sum(_transfer(m, "dma.store", v, counts) for v in out_views)
         boxes = elems // prod(counts[d] for d in box_dims(counts))
-        vector = ops * (boxes * m.vector_latency_cycles +
-                        ceil_div(elems * dtype_bytes(out_view.dtype), m.vector_bytes_per_cycle))
+        vector = ops * (boxes * m.vector_latency_cycles + ceil_div(
+            elems * dtype_bytes(out_views[0].dtype), m.vector_bytes_per_cycle))
         estimate = max(tiles * load, tiles * store, tiles * vector) + load + store + vector
         candidates.append((estimate, elems, (k, chunk)))
     return pick(candidates)[1]
 
 
-def _compute(plan: EpiloguePlan, counts: list[int], dst: Buffer, dense: list[int],
+def _compute(plan: EpiloguePlan, counts: list[int], dsts: dict[int, Buffer], dense: list[int],
              loaded: dict, input_count: int, note: str) -> list:
     """The expression over one tile: one box of its longest dims per index of the
-    others."""
+    others; `dsts` are the output tiles of the stored nodes (the last one included)."""
     box = box_dims(counts)
     stepped = [d for d in range(len(counts)) if d not in box]
     pad = [None] * (3 - len(box))
@@ -95,10 +97,12 @@ def _compute(plan: EpiloguePlan, counts: list[int], dst: Buffer, dense: list[int
         return Operand(buffer, tuple(0 if d is None else strides[d] for d in pad + box), offset)
 
     shape = tuple([1] * len(pad) + [counts[d] for d in box])
+    final = len(plan.expr) - 1
     instrs = []
     for index in itertools.product(*(range(counts[d]) for d in stepped)):
         inputs = [operand(*loaded[i], index) if i in loaded else None for i in range(input_count)]
-        instrs += plan.emit(shape, operand(dst, dense, index), inputs, None, note)
+        stored = {node: operand(dst, dense, index) for node, dst in dsts.items() if node != final}
+        instrs += plan.emit(shape, operand(dsts[final], dense, index), inputs, None, note, stored)
     return instrs
 
 
@@ -110,33 +114,51 @@ def _transfer(m: MachineConfig, op: str, dram: Buffer, counts: list[int]) -> int
     return busy_cycles(m, dma_instrs(op, dram, 0, probe, 0, dims, ""))
 
 
+def _outputs(lowered: Lowered) -> list[tuple[Buffer, int]]:
+    """(DRAM buffer, stored node) of `out` (the last node) and of each extra output."""
+    op = lowered.op
+    return [(lowered.tensors["out"], len(op.expr) - 1)] + [
+        (lowered.tensors[f"out.{k}"], node) for k, (_, node) in enumerate(op.extra_outputs, 1)]
+
+
 def tile_elementwise(lowered: Lowered, m: MachineConfig) -> TiledProgram:
     op = lowered.op
+    outputs = _outputs(lowered)
     out = lowered.tensors["out"]
-    used = used_inputs(op.expr)
+    stored = {node for _, node in outputs}              # each has its own output tiles
+    used = used_inputs(op.expr, stored)
     ins = [lowered.tensors[f"in.{k}"] for k in range(len(op.inputs))]
     if any(ins[k].dtype != out.dtype and FLOATS.count(ins[k].dtype) + FLOATS.count(out.dtype) < 2
            for k in used):
         raise NotLowerable("elementwise inputs and output differ in dtype (not both floats)")
-    shape, strides = simplify(out.shape, [out.strides] + [ins[k].strides for k in used])
-    out_view = view(out, shape, strides[0])
-    in_views = {k: view(ins[k], shape, st) for k, st in zip(used, strides[1:])}
+    if any(dram.dtype != out.dtype for dram, _ in outputs):
+        raise NotLowerable("elementwise outputs differ in dtype")
+    shape, strides = simplify(out.shape, [dram.strides for dram, _ in outputs] +
+                              [ins[k].strides for k in used])
+    out_views = [view(dram, shape, st) for (dram, _), st in zip(outputs, strides)]
+    in_views = {k: view(ins[k], shape, st) for k, st in zip(used, strides[len(outputs):])}
     elem = dtype_bytes(out.dtype)
-    per_element = elem * (2 + temp_count(op.expr)) + sum(
+    per_element = elem * (2 * len(stored) + temp_count(op.expr, stored)) + sum(
         2 * dtype_bytes(ins[k].dtype) + (2 * elem if ins[k].dtype != out.dtype else 0)
         for k in used)
-    budget = (m.sram_bytes - SRAM_ALIGN * (8 + 4 * len(used) + len(op.expr))) // per_element
+    slack = 8 + 4 * len(used) + 2 * len(stored) + len(op.expr)     # alignment, in SRAM_ALIGNs
+    budget = (m.sram_bytes - SRAM_ALIGN * slack) // per_element
     if budget < 1:
         raise NotLowerable("does not fit SRAM even tiled")
     ops = sum(1 for node in op.expr if node[0] not in ("input", "const")) or 1
-    k, chunk = choose_split(shape, budget, list(in_views.values()), out_view, ops, m)
+    k, chunk = choose_split(shape, budget, list(in_views.values()), out_views, ops, m)
     tile_counts = [1] * k + [chunk] + shape[k + 1:]
     tile_elems = prod(tile_counts)
     sram = Sram(m.sram_bytes)
     streams = {i: Streamed(sram, v, tile_counts, compute_dtype=out.dtype)
                for i, v in in_views.items()}
-    outs = Slots(sram, "out", out.dtype, (tile_elems,))
-    plan = EpiloguePlan(op.expr, sram, out.dtype, tile_elems)
+    names: dict[int, str] = {}            # stored node -> its first output's name
+    for dram, node in outputs:
+        names.setdefault(node, dram.name)
+    outs = {node: Slots(sram, f"{name}.tile", out.dtype, (tile_elems,))
+            for node, name in names.items()}
+    plan = EpiloguePlan(op.expr, sram, out.dtype, tile_elems,
+                        stored=stored - {len(op.expr) - 1})
     instrs = list(plan.setup)
     outer = shape[:k]
     for index in range(prod(outer)):
@@ -153,9 +175,10 @@ def tile_elementwise(lowered: Lowered, m: MachineConfig) -> TiledProgram:
                 buf, st, loads = stream.load(starts, counts, note)
                 instrs += loads
                 loaded[i] = (buf, st)
-            dst, _ = outs.acquire(None)
+            dsts = {node: slots.acquire(None)[0] for node, slots in outs.items()}
             dense = dense_sram_strides(counts)
-            instrs += _compute(plan, counts, dst, dense, loaded, len(ins), note)
-            instrs += store_instrs(out_view, starts, counts, dst, dense, note)
+            instrs += _compute(plan, counts, dsts, dense, loaded, len(ins), note)
+            for out_view, (_, node) in zip(out_views, outputs):
+                instrs += store_instrs(out_view, starts, counts, dsts[node], dense, note)
     tiles = "x".join(map(str, tile_counts))
     return TiledProgram(instrs, sram.buffers, f"tiles {tiles} (of {'x'.join(map(str, shape))})", 2)

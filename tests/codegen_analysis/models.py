@@ -93,6 +93,13 @@ def run_dispatch(analysis: Analysis, inputs: list[np.ndarray], fill: float = 0.0
     """Runs the analysed f32 op with its read-only bindings fed from `inputs` (in binding
     order, flattened, each filling its binding) and returns its output binding, which
     starts filled with `fill`."""
+    (output,) = run_dispatch_outputs(analysis, inputs, fill)
+    return output
+
+
+def run_dispatch_outputs(analysis: Analysis, inputs: list[np.ndarray],
+                         fill: float = 0.0) -> list[np.ndarray]:
+    """run_dispatch for dispatches with several output bindings: each, in binding order."""
     assert analysis.op is not None, analysis.problem
     buffers, outputs = {}, []
     feeds = iter(inputs)
@@ -107,5 +114,4 @@ def run_dispatch(analysis: Analysis, inputs: list[np.ndarray], fill: float = 0.0
             outputs.append(binding.index)
     assert next(feeds, None) is None, "more inputs than read-only bindings"
     numpy_reference.run(analysis.op, buffers)
-    assert len(outputs) == 1
-    return buffers[outputs[0]]
+    return [buffers[index] for index in outputs]

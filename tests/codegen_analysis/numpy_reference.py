@@ -1,7 +1,8 @@
 """A tiny numpy interpreter of NpuOps, exactly as compiler_target/codegen/ops.py defines
 them: it proves what analysis described is what the model computes, independently of
 lowering. Buffers are flat numpy arrays (one per binding, of the binding's element type);
-the op reads its TensorRefs from them and writes its `out` view in place."""
+the op reads its TensorRefs from them and writes its `out` view (and an elementwise op's
+extra outputs) in place."""
 import numpy as np
 
 from compiler_target.codegen.ops import (Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce,
@@ -12,12 +13,14 @@ NUMPY = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32}
 
 def run(op: NpuOp, buffers: dict[int, np.ndarray]) -> None:
     if isinstance(op, (Elementwise, Rowwise)):
-        value = evaluate(op.expr, None, [read(r, buffers) for r in op.inputs], op.out.shape)
+        values = evaluate(op.expr, None, [read(r, buffers) for r in op.inputs], op.out.shape)
     else:
         acc = {Conv2D: conv2d, Matmul: matmul, Pool2D: pool2d, Reduce: reduce}[type(op)](op, buffers)
-        value = evaluate(op.epilogue, acc, [read(r, buffers) for r in op.epilogue_inputs],
-                         op.out.shape)
-    view(op.out, buffers)[...] = value
+        values = evaluate(op.epilogue, acc, [read(r, buffers) for r in op.epilogue_inputs],
+                          op.out.shape)
+    view(op.out, buffers)[...] = values[-1]
+    for ref, node in op.extra_outputs if isinstance(op, Elementwise) else []:
+        view(ref, buffers)[...] = values[node]
 
 
 def view(ref: TensorRef, buffers: dict[int, np.ndarray]) -> np.ndarray:
@@ -33,7 +36,8 @@ def read(ref: TensorRef, buffers) -> np.ndarray:
     return view(ref, buffers).astype(np.float64)
 
 
-def evaluate(expr, acc, inputs, shape) -> np.ndarray:
+def evaluate(expr, acc, inputs, shape) -> list[np.ndarray]:
+    """Every node's value, broadcast to `shape`."""
     values = []
     for node in expr:
         kind = node[0]
@@ -50,7 +54,7 @@ def evaluate(expr, acc, inputs, shape) -> np.ndarray:
             args = [values[a] for a in node[1]]
             value = OPS[kind](*args, *node[2:])
         values.append(value)
-    return np.broadcast_to(values[-1], shape)
+    return [np.broadcast_to(value, shape) for value in values]
 
 
 OPS = {

@@ -70,8 +70,8 @@ def synthetic(op) -> Analysis:
      "unsupported element type i64 (out)"),
     (Elementwise(ref((4, 4), "f16", 1), [ref((4, 4))], [("input", 0)]),
      "mixed element types f16/f32"),
-    (Elementwise(ref((4,), "f32", 9), [ref((4,)) for _ in range(9)],
-                 [("input", k) for k in range(9)]), "9 elementwise inputs (at most 8)"),
+    (Elementwise(ref((4, 4), "f32", 1), [ref((4, 4))], [("input", 0), ("neg", (0,))],
+                 [(ref((4, 4), "i64", 2), 0)]), "unsupported element type i64 (out.1)"),
     (Conv2D(ref((1, 6, 8, 8)), ref((4, 2, 3, 3), binding=1), ref((1, 4, 6, 6), binding=2),
             groups=4), "groups=4 with C=6 F=4"),
 ])

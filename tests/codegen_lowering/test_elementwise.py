@@ -76,3 +76,79 @@ def test_nearest_upsampling_as_a_rank5_broadcast(sram_bytes, rng):
                                       machine=MachineConfig(sram_bytes=sram_bytes))
     np.testing.assert_allclose(b.read(out), x + z, rtol=1e-6)
     assert compiled.estimated_cycles == stats.total_cycles
+
+
+def lstm_cell() -> tuple[list, int]:
+    """The expression of an LSTM cell as IREE fuses it: gates i, o, f, g each the sum of
+    4 inputs (x·W, h·R and the two biases), input 16 the previous c; c = f·c0 + i·g is
+    stored besides h = o·tanh(c). (expr, c's node)."""
+    expr = [("input", k) for k in range(17)]
+
+    def node(*n) -> int:
+        expr.append(n)
+        return len(expr) - 1
+
+    gates = []
+    for g in range(4):
+        total = node("add", (4 * g, 4 * g + 1))
+        total = node("add", (total, 4 * g + 2))
+        gates.append(node("add", (total, 4 * g + 3)))
+    i, o, f = (node("sigmoid", (gate,)) for gate in gates[:3])
+    g = node("tanh", (gates[3],))
+    c = node("add", (node("mul", (f, 16)), node("mul", (i, g))))
+    node("mul", (o, node("tanh", (c,))))
+    return expr, c
+
+
+@pytest.mark.parametrize("sram_bytes", [MACHINE.sram_bytes, 16 * 1024])
+def test_lstm_cell_writes_c_and_h(sram_bytes, rng):
+    """17 streamed inputs of 512, two outputs in one binding (as IREE binds them); with
+    16 KB of SRAM in several tiles. c is computed once, into its own output tiles, and
+    read there by tanh(c)."""
+    b = Bindings()
+    arrays = [rng.standard_normal(512).astype(np.float32) for _ in range(17)]
+    refs = [b.add(x) for x in arrays]
+    c_out = b.output((512,))
+    h_out = b.add(np.zeros(512, np.float32), read_only=False, binding=c_out.binding)
+    expr, c = lstm_cell()
+    op = Elementwise(h_out, refs, expr, [(c_out, c)])
+    compiled, stats = compile_and_run(op, b, machine=MachineConfig(sram_bytes=sram_bytes))
+    np.testing.assert_allclose(b.read(c_out), reference.expression(expr[:c + 1], arrays),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b.read(h_out), reference.expression(expr, arrays),
+                               rtol=1e-5, atol=1e-6)
+    assert compiled.estimated_cycles == stats.total_cycles
+    assert "%out.1.tile.1 = " in compiled.ir_stages[1][1]     # c's double-buffered tiles
+    assert ("tiles 512 " in compiled.detail) == (sram_bytes == MACHINE.sram_bytes)
+
+
+EXTRA_OUTPUTS = [
+    # an intermediate read by later nodes
+    ([("input", 0), ("input", 1), ("add", (0, 1)), ("tanh", (2,)), ("mul", (3, 0))], [2]),
+    # a value the last node does not depend on (input 0 only feeds it)
+    ([("input", 0), ("input", 1), ("add", (0, 1)), ("input", 2), ("mul", (1, 3))], [2]),
+    # an input stored as it is, an intermediate, and the last node stored twice
+    ([("input", 0), ("exp", (0,)), ("abs", (1,)), ("neg", (2,))], [0, 1, 3]),
+]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_extra_outputs(seed):
+    rng = np.random.default_rng(4000 + seed)
+    rank = int(rng.integers(1, 4))
+    shape = tuple(int(v) for v in rng.integers(2, 40, rank))
+    expr, nodes = EXTRA_OUTPUTS[seed % len(EXTRA_OUTPUTS)]
+    b = Bindings()
+    arrays = [(rng.standard_normal(shape) * 0.5).astype(np.float32) for _ in range(3)]
+    refs = [b.add(x) for x in arrays]
+    order = lambda: tuple(rng.permutation(rank)) if rng.random() < 0.5 else None  # noqa: E731
+    out = b.output(shape, order=order())
+    extra = [(b.output(shape, order=order()), node) for node in nodes]
+    machine = MachineConfig(sram_bytes=16 * 1024) if seed % 2 else MACHINE
+    compiled, stats = compile_and_run(Elementwise(out, refs, expr, extra), b, machine=machine)
+    np.testing.assert_allclose(b.read(out), reference.expression(expr, arrays), rtol=1e-5,
+                               atol=1e-6)
+    for ref, node in extra:
+        np.testing.assert_allclose(b.read(ref), reference.expression(expr[:node + 1], arrays),
+                                   rtol=1e-5, atol=1e-6)
+    assert compiled.estimated_cycles == stats.total_cycles

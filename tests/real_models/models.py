@@ -39,5 +39,5 @@ MODELS = {m.name: m for m in [
     RealModel("ddddocr_det", DDDDOCR, "ddddocr/common_det.onnx",
               (1, 3, 416, 416), seed=4, min_mac_share=0.99, min_npu_dispatch_share=1.00),
     RealModel("ddddocr_ocr", DDDDOCR, "ddddocr/common.onnx",
-              (1, 1, 64, 256), seed=5, min_mac_share=0.99, min_npu_dispatch_share=0.85),
+              (1, 1, 64, 256), seed=5, min_mac_share=0.99, min_npu_dispatch_share=0.95),
 ]}

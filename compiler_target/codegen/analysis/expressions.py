@@ -86,7 +86,14 @@ def splat(value) -> Scalar | None:
 
 def pruned(nodes: list, inputs: list[TensorRef]) -> tuple[list, list[TensorRef]]:
     """The nodes the last one depends on, renumbered, and the inputs they read."""
-    keep, stack = set(), [len(nodes) - 1]
+    expr, used, _ = pruned_to(nodes, inputs, [len(nodes) - 1])
+    return expr, used
+
+
+def pruned_to(nodes: list, inputs: list[TensorRef], roots: list[int]):
+    """The nodes the `roots` depend on, renumbered, the inputs they read, and the roots'
+    new indices."""
+    keep, stack = set(), list(roots)
     while stack:
         index = stack.pop()
         if index not in keep:
@@ -106,7 +113,7 @@ def pruned(nodes: list, inputs: list[TensorRef]) -> tuple[list, list[TensorRef]]
             expr.append(node)
         else:
             expr.append((node[0], tuple(renumber[a] for a in node[1])) + tuple(node[2:]))
-    return expr, [inputs[i] for i in used_inputs]
+    return expr, [inputs[i] for i in used_inputs], [renumber[root] for root in roots]
 
 
 def simplified(nodes: list) -> list:

@@ -24,6 +24,8 @@ def refine(generic: Generic, values: dict) -> Generic:
     """The generic over mixed-radix digits of its loops, its gathers as Operands."""
     if generic.reductions:
         raise NotSupported(f"{generic.name}: tensor.extract in a reduction body")
+    if generic.extra_outputs:
+        raise NotSupported(f"{generic.name}: tensor.extract in a body with several results")
     extracts = _extract_indices(generic, values)
     cuts = [set() for _ in generic.extents]
     for _, indices in extracts:

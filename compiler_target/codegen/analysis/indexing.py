@@ -64,6 +64,12 @@ class Generic:
     gathered: dict = field(default_factory=dict)
     positions: dict[int, np.ndarray] = field(default_factory=dict)
     output_split: tuple[tuple[int, ...], ...] | None = None
+    # The outputs after the first of an all-parallel generic with several results.
+    extra_outputs: list[Operand] = field(default_factory=list)
+
+    @property
+    def outputs(self) -> list[Operand]:
+        return [self.output] + self.extra_outputs
 
     def position(self, loop: int) -> np.ndarray:
         """linalg.index `loop` at every position of the iteration space."""

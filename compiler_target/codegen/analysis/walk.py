@@ -8,7 +8,8 @@ Named linalg ops are first generalized (on a clone), so every structured op is a
                                       contraction
   reduction loops + body out+x/max -> pooling (with a window operand) or reduction
   parallel loops only              -> copy/broadcast/transpose of a View (body yields an
-                                      input) or an elementwise expression
+                                      input) or an elementwise expression (one Result per
+                                      yielded value: generics may have several results)
 """
 import math
 import re
@@ -21,7 +22,8 @@ from ..ops import Elementwise, NpuOp, TensorRef
 from . import contraction, convolution, elementwise, gather, pooling, reduction
 from .errors import NotSupported
 from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, UNARY, constant,
-                          index_arithmetic, pruned, reduction_kind, simplified, splat)
+                          index_arithmetic, pruned, pruned_to, reduction_kind, simplified,
+                          splat)
 from .indexing import (ELEMENT_BYTES, Generic, Operand, linear, logical_strides, row_major,
                        single_loop, strides_over_loops, view_ref)
 from .main_op import MainOp
@@ -117,7 +119,8 @@ class Walk:
         elif kind == "tensor.pad":
             self.values[op.results[0]] = self.pad(op)
         elif kind == "linalg.generic":
-            self.values[op.results[0]] = self.generic(op, name)
+            for result, value in zip(op.results, self.generic(op, name)):
+                self.values[result] = value
         elif kind == "linalg.softmax":
             self.values[op.results[0]] = self.softmax(op)
         elif kind not in IGNORED_OPS:
@@ -184,7 +187,8 @@ class Walk:
 
     # -- structured ops
 
-    def generic(self, op, name: str):
+    def generic(self, op, name: str) -> list:
+        """The meaning of each of the generic's results."""
         generic = self.describe(op, name)
         if any(o.name == "tensor.extract" for o in generic.body):
             generic = gather.refine(generic, self.values)
@@ -193,10 +197,12 @@ class Walk:
         return self.parallel(generic)
 
     def describe(self, op, name: str) -> Generic:
-        if len(op.results) != 1:
-            raise NotSupported(f"{name} with {len(op.results)} results (the NPU op writes one)")
         maps = [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]]
         iterators = [str(t).split("<")[1].rstrip(">") for t in op.attributes["iterator_types"]]
+        results = len(op.results)
+        if results > 1 and "reduction" in iterators:
+            raise NotSupported(f"{name} with {results} results and reduction loops (the NPU "
+                               "op writes one; several only of an elementwise computation)")
         operands = [Operand(self.values[v], [linear(e) for e in m.results])
                     for v, m in zip(op.operands, maps)]
         extents: list[int | None] = [None] * len(iterators)
@@ -208,16 +214,18 @@ class Walk:
                     extents[next(iter(coefficients))] = n
         if None in extents:
             raise NotSupported(f"{name}: a loop's extent is not given by an operand dim")
-        return Generic(op, name, iterators, operands[:-1], operands[-1], extents)
+        inputs = len(operands) - results
+        return Generic(op, name, iterators, operands[:inputs], operands[inputs], extents,
+                       extra_outputs=operands[inputs + 1:])
 
-    def parallel(self, generic: Generic):
+    def parallel(self, generic: Generic) -> list:
         copied = yielded_argument(generic)
         if copied is not None:
             source = (generic.inputs + [generic.output])[copied]
             if isinstance(source.value, View):
-                return self.view_through(generic, source)
+                return [self.view_through(generic, source)]
             if isinstance(source.value, Scalar) and not source.terms:
-                return source.value
+                return [source.value]
         if self.main is None:
             self.start(elementwise.recognise(generic), generic.op)
             loop_to_logical = self.main.loop_to_logical
@@ -239,10 +247,10 @@ class Walk:
 
     # -- expressions
 
-    def expression(self, generic: Generic, loop_to_logical) -> Result:
+    def expression(self, generic: Generic, loop_to_logical) -> list[Result]:
         """Appends the body of an all-parallel generic to the expression; its loops index
-        the op's logical dims as `loop_to_logical` says."""
-        operands = generic.inputs + [generic.output]
+        the op's logical dims as `loop_to_logical` says. One Result per yielded value."""
+        operands = generic.inputs + generic.outputs
         block = generic.op.regions[0].blocks[0]
         nodes: dict = {}      # body value -> expression node (or Compare)
         arrays: dict = {}     # body value -> its value at every loop position (index arithmetic)
@@ -271,11 +279,12 @@ class Walk:
             known = self.values.get(value)
             return np.array(known.value) if isinstance(known, Scalar) else None
 
-        accumulator = block.arguments[len(operands) - 1]
+        accumulator = block.arguments[len(generic.inputs)]
         for op in generic.body:
             if op.name == "linalg.yield":
-                dims = [loop_to_logical[single_loop(terms)] for terms in generic.output.terms]
-                return Result(node_of(op.operands[0]), dims, generic.output_split)
+                return [Result(node_of(value), [loop_to_logical[single_loop(terms)]
+                                                for terms in output.terms], generic.output_split)
+                        for value, output in zip(op.operands, generic.outputs)]
             if generic.reductions and accumulator in list(op.operands):
                 nodes[op.results[0]] = self.row_reduction(generic, op, accumulator, node_of,
                                                           loop_to_logical)
@@ -388,7 +397,7 @@ class Walk:
     def loops_to_logical(self, generic: Generic) -> dict[int, tuple[int, int]]:
         """Which logical dim of the op each loop of a generic consuming its result indexes."""
         mapping = {}
-        for operand in generic.inputs + [generic.output]:
+        for operand in generic.inputs + generic.outputs:
             if isinstance(operand.value, Result):
                 for terms, dim in zip(operand.terms, operand.value.dims):
                     mapping[single_loop(terms)] = dim
@@ -409,7 +418,7 @@ class Walk:
 
     # -- main ops (with reduction loops)
 
-    def main_op(self, generic: Generic) -> Result:
+    def main_op(self, generic: Generic) -> list[Result]:
         kind = reduction_kind(generic)
         if kind == "rows":
             return self.reduction(generic)
@@ -426,9 +435,9 @@ class Walk:
         loop_to_logical = self.main.loop_to_logical
         acc = self.with_initial(generic, self.add(("acc",)), "max" if kind == "max" else "add",
                                 loop_to_logical)
-        return Result(acc, [loop_to_logical[single_loop(t)] for t in generic.output.terms])
+        return [Result(acc, [loop_to_logical[single_loop(t)] for t in generic.output.terms])]
 
-    def reduction(self, generic: Generic) -> Result:
+    def reduction(self, generic: Generic) -> list[Result]:
         """A sum/max reduction over rows: the first one sets the (O, I) space, later ones
         (softmax, layer norm) reduce values over the same rows."""
         if self.main is None:
@@ -481,9 +490,10 @@ class Walk:
 
     def finish(self) -> tuple[NpuOp, str]:
         """The dispatch's NpuOp and its summary."""
-        if len(self.stores) != 1:
-            raise NotSupported(f"dispatch writes {len(self.stores)} results "
-                               "(the NPU op writes one)")
+        if not self.stores:
+            raise NotSupported("dispatch writes no results")
+        if len(self.stores) > 1:
+            return self.several_results()
         value, target = self.stores[0]
         if isinstance(value, View) and self.main is None:
             return (Elementwise(target, [value.ref], [("input", 0)]),
@@ -493,15 +503,35 @@ class Walk:
                     f"fill {'x'.join(map(str, target.shape))} {target.dtype}")
         if not isinstance(value, Result) or self.main is None:
             raise NotSupported("the stored value is not computed by the dispatch")
+        expr, inputs = pruned(simplified(self.nodes[:value.node + 1]), self.inputs)
+        op = self.main.build(self.output_ref(value, target), expr, inputs)
+        return op, self.main.summary
+
+    def several_results(self) -> tuple[NpuOp, str]:
+        """Stores of several values of one elementwise expression (an LSTM cell's c and h):
+        one Elementwise op computing it once, whose `out` is the last-computed stored
+        value and whose extra outputs are the others, in store order."""
+        if not isinstance(self.main, elementwise.ElementwiseMain) or \
+                not all(isinstance(value, Result) for value, _ in self.stores):
+            raise NotSupported(f"dispatch writes {len(self.stores)} results, not all computed "
+                               "by one elementwise expression")
+        last = max(self.stores, key=lambda store: store[0].node)
+        stores = [store for store in self.stores if store is not last] + [last]
+        roots = [value.node for value, _ in stores]
+        expr, inputs, nodes = pruned_to(simplified(self.nodes[:last[0].node + 1]), self.inputs,
+                                        roots)
+        refs = [self.output_ref(value, target) for value, target in stores]
+        op = self.main.build(refs[-1], expr, inputs, list(zip(refs[:-1], nodes[:-1])))
+        return op, self.main.summary
+
+    def output_ref(self, value: Result, target: TensorRef) -> TensorRef:
+        """The stored tensor `target` over the op's logical dims."""
         if value.split is not None:
             target = split_dims(target, value.split)
         shape = self.main.shape
-        out = view_ref(target, shape, logical_strides(
+        return view_ref(target, shape, logical_strides(
             {t: s for t, s in enumerate(target.strides)},
             {t: dim for t, dim in enumerate(value.dims)}, list(target.shape), len(shape)))
-        expr, inputs = pruned(simplified(self.nodes[:value.node + 1]), self.inputs)
-        op = self.main.build(out, expr, inputs)
-        return op, self.main.summary
 
 
 # ---- helpers --------------------------------------------------------------------------
@@ -537,7 +567,9 @@ def split_dims(ref: TensorRef, split) -> TensorRef:
 
 
 def yielded_argument(generic: Generic) -> int | None:
+    """The block argument a one-result body yields unchanged (a copy), if it does."""
     body = generic.body
-    if len(body) == 1 and isinstance(body[0].operands[0], ir.BlockArgument):
+    if len(body) == 1 and len(body[0].operands) == 1 and \
+            isinstance(body[0].operands[0], ir.BlockArgument):
         return body[0].operands[0].arg_number
     return None
