@@ -13,6 +13,8 @@ from hal_driver.device import element_type as et
 from hal_driver.status import StatusCode, StatusError
 
 _SEPARATORS = re.compile(r"[\s,\[\]]+")
+_MAX_DIM = (1 << 63) - 1               # iree_hal_dim_t is int64_t
+_MAX_DEVICE_SIZE = (1 << 64) - 1       # iree_device_size_t
 
 
 @dataclass
@@ -28,14 +30,25 @@ class HostTensor:
 def parse_shape_and_type(text: str) -> tuple[tuple[int, ...], int]:
     """`2x3xf32` -> ((2, 3), f32); `f32` -> ((), f32)."""
     *dims, type_name = text.split("x")
-    try:
-        shape = tuple(int(d) for d in dims)
-    except ValueError:
-        raise StatusError(StatusCode.INVALID_ARGUMENT,
-                          f"invalid shape `{'x'.join(dims)}` in `{text}`") from None
-    if any(d < 0 for d in shape):
-        raise StatusError(StatusCode.INVALID_ARGUMENT, f"negative dimension in `{text}`")
-    return shape, et.parse(type_name)
+    for i, d in enumerate(dims):
+        if not re.fullmatch(r"[0-9]+", d) or int(d) > _MAX_DIM:
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"shape[{i}] invalid value '{d}' of '{'x'.join(dims)}'")
+    return tuple(int(d) for d in dims), et.parse(type_name)
+
+
+def element_count(shape: tuple[int, ...], element_bytes: int) -> int:
+    """The elements of `shape`, checked as iree_hal_buffer_compute_view_size does: the
+    element count and the byte count must fit the 64-bit device size."""
+    count = 1
+    for i, d in enumerate(shape):
+        count *= d
+        if count > _MAX_DEVICE_SIZE:
+            raise StatusError(StatusCode.OUT_OF_RANGE,
+                              f"shape element count overflows device size at dimension {i}")
+    if count * element_bytes > _MAX_DEVICE_SIZE:
+        raise StatusError(StatusCode.OUT_OF_RANGE, "packed byte count overflows device size")
+    return count
 
 
 def parse_elements(text: str, element_type: int, count: int) -> np.ndarray:
@@ -80,13 +93,18 @@ def parse_tensor(spec: str) -> HostTensor:
                           f"expected `[shape]xtype=[value]` but have `{spec}`")
     meta, data = spec.split("=", 1)
     shape, element_type = parse_shape_and_type(meta.strip())
-    count = int(np.prod(shape, dtype=np.int64))
     dtype = et.to_dtype(element_type)
+    count = element_count(shape, dtype.itemsize)
     data = data.strip()
-    if data.startswith("@"):
-        array = _read_binary(data[1:], dtype, count)
-    else:
-        array = parse_elements(data, element_type, count)
+    try:
+        if data.startswith("@"):
+            array = _read_binary(data[1:], dtype, count)
+        else:
+            array = parse_elements(data, element_type, count)
+    except MemoryError:
+        raise StatusError(StatusCode.RESOURCE_EXHAUSTED,
+                          f"out of host memory allocating {count * dtype.itemsize} bytes for a "
+                          f"{meta.strip()} tensor") from None
     return HostTensor(array.reshape(shape), element_type)
 
 

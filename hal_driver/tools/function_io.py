@@ -33,10 +33,22 @@ class NpyStreams:
             except OSError as error:
                 raise StatusError(StatusCode.NOT_FOUND,
                                   f"failed to open file '{path}': {error.strerror}") from None
+        f = self._files[path]
         try:
-            return np.load(self._files[path], allow_pickle=False)
+            magic = f.read(len(np.lib.format.MAGIC_PREFIX))
+            f.seek(-len(magic), io.SEEK_CUR)
+            if not magic:
+                raise StatusError(StatusCode.OUT_OF_RANGE,
+                                  f"reading an ndarray from '{path}': end-of-file")
+            if magic != np.lib.format.MAGIC_PREFIX:
+                raise StatusError(StatusCode.INVALID_ARGUMENT,
+                                  f"'{path}' is not a valid .npy file: npy header magic mismatch")
+            return np.load(f, allow_pickle=False)
         except (ValueError, EOFError, OSError) as error:
             raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"reading an ndarray from '{path}': {error}") from None
+        except MemoryError as error:
+            raise StatusError(StatusCode.RESOURCE_EXHAUSTED,
                               f"reading an ndarray from '{path}': {error}") from None
 
     def at_end(self, path: str) -> bool:

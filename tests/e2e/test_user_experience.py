@@ -111,6 +111,8 @@ def files(generated, npu_build, cpu_vmfb, tmp_path_factory) -> dict:
     np.save(d / "x_3x64.npy", x[:3])
     npu_vmfb = npu_build(SAMPLE).vmfb
     (d / "garbage.vmfb").write_bytes(b"not a vmfb\n")
+    (d / "random.npy").write_bytes(np.random.default_rng(0).bytes(200))
+    (d / "empty.npy").write_bytes(b"")
     (d / "truncated.vmfb").write_bytes(npu_vmfb.read_bytes()[:4096])
     return {"npu": npu_vmfb, "cpu": cpu_vmfb(SAMPLE), "x": g.input, "expected": g.expected,
             "onnx": g.onnx, "dir": d}
@@ -196,6 +198,17 @@ RUN_MISTAKES = [
      "INVALID_ARGUMENT", "parsing function inputs"),
     ("unparsable-value", ["--input=4x64xf32=abc"], "vmfb", "INVALID_ARGUMENT",
      "INVALID_ARGUMENT", "parsing input `4x64xf32=abc`"),
+    ("input-too-large-for-memory", ["--input=100000x100000x100000xf32=0"], "vmfb",
+     "RESOURCE_EXHAUSTED", "RESOURCE_EXHAUSTED", "parsing input `100000x100000x100000xf32=0`"),
+    ("input-element-count-overflow", ["--input=100000x100000x100000x100000xf32=0"], "vmfb",
+     "OUT_OF_RANGE", "OUT_OF_RANGE", "shape element count overflows device size at dimension 3"),
+    ("input-dimension-beyond-int64", ["--input=10000000000000000000xf32=0"], "vmfb",
+     "INVALID_ARGUMENT", "INVALID_ARGUMENT",
+     "shape[0] invalid value '10000000000000000000' of '10000000000000000000'"),
+    ("random-bytes-npy", ["--input=@{dir}/random.npy"], "vmfb", "INVALID_ARGUMENT",
+     "INVALID_ARGUMENT", "npy header magic mismatch"),
+    ("empty-npy", ["--input=@{dir}/empty.npy"], "vmfb", "OUT_OF_RANGE", "OUT_OF_RANGE",
+     "end-of-file"),
 ]
 
 

@@ -95,6 +95,11 @@ def test_npy_and_binary_files(capsys, models, tmp_path):
     (["--function=scalar", "--input=f32=1", "--input=x", "--input=1"],
      "INVALID_ARGUMENT; parsing value `x` as i32; parsing input `x`; parsing function inputs"),
     (["--function=main", "--npu_sim_machine_sram_bytes=0"], "must be positive"),
+    (["--function=main", "--input=100000x100000x100000xf32=0", "--input=2x3xf32=1"],
+     "RESOURCE_EXHAUSTED; out of host memory allocating 4000000000000000 bytes for a "
+     "100000x100000x100000xf32 tensor; parsing input `100000x100000x100000xf32=0`"),
+    (["--function=main", "--input=4611686018427387904xf32=0", "--input=2x3xf32=1"],
+     "OUT_OF_RANGE; packed byte count overflows device size; parsing input"),
 ])
 def test_user_errors_are_one_line(capsys, models, args, message):
     npu_vmfb = models["elementwise"][1]
@@ -104,6 +109,19 @@ def test_user_errors_are_one_line(capsys, models, args, message):
     err = capsys.readouterr().err
     assert code == 1
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_input_file_that_is_not_npy(capsys, models, tmp_path):
+    """Bytes without the .npy magic are not "pickled (object) data": numpy's guess at
+    what a non-.npy file holds."""
+    path = tmp_path / "random.npy"
+    path.write_bytes(np.random.default_rng(0).bytes(200))
+    code, out, err = ours(capsys, models["elementwise"][1], "--function=main",
+                          f"--input=@{path}", "--input=2x3xf32=1")
+    assert (code, out) == (1, "")
+    assert err.startswith(f"INVALID_ARGUMENT; '{path}' is not a valid .npy file: npy header "
+                          f"magic mismatch; parsing input `@{path}`; parsing function inputs")
+    assert err.count("\n") == 1
 
 
 def test_launcher_statistics_and_trace(models, tmp_path):
