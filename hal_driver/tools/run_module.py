@@ -5,6 +5,7 @@ Extra flags: `--npu_sim_machine_<param>=V` (machine overrides), `--npu_sim_trace
 (Chrome trace of NPU dispatches), `--npu_sim_stats` (dispatch and cycle counts on stderr).
 """
 import gc
+import os
 import subprocess
 import sys
 
@@ -124,6 +125,8 @@ def choose_function(bound: BoundModule, name: str):
 
 
 def run(flags: Flags) -> int:
+    if flags.npu_sim_trace:
+        check_trace_path(flags.npu_sim_trace)
     device = create_device(flags.device[0], machine=machine_from_overrides(flags.machine_overrides),
                            trace=bool(flags.npu_sim_trace))
     try:
@@ -144,6 +147,20 @@ def run(flags: Flags) -> int:
         return exit_code
     finally:
         device.close()
+
+
+def check_trace_path(path: str) -> None:
+    """Fails before the run when the trace file could not be written after it."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise StatusError(StatusCode.NOT_FOUND,
+                          f"--npu_sim_trace={path}: directory '{directory}' does not exist")
+    if os.path.isdir(path):
+        raise StatusError(StatusCode.INVALID_ARGUMENT,
+                          f"--npu_sim_trace={path}: is a directory")
+    if not os.access(path if os.path.exists(path) else directory, os.W_OK):
+        raise StatusError(StatusCode.PERMISSION_DENIED,
+                          f"--npu_sim_trace={path}: not writable")
 
 
 def function_arguments(specs: list[str], function, device) -> list:
@@ -219,7 +236,11 @@ def finish(flags: Flags, device) -> None:
     if flags.npu_sim_stats:
         sys.stderr.write(format_npu_statistics(device))
     if flags.npu_sim_trace:
-        device.trace.write(flags.npu_sim_trace)
+        try:
+            device.trace.write(flags.npu_sim_trace)
+        except OSError as error:
+            raise StatusError(StatusCode.UNKNOWN, f"unable to open file `{flags.npu_sim_trace}`: "
+                              f"{error.strerror}; writing --npu_sim_trace") from None
 
 
 def format_npu_statistics(device) -> str:

@@ -124,6 +124,21 @@ def test_input_file_that_is_not_npy(capsys, models, tmp_path):
     assert err.count("\n") == 1
 
 
+def test_unwritable_trace_fails_before_running(capsys, models, tmp_path):
+    """The trace is written after the run: a path that cannot be written fails first,
+    not after the results were printed."""
+    trace = tmp_path / "missing" / "t.json"
+    code, out, err = ours(capsys, models["elementwise"][1], "--function=two",
+                          "--input=4xi32=1 2 3 4", f"--npu_sim_trace={trace}")
+    assert (code, out) == (1, "")
+    assert err == (f"NOT_FOUND; --npu_sim_trace={trace}: directory '{trace.parent}' does not "
+                   f"exist\n")
+    code, out, err = ours(capsys, models["elementwise"][1], "--function=two",
+                          "--input=4xi32=1 2 3 4", f"--npu_sim_trace={tmp_path}")
+    assert (code, out, err) == (1, "", f"INVALID_ARGUMENT; --npu_sim_trace={tmp_path}: is a "
+                                       f"directory\n")
+
+
 def test_launcher_statistics_and_trace(models, tmp_path):
     npu_vmfb = models["elementwise"][1]
     result = subprocess.run(
