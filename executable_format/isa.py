@@ -138,6 +138,8 @@ OPCODE_LIST = (
     _unary(70, "vexp"),
     _unary(71, "vscale"),             # dst = src * p0 + p1
     OpcodeInfo(72, "vcvt", Engine.VECTOR, _UNARY_FIELDS[:11] + ("scale", "src_dtype"), _ALL),
+    _unary(73, "vsqrt"),
+    _unary(74, "vrsqrt"),             # dst = 1 / sqrt(src), both rounded in f32
     OpcodeInfo(80, "vpool", Engine.VECTOR,
                ("dst", "src", "c", "hi", "wi", "ho", "wo",
                 "kh_kw", "sh_sw", "dh_dw", "pt_pl", "vh_vw"), _FLOAT),
@@ -146,7 +148,7 @@ OPCODE_LIST = (
 
 OPCODES = {info.code: info for info in OPCODE_LIST}
 OPCODES_BY_NAME = {info.name: info for info in OPCODE_LIST}
-TRANSCENDENTAL = frozenset({"vsigmoid", "vtanh", "vexp"})
+TRANSCENDENTAL = frozenset({"vsigmoid", "vtanh", "vexp", "vsqrt", "vrsqrt"})
 
 
 def pack_pair(low: int, high: int) -> int:
@@ -178,7 +180,8 @@ OPCODE_FLAGS = {
 # list; only vclamp, vleakyrelu and vscale read p0/p1). They must be zero.
 UNUSED_FIELDS = {
     "vcopy": ("p0", "p1"), "vrelu": ("p0", "p1"), "vsigmoid": ("p0", "p1"),
-    "vtanh": ("p0", "p1"), "vexp": ("p0", "p1"), "vleakyrelu": ("p1",),
+    "vtanh": ("p0", "p1"), "vexp": ("p0", "p1"), "vsqrt": ("p0", "p1"), "vrsqrt": ("p0", "p1"),
+    "vleakyrelu": ("p1",),
 }
 
 PAIR_FIELDS = frozenset({"kh_kw", "sh_sw", "dh_dw", "pt_pl", "vh_vw"})   # pack_pair(low, high)

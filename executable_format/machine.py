@@ -29,7 +29,7 @@ class MachineConfig:
     # Vector unit.
     vector_bytes_per_cycle: int = 128      # 32 f32 lanes
     vector_latency_cycles: int = 8
-    transcendental_factor: int = 4         # sigmoid/tanh/exp cost 4x
+    transcendental_factor: int = 4         # sigmoid/tanh/exp/sqrt/rsqrt cost 4x
     semaphores: int = 16                   # SIGNAL/WAIT counters
 
     @classmethod

@@ -1,9 +1,10 @@
 """Identity of the npu-fb format: file identifier and version.
 
 A reader accepts any buffer whose major version equals VERSION_MAJOR; minor versions only
-add optional fields, so newer minors stay readable.
+add optional fields (newer minors stay readable) or opcodes (which an older reader's
+verifier rejects as unknown, naming the instruction).
 """
 FORMAT_NAME = "npu-fb"
 FILE_IDENTIFIER = b"NPUF"
 VERSION_MAJOR = 1
-VERSION_MINOR = 1
+VERSION_MINOR = 2

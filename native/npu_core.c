@@ -40,7 +40,7 @@ enum {
   OP_MATMUL = 32, OP_CONV2D = 33,
   OP_VADD = 48, OP_VSUB = 49, OP_VMUL = 50, OP_VMAX = 51, OP_VMIN = 52, OP_VDIV = 53,
   OP_VCOPY = 64, OP_VRELU = 65, OP_VCLAMP = 66, OP_VLEAKYRELU = 67, OP_VSIGMOID = 68,
-  OP_VTANH = 69, OP_VEXP = 70, OP_VSCALE = 71, OP_VCVT = 72,
+  OP_VTANH = 69, OP_VEXP = 70, OP_VSCALE = 71, OP_VCVT = 72, OP_VSQRT = 73, OP_VRSQRT = 74,
   OP_VPOOL = 80, OP_VREDUCE = 81,
 };
 
@@ -95,6 +95,8 @@ static const op_info_t OPS[256] = {
   [OP_VEXP] = {"vexp", ENGINE_VECTOR, 11, DT_FLOAT, 0},
   [OP_VSCALE] = {"vscale", ENGINE_VECTOR, 13, DT_FLOAT, 0},
   [OP_VCVT] = {"vcvt", ENGINE_VECTOR, 13, DT_ALL, 0},
+  [OP_VSQRT] = {"vsqrt", ENGINE_VECTOR, 11, DT_FLOAT, 0},
+  [OP_VRSQRT] = {"vrsqrt", ENGINE_VECTOR, 11, DT_FLOAT, 0},
   [OP_VPOOL] = {"vpool", ENGINE_VECTOR, 12, DT_FLOAT,
                 FLAG_POOL_AVG | FLAG_COUNT_INCLUDE_PAD},
   [OP_VREDUCE] = {"vreduce", ENGINE_VECTOR, 4, DT_FLOAT,
@@ -1387,6 +1389,9 @@ static void unary_f32(int op, float p0, float p1, float* restrict v, size_t n) {
     case OP_VSIGMOID: for (size_t i = 0; i < n; i++) v[i] = 1.0f / (1.0f + expf(-v[i])); break;
     case OP_VTANH: for (size_t i = 0; i < n; i++) v[i] = tanhf(v[i]); break;
     case OP_VEXP: for (size_t i = 0; i < n; i++) v[i] = expf(v[i]); break;
+    case OP_VSQRT: for (size_t i = 0; i < n; i++) v[i] = sqrtf(v[i]); break;
+    /* two f32 roundings, the square root then the division: 1 / sqrt(x) in f32 */
+    case OP_VRSQRT: for (size_t i = 0; i < n; i++) v[i] = 1.0f / sqrtf(v[i]); break;
     default: for (size_t i = 0; i < n; i++) v[i] = v[i] * p0 + p1; break;   /* vscale */
   }
 }
@@ -1612,7 +1617,7 @@ static int execute_instruction(exec_t* x, const instr_t* in) {
     case OP_MATMUL: return exec_matmul(x, in);
     case OP_CONV2D: return exec_conv2d(x, in);
     case OP_VCOPY: case OP_VRELU: case OP_VCLAMP: case OP_VLEAKYRELU: case OP_VSIGMOID:
-    case OP_VTANH: case OP_VEXP: case OP_VSCALE:
+    case OP_VTANH: case OP_VEXP: case OP_VSCALE: case OP_VSQRT: case OP_VRSQRT:
       return exec_unary(x, in);
     case OP_VCVT: return exec_vcvt(x, in);
     case OP_VPOOL: return exec_vpool(x, in);
@@ -1671,7 +1676,7 @@ static uint64_t instruction_cycles(const npu_machine_config_t* m, const instr_t*
     }
     case OP_VADD: case OP_VSUB: case OP_VMUL: case OP_VMAX: case OP_VMIN: case OP_VDIV:
       return vector_cycles(m, (uint64_t)a[3] * a[4] * a[5], elem, 1);
-    case OP_VSIGMOID: case OP_VTANH: case OP_VEXP:
+    case OP_VSIGMOID: case OP_VTANH: case OP_VEXP: case OP_VSQRT: case OP_VRSQRT:
       return vector_cycles(m, (uint64_t)a[2] * a[3] * a[4], elem, m->transcendental_factor);
     default:   /* remaining unary vector ops */
       return vector_cycles(m, (uint64_t)a[2] * a[3] * a[4], elem, 1);

@@ -18,8 +18,8 @@ from .vector import Operand, binary, convert, unary
 BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax",
           "min": "vmin"}
 UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
-         "clamp": "vclamp", "leakyrelu": "vleakyrelu", "scale": "vscale", "neg": "vscale",
-         "abs": "vmax"}
+         "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
+         "scale": "vscale", "neg": "vscale", "abs": "vmax"}
 LEAVES = ("input", "acc", "const")
 
 

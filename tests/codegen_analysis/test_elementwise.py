@@ -1,12 +1,16 @@
 """Elementwise dispatches: broadcasts as stride 0, activation chains named (relu, clamp,
-sigmoid, tanh, leakyrelu), checked against onnx's reference evaluator."""
+sigmoid, tanh, leakyrelu), square roots, checked against onnx's reference evaluator."""
 import numpy as np
 import pytest
 from onnx import helper
 
+from compiler_target import codegen
+from compiler_target.codegen.analysis import analyse
 from compiler_target.codegen.ops import Elementwise
+from executable_format.machine import DEFAULT_MACHINE
 
-from .models import analyses, onnx_model, onnx_reference, random, run_dispatch
+from .models import (analyses, executable_sources, executables, onnx_model, onnx_reference,
+                     random, run_dispatch)
 
 N = helper.make_node
 
@@ -71,6 +75,25 @@ def test_hardsigmoid_is_a_clamp(tmp_path):
     x = 4 * random(8, 16)
     expected = onnx_reference(model, {"x": x})
     np.testing.assert_allclose(run_dispatch(ew, [x]).reshape(8, 16), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("nodes,exponent,kind", [
+    ([N("Sqrt", ["x"], ["y"])], None, "sqrt"),
+    ([N("Pow", ["x", "e"], ["y"])], 0.5, "sqrt"),
+    ([N("Pow", ["x", "e"], ["y"])], -0.5, "rsqrt"),
+], ids=["sqrt", "pow_half", "pow_minus_half"])
+def test_square_roots_run_on_the_npu(tmp_path, nodes, exponent, kind):
+    """Sqrt, and Pow by ±0.5, are one sqrt / rsqrt node, lowered to vsqrt / vrsqrt."""
+    constants = {} if exponent is None else {"e": np.array(exponent, np.float32)}
+    model = onnx_model(nodes, {"x": (8, 16)}, constants)
+    module, (executable,) = executables(executable_sources(tmp_path, model))
+    ew = analyse(executable)
+    assert ew.op.expr == [("input", 0), (kind, (0,))], ew.problem
+    x = random(8, 16) + 1.5
+    expected = onnx_reference(model, {"x": x})
+    np.testing.assert_allclose(run_dispatch(ew, [x]).reshape(8, 16), expected, rtol=1e-6)
+    plan = codegen.plan_dispatch(0, executable, DEFAULT_MACHINE)
+    assert plan.target == "npu", plan.reason
 
 
 @pytest.mark.parametrize("op", ["Erf", "Log"])

@@ -49,7 +49,8 @@ def pool2d(x, kind, kernel, stride=(1, 1), dilation=(1, 1), pads=(0, 0, 0, 0),
 
 UNARY = {
     "relu": lambda x: np.maximum(x, 0), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-    "tanh": np.tanh, "exp": np.exp, "neg": np.negative, "abs": np.abs,
+    "tanh": np.tanh, "exp": np.exp, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+    "neg": np.negative, "abs": np.abs,
     "clamp": lambda x, lo, hi: np.clip(x, lo, hi),
     "leakyrelu": lambda x, alpha: np.where(x < 0, alpha * x, x),
     "scale": lambda x, mul, add: x * mul + add,

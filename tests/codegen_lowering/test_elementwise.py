@@ -78,6 +78,35 @@ def test_nearest_upsampling_as_a_rank5_broadcast(sram_bytes, rng):
     assert compiled.estimated_cycles == stats.total_cycles
 
 
+# sqrt|x| * rsqrt(y·y + 0.5)
+SQRT_RSQRT = [("input", 0), ("abs", (0,)), ("sqrt", (1,)), ("input", 1), ("mul", (3, 3)),
+              ("const", 0.5), ("add", (4, 5)), ("rsqrt", (6,)), ("mul", (2, 7))]
+
+
+@pytest.mark.parametrize("dtype,sram_bytes", [(np.float32, MACHINE.sram_bytes),
+                                              (np.float32, 16 * 1024), (np.float16, 16 * 1024)])
+def test_sqrt_and_rsqrt_bit_exact(rng, dtype, sram_bytes):
+    """vsqrt and vrsqrt (1 / sqrt in f32), each node rounded to the dtype: equal to numpy
+    bit for bit, in one tile or several."""
+    shape = (6, 50, 40)
+    b = Bindings()
+    x = rng.standard_normal(shape).astype(dtype)
+    y = rng.standard_normal(shape).astype(dtype)
+    out = b.output(shape, dtype)
+    op = Elementwise(out, [b.add(x), b.add(y)], SQRT_RSQRT)
+    compiled, stats = compile_and_run(op, b, machine=MachineConfig(sram_bytes=sram_bytes))
+    assert "vsqrt" in compiled.asm and "vrsqrt" in compiled.asm
+
+    def r(v):                                   # an f32 result stored in `dtype`
+        return np.asarray(v, np.float32).astype(dtype).astype(np.float32)
+
+    root = r(np.sqrt(np.abs(x.astype(np.float32))))
+    y32 = y.astype(np.float32)
+    inverse = r(np.float32(1) / np.sqrt(r(r(y32 * y32) + np.float32(0.5))))
+    np.testing.assert_array_equal(b.read(out), r(root * inverse).astype(dtype))
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
 def lstm_cell() -> tuple[list, int]:
     """The expression of an LSTM cell as IREE fuses it: gates i, o, f, g each the sum of
     4 inputs (x·W, h·R and the two biases), input 16 the previous c; c = f·c0 + i·g is

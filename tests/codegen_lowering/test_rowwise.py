@@ -1,5 +1,6 @@
 """Rowwise ops (rows of I elements with reductions read back along the row): softmax,
-layer-norm style normalization, x - mean(x), per-row sums of computed values, in
+layer norm (by sqrt or rsqrt of the variance), a max-abs normalization, x - mean(x),
+per-row sums of computed values, in
 several layouts and tile counts, on the native NPU core against numpy; the estimated
 cycles equal the simulated ones."""
 import numpy as np
@@ -23,6 +24,16 @@ MEAN_SUBTRACTED = [("input", 0), ("reduce", (0,), "sum"), ("const", 1 / 24), ("m
 SUM_OF_SQUARES = [("input", 0), ("mul", (0, 0)), ("reduce", (1,), "sum")]
 
 
+def layer_norm(columns: int, root: str) -> list:
+    """(x - mean) / sqrt(var + eps) * gamma + beta over rows of `columns`; with `root`
+    "rsqrt" the division is a product with rsqrt(var + eps)."""
+    divide = "div" if root == "sqrt" else "mul"
+    return [("input", 0), ("reduce", (0,), "sum"), ("const", 1 / columns), ("mul", (1, 2)),
+            ("sub", (0, 3)), ("mul", (4, 4)), ("reduce", (5,), "sum"), ("mul", (6, 2)),
+            ("const", 1e-5), ("add", (7, 8)), (root, (9,)), (divide, (4, 10)),
+            ("input", 1), ("mul", (11, 12)), ("input", 2), ("add", (13, 14))]
+
+
 def build(rng, expr, rows, columns, transposed=False, per_row_out=False):
     b = Bindings()
     x = rng.standard_normal((rows, columns)).astype(np.float32)
@@ -40,10 +51,12 @@ def build(rng, expr, rows, columns, transposed=False, per_row_out=False):
     return op, b, expected
 
 
-@pytest.mark.parametrize("case", ["softmax", "normalize", "mean_subtracted", "softmax_transposed"])
+@pytest.mark.parametrize("case", ["softmax", "normalize", "mean_subtracted", "softmax_transposed",
+                                  "layer_norm_sqrt", "layer_norm_rsqrt"])
 def test_rowwise_matches_numpy(rng, case):
     expr = {"softmax": SOFTMAX, "normalize": NORMALIZE, "mean_subtracted": MEAN_SUBTRACTED,
-            "softmax_transposed": SOFTMAX}[case]
+            "softmax_transposed": SOFTMAX, "layer_norm_sqrt": layer_norm(24, "sqrt"),
+            "layer_norm_rsqrt": layer_norm(24, "rsqrt")}[case]
     op, b, expected = build(rng, expr, 40, 24, transposed=case.endswith("transposed"))
     compiled, stats = compile_and_run(op, b)
     got = b.read(op.out)
@@ -64,4 +77,16 @@ def test_long_rows_split_over_tiles_in_a_small_sram(rng):
     compiled, stats = compile_and_run(op, b, machine=machine)
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-6)
     assert "tiles 4x1000" in compiled.detail or "tiles 2x1000" in compiled.detail
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+@pytest.mark.parametrize("root", ["sqrt", "rsqrt"])
+def test_layer_norm_in_several_tiles(rng, root):
+    """The square root is one per-row vsqrt (vrsqrt) per tile, at the transcendental
+    cost the estimate includes."""
+    op, b, expected = build(rng, layer_norm(1000, root), 64, 1000)
+    compiled, stats = compile_and_run(op, b, machine=MachineConfig(sram_bytes=64 * 1024))
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-5)
+    tiles = compiled.asm.count("vreduce") // 2
+    assert tiles > 1 and compiled.asm.count(f"v{root}.") == tiles
     assert compiled.estimated_cycles == stats.total_cycles

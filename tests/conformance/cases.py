@@ -13,11 +13,11 @@ import onnx
 CLAIMED_OPS = ("Conv", "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Relu", "Clip",
                "Sigmoid", "Tanh", "LeakyRelu", "MaxPool", "AveragePool",
                "GlobalAveragePool", "BatchNormalization", "Flatten", "Reshape",
-               "Transpose", "Concat", "Softmax")
+               "Transpose", "Concat", "Softmax", "Sqrt", "LayerNormalization")
 # Ops whose f32 cases must run on the NPU itself (not through host fallback).
 NPU_OPS = frozenset({"Conv", "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Relu", "Clip",
                      "Sigmoid", "Tanh", "LeakyRelu", "MaxPool", "AveragePool",
-                     "GlobalAveragePool"})
+                     "GlobalAveragePool", "Sqrt", "LayerNormalization"})
 # Cases of those ops the NPU does not claim, and why (they run through host fallback).
 NOT_CLAIMED = {
     "1-D and 3-D pooling": lambda name: "pool" in name and ("_1d_" in name or "_3d_" in name),

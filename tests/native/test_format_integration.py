@@ -1,6 +1,6 @@
-"""The core runs what executable_format builds: the hand-written asm samples compute the
-right numbers, verifier-accepted random programs run, and programs the core rejects for
-a static rule are rejected by the verifier too."""
+"""The core runs what executable_format builds: its hand-copied opcode table is isa.py's,
+the hand-written asm samples compute the right numbers, verifier-accepted random programs
+run, and programs the core rejects for a static rule are rejected by the verifier too."""
 import pathlib
 
 import numpy as np
@@ -14,11 +14,53 @@ from executable_format.reader import read_executable
 from hal_driver.device.npu_core import NpuCore
 from hal_driver.status import StatusError
 from tests.native import test_faults
-from tests.native.programs import decode
+from tests.native.programs import decode, instr
 from tests.native.test_cycles import random_program
 from tests.native.test_mac import conv_reference
 
 SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "samples" / "asm"
+
+
+def _encoding_error(core, opcode: int, dtype: int = 0, flags: int = 0, field: int = -1) -> str:
+    """The core's message for one instruction with all fields zero but `field` (1)."""
+    record = np.zeros((), isa.INSTRUCTION_DTYPE)
+    record["opcode"], record["dtype"], record["flags"] = opcode, dtype, flags
+    if field >= 0:
+        record["a"][field] = 1
+    try:
+        core.execute(record.tobytes() + instr("end").tobytes(), [np.zeros(64, np.uint8)])
+    except StatusError as error:
+        return error.message
+    return ""
+
+
+def test_core_knows_exactly_the_isa_opcodes(core):
+    unknown = [code for code in range(256) if code not in isa.OPCODES]
+    assert all(_encoding_error(core, code) == f"instruction 0: invalid opcode {code}"
+               for code in unknown)
+
+
+@pytest.mark.parametrize("info", isa.OPCODE_LIST, ids=lambda info: info.name)
+def test_core_opcode_table_is_isa(core, info):
+    """Name, dtypes, flag bits and the fields read (the rest must be zero) of every opcode
+    in native/npu_core.c's table are those of isa.py."""
+    at = f"instruction 0 ({info.name}): "
+    assert _encoding_error(core, info.code, flags=0x8000) == f"{at}invalid flags 0x8000"
+    for dtype in isa.DType:
+        rejected = _encoding_error(core, info.code, dtype) == \
+            f"{at}dtype {isa.DTYPE_NAMES[dtype]} is not allowed"
+        assert rejected == (dtype not in info.dtypes), dtype
+    allowed = sum(isa.OPCODE_FLAGS.get(info.name, {}).values())
+    for bit in range(16):
+        rejected = _encoding_error(core, info.code, info.dtypes[0], 1 << bit) == \
+            f"{at}invalid flags 0x{1 << bit:x}"
+        assert rejected == (not allowed & (1 << bit)), bit
+    used = isa.used_fields(info.name)
+    assert info.fields[:len(used)] == used          # the unused fields are the last ones
+    for field in range(isa.OPERAND_COUNT):
+        rejected = _encoding_error(core, info.code, info.dtypes[0], field=field) == \
+            f"{at}unused field a[{field}] must be zero, got 1"
+        assert rejected == (field >= len(used)), field
 
 
 def _run_sample(name, inputs):

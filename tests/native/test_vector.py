@@ -1,5 +1,6 @@
 """Vector unit against numpy: elementwise ops with broadcasting strides, unary ops,
-vcvt (incl. i8 requantization and exhaustive f16), vpool, vreduce."""
+vsqrt/vrsqrt bit for bit, vcvt (incl. i8 requantization and exhaustive f16), vpool,
+vreduce."""
 import numpy as np
 import pytest
 
@@ -86,8 +87,11 @@ UNARY = {
     "vsigmoid": (lambda x, p0, p1: _sigmoid(x), True),
     "vtanh": (lambda x, p0, p1: np.tanh(x.astype(np.float64)).astype(np.float32), True),
     "vexp": (lambda x, p0, p1: np.exp(x.astype(np.float64)).astype(np.float32), True),
+    "vsqrt": (lambda x, p0, p1: np.sqrt(x), False),
+    "vrsqrt": (lambda x, p0, p1: np.float32(1) / np.sqrt(x), False),
 }
 PARAMS = {"vclamp": (-0.5, 0.75), "vleakyrelu": (0.125, 0.0), "vscale": (1.5, -0.25)}
+NONNEGATIVE = {"vsqrt", "vrsqrt"}      # inputs |x|: the square root of x < 0 is NaN
 
 
 @pytest.mark.parametrize("op", list(UNARY))
@@ -100,6 +104,8 @@ def test_unary(core, rng, op, dtype):
         dst_s, dst_len = _layout(rng, counts, False)
         src_s, src_len = _layout(rng, counts, False)
         src = random_values(rng, dtype, src_len)
+        if op in NONNEGATIVE:
+            src = from_f32(np.abs(to_f32(src, dtype)), dtype)
         image = SramImage()
         d_addr, s_addr = image.reserve(dst_len * 4), image.put(src)
         fields = dict(dst=d_addr, src=s_addr, n0=counts[0], n1=counts[1], n2=counts[2])
@@ -118,6 +124,35 @@ def test_unary(core, rng, op, dtype):
             np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
         else:
             np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_sqrt_and_rsqrt_bit_exact(core, rng, dtype):
+    """Every f16 value, or f32/bf16 values of random bits and the special ones (±0, ±inf,
+    NaN, negatives, subnormals): vsqrt is sqrt, vrsqrt is 1 / sqrt (both rounded in f32),
+    then rounded to the dtype, as numpy computes them."""
+    if dtype == "f16":
+        x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    else:
+        bits = rng.integers(0, 1 << 32, size=1 << 16, dtype=np.uint64).astype(np.uint32)
+        special = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, 1e-45, 1e-40, 4.0])
+        x = from_f32(np.concatenate([bits.view(np.float32), special]), dtype)
+    n = x.size
+    image = SramImage()
+    s_addr, sqrt_addr, rsqrt_addr = image.put(x), image.reserve(x.nbytes), image.reserve(x.nbytes)
+    result = run_on_sram(core, image, *(
+        instr(op, dtype, dst=dst, src=s_addr, n0=1, n1=1, n2=n, dst_s2=1, src_s2=1)
+        for op, dst in (("vsqrt", sqrt_addr), ("vrsqrt", rsqrt_addr))))
+    xf = to_f32(x, dtype)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        root = np.sqrt(xf)
+        expected = {sqrt_addr: root, rsqrt_addr: np.float32(1) / root}
+    for addr, values in expected.items():
+        got = to_f32(result.view(addr, dtype, n), dtype)
+        want = _round(values, dtype)
+        assert (np.isnan(got) == np.isnan(want)).all()
+        numbers = ~np.isnan(want)
+        np.testing.assert_array_equal(got[numbers].view(np.uint32), want[numbers].view(np.uint32))
 
 
 @pytest.mark.parametrize("dtype", ["i8", "i32"])
