@@ -9,7 +9,7 @@ Failures raise FormatError("npu-fb verification failed: <where>: <what>").
 import numpy as np
 
 from .cost import instruction_elements, instruction_macs
-from .errors import FormatError
+from .errors import FormatError, excerpt
 from .generated import npu_executable_generated as fb
 from .isa import (CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES,
                   INSTRUCTION_BYTES, INSTRUCTION_DTYPE, MACS_PER_SRAM_BYTE, OPCODE_FLAGS,
@@ -58,7 +58,7 @@ def _machine(root) -> MachineConfig:
         param = root.Machine(index)
         key = _text(param.Key(), f"machine parameter {index} key")
         if key not in known:
-            raise FormatError(f"unknown machine parameter {key!r}")
+            raise FormatError(f"unknown machine parameter '{excerpt(key)}'")
         if key in values:
             raise FormatError(f"machine parameter {key!r} appears twice")
         if param.Value() <= 0:
@@ -76,6 +76,8 @@ def _check_export(index: int, export, machine: MachineConfig, constants_size: in
     name = _text(export.Name(), f"{where} name")
     if not name:
         raise FormatError(f"{where} has an empty name")
+    if not name.isprintable():
+        raise FormatError(f"{where} name '{excerpt(name)}' has unprintable characters")
     if name in names:
         raise FormatError(f"{where} name {name!r} is not unique")
     names.add(name)

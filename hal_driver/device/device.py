@@ -10,6 +10,7 @@ import threading
 import weakref
 from typing import Optional, Sequence
 
+from executable_format.errors import excerpt
 from hal_driver.device.allocator import Allocator
 from hal_driver.device.buffer import Buffer, copy_buffer
 from hal_driver.device.command_buffer import Binding, CommandBuffer
@@ -58,7 +59,8 @@ class Device(VmRef):
         if category == "hal.npu" and key in self.machine.as_dict():
             return self.machine.as_dict()[key]
         raise StatusError(StatusCode.NOT_FOUND,
-                          f"unknown device configuration key value '{category} :: {key}'")
+                          f"unknown device configuration key value "
+                          f"'{excerpt(category)} :: {excerpt(key)}'")
 
     # -- object creation -------------------------------------------------------------
     def create_semaphore(self, initial_value: int = 0) -> Semaphore:

@@ -7,6 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
+from executable_format.errors import excerpt
 from hal_driver.device.buffer import Buffer, aligned_bytes
 from hal_driver.device.memory import ALIGNMENT, MemoryAccess
 from hal_driver.status import StatusCode, StatusError
@@ -25,7 +26,8 @@ class Executable(VmRef):
             return self.export_names.index(name)
         except ValueError:
             raise StatusError(StatusCode.NOT_FOUND,
-                              f"executable ({self.format}) has no export named '{name}'") from None
+                              f"executable ({self.format}) has no export named "
+                              f"'{excerpt(name)}'") from None
 
     def check_dispatch(self, ordinal: int, constant_count: int, binding_count: int) -> None:
         if not 0 <= ordinal < len(self.export_names):
@@ -42,9 +44,8 @@ class NpuExecutable(Executable):
         from executable_format.reader import read_executable
         try:
             self.program = read_executable(bytes(data))
-        except FormatError as error:
-            raise StatusError(StatusCode.INVALID_ARGUMENT,
-                              f"executable npu-fb verification failed: {error}") from None
+        except FormatError as error:   # "npu-fb verification failed: ..." (verify())
+            raise StatusError(StatusCode.INVALID_ARGUMENT, f"executable {error}") from None
         check_machine(self.program.machine, machine)
         self.exports = sorted(self.program.exports, key=lambda e: e.ordinal)
         self.export_names = [e.name for e in self.exports]
@@ -100,7 +101,7 @@ class HostExecutable(Executable):
         if constant_count != info.constant_count or binding_count != info.binding_count:
             raise StatusError(
                 StatusCode.INVALID_ARGUMENT,
-                f"host export '{info.name}' takes {info.constant_count} constants and "
+                f"host export '{excerpt(info.name)}' takes {info.constant_count} constants and "
                 f"{info.binding_count} bindings; dispatch provides {constant_count} constants "
                 f"and {binding_count} bindings")
 

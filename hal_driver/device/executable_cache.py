@@ -7,6 +7,7 @@ when the same format and bytes are prepared again.
 import hashlib
 import threading
 
+from executable_format.errors import excerpt
 from hal_driver.device.executable import NPU_FORMAT, Executable, HostExecutable, NpuExecutable
 from hal_driver.status import StatusCode, StatusError
 
@@ -47,5 +48,5 @@ class ExecutableCache:
             return HostExecutable(format, data, constants)
         supported = ", ".join((NPU_FORMAT,) + host_formats())
         raise StatusError(StatusCode.NOT_FOUND,
-                          f"no executable loader for format '{format}' on npu-sim "
+                          f"no executable loader for format '{excerpt(format)}' on npu-sim "
                           f"(supported: {supported})")

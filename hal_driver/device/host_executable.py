@@ -8,6 +8,7 @@ import dataclasses
 import operator
 from typing import Sequence
 
+from executable_format.errors import excerpt
 from hal_driver.status import StatusCode, StatusError
 from native._host_dispatch import ffi, lib
 
@@ -53,6 +54,17 @@ def _as_int(value) -> int | None:
         return None
 
 
+def _library_string(raw, what: str) -> str:
+    """A name the library declares (a C string); not UTF-8 means the library is corrupt."""
+    data = ffi.string(raw)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise StatusError(StatusCode.DATA_LOSS,
+                          f"malformed host executable: {what} `{excerpt(data)}` is not "
+                          f"valid UTF-8") from None
+
+
 def _pack_u32(values: Sequence[int], what: str):
     """Returns a uint32_t[] holding `values`; accepts int32 and uint32 values."""
     packed = []
@@ -85,7 +97,7 @@ class HostExecutable:
         self.format = format
         self._library = self._load(data, _pack_u32(constants, "executable constant"),
                                    len(constants))
-        self.name = ffi.string(lib.hd_library_name(self._library)).decode()
+        self.name = _library_string(lib.hd_library_name(self._library), "library name")
         self._exports = [self._read_export(i)
                          for i in range(lib.hd_library_export_count(self._library))]
         self.export_names = [info.name for info in self._exports]
@@ -104,7 +116,7 @@ class HostExecutable:
         info = ffi.new("hd_export_info*")
         lib.hd_library_export_info(self._library, ordinal, info)
         return ExportInfo(
-            name=ffi.string(info.name).decode(errors="replace"),
+            name=_library_string(info.name, f"export {ordinal} name"),
             binding_count=info.binding_count,
             constant_count=info.constant_count,
             workgroup_size=tuple(info.workgroup_size),
@@ -124,8 +136,8 @@ class HostExecutable:
             return self.export_names.index(name)
         except ValueError:
             raise StatusError(StatusCode.NOT_FOUND,
-                              f"executable `{self.name}` has no export named "
-                              f"`{name}`") from None
+                              f"executable `{excerpt(self.name)}` has no export named "
+                              f"`{excerpt(name)}`") from None
 
     def export_info(self, ordinal: int) -> ExportInfo:
         self._check_open()
@@ -133,7 +145,7 @@ class HostExecutable:
         if index is None or not 0 <= index < len(self._exports):
             raise StatusError(StatusCode.OUT_OF_RANGE,
                               f"export ordinal {ordinal} out of range; executable "
-                              f"`{self.name}` has {len(self._exports)} exports")
+                              f"`{excerpt(self.name)}` has {len(self._exports)} exports")
         return self._exports[index]
 
     def dispatch(self, ordinal: int, workgroup_count: tuple[int, int, int],
@@ -145,7 +157,7 @@ class HostExecutable:
         """
         info = self.export_info(ordinal)
         ordinal = operator.index(ordinal)
-        where = f"dispatch of `{info.name}`"
+        where = f"dispatch of `{excerpt(info.name)}`"
         count = self._check_workgroup_count(workgroup_count, where)
         if len(constants) != info.constant_count:
             raise StatusError(StatusCode.INVALID_ARGUMENT,

@@ -1,4 +1,5 @@
 """hal.buffer.* imports."""
+from executable_format.errors import excerpt
 from hal_driver.device.allocator import Allocator
 from hal_driver.device.buffer import Buffer
 from hal_driver.device.memory import BufferUsage, MemoryAccess, MemoryType, format_bits
@@ -9,7 +10,7 @@ from hal_driver.status import StatusCode, StatusError
 def assert_(state, buffer, message, allocator, minimum_length, memory_types, buffer_usage):
     """IREE's buffer checks (modules/hal/utils/buffer_diagnostics.c) and messages."""
     buffer = deref(buffer, Buffer)
-    message = vm_string(message)
+    message = excerpt(vm_string(message))
     deref(allocator, Allocator)
     if buffer.byte_length < minimum_length:
         raise StatusError(StatusCode.INVALID_ARGUMENT,

@@ -1,4 +1,5 @@
 """hal.buffer_view.* imports."""
+from executable_format.errors import excerpt
 from hal_driver.device.buffer import Buffer
 from hal_driver.device.buffer_view import BufferView, assert_view
 from hal_driver.hal.refs import deref, vm_string
@@ -17,7 +18,7 @@ def create(state, buffer, source_offset, source_length, element_type, encoding_t
 
 
 def assert_(state, view, message, element_type, encoding_type, shape):
-    assert_view(deref(view, BufferView), vm_string(message), element_type & 0xFFFFFFFF,
+    assert_view(deref(view, BufferView), excerpt(vm_string(message)), element_type & 0xFFFFFFFF,
                 encoding_type, [d for (d,) in shape])
 
 

@@ -7,6 +7,7 @@ Loading parses the container, reads the FlatBuffer, checks the bytecode version
 (17.0) and feature bits, and verifies every function; any problem is a StatusError.
 The module is immutable and may be shared by several VmContexts.
 """
+from executable_format.errors import excerpt
 from hal_driver.vm.buffer import VmBuffer
 from hal_driver.vm.container import parse_archive
 from hal_driver.vm.module_loader import load_module_def
@@ -59,7 +60,7 @@ class BytecodeModule:
                 return name
         index = self._debug_names.get(ordinal)
         if index is not None and self.definition.debug.function_names[index]:
-            return self.definition.debug.function_names[index]
+            return excerpt(self.definition.debug.function_names[index])
         return f"<internal {ordinal}>"
 
     def source_location(self, ordinal: int, offset: int) -> str | None:

@@ -9,6 +9,7 @@ descriptor ranges, ordinals) follow the read. Bytecode is verified separately
 import struct
 from dataclasses import dataclass, field
 
+from executable_format.errors import excerpt
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm import opcodes
 from hal_driver.vm.container import Archive
@@ -113,7 +114,23 @@ def _invalid(message: str) -> StatusError:
 
 
 def _str(value) -> str | None:
+    """Debug information, only ever shown (through excerpt()): decoded leniently."""
     return None if value is None else bytes(value).decode("utf-8", errors="replace")
+
+
+def _text(value, what: str) -> str | None:
+    """A name, attribute or calling convention: printable UTF-8, else the module is
+    corrupt (a damaged string length reads into the bytes that follow)."""
+    if value is None:
+        return None
+    raw = bytes(value)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _data_loss(f"{what} `{excerpt(raw)}` is not valid UTF-8") from None
+    if not text.isprintable():
+        raise _data_loss(f"{what} `{excerpt(text)}` has unprintable characters")
+    return text
 
 
 def _items(getter, length: int, buffer_length: int) -> list:
@@ -135,12 +152,14 @@ class _Reader:
     def attrs(self, table) -> dict:
         if table is None:
             return {}
-        return {_str(a.Key()) or "": _str(a.Value()) or "" for a in self.vec(table, "Attrs")}
+        return {_text(a.Key(), "attribute name") or "": _text(a.Value(), "attribute value") or ""
+                for a in self.vec(table, "Attrs")}
 
     def signature(self, table) -> Signature:
         if table is None:
             return Signature(None, {})
-        return Signature(_str(table.CallingConvention()), self.attrs(table))
+        return Signature(_text(table.CallingConvention(), "calling convention"),
+                         self.attrs(table))
 
     def byte_vector(self, table, name: str) -> memoryview:
         if getattr(table, name + "IsNone")():
@@ -174,9 +193,10 @@ class _Reader:
         entry = table_type()
         entry.Init(self.buf, db.LocationTable(index)._tab.Pos)
         if tag == fb.LocationTypeTag.FileLineColLocDef:
-            return f"{_str(entry.Filename())}:{entry.Line()}:{entry.Column()}"
+            return f"{excerpt(_str(entry.Filename()) or '')}:{entry.Line()}:{entry.Column()}"
         if tag == fb.LocationTypeTag.NameLocDef:
-            return f"\"{_str(entry.Name())}\"({self.location_text(db, entry.ChildLocation(), depth + 1)})"
+            child = self.location_text(db, entry.ChildLocation(), depth + 1)
+            return f"\"{excerpt(_str(entry.Name()) or '')}\"({child})"
         if tag == fb.LocationTypeTag.CallSiteLocDef:
             return (f"{self.location_text(db, entry.Callee(), depth + 1)} called from "
                     f"{self.location_text(db, entry.Caller(), depth + 1)}")
@@ -210,7 +230,7 @@ def _read(archive: Archive) -> ModuleDef:
     if not fb.BytecodeModuleDef.BytecodeModuleDefBufferHasIdentifier(reader.buf, 0):
         raise _invalid("FlatBuffer file identifier is not 'IREE'")
     root = fb.BytecodeModuleDef.GetRootAs(reader.buf, 0)
-    name = _str(root.Name())
+    name = _text(root.Name(), "module name")
     if not name:
         raise _invalid("module has no name")
     state = root.ModuleState()
@@ -224,15 +244,18 @@ def _read(archive: Archive) -> ModuleDef:
         version=root.Version(),
         requirements=root.Requirements(),
         attrs=reader.attrs(root),
-        types=[_str(t.FullName()) or "" for t in reader.vec(root, "Types")],
-        dependencies=[Dependency(_str(d.Name()) or "", d.MinimumVersion(),
+        types=[_text(t.FullName(), f"type {n} name") or ""
+               for n, t in enumerate(reader.vec(root, "Types"))],
+        dependencies=[Dependency(_text(d.Name(), f"dependency {n} name") or "",
+                                 d.MinimumVersion(),
                                  bool(d.Flags() & fb.ModuleDependencyFlagBits.OPTIONAL))
-                      for d in reader.vec(root, "Dependencies")],
-        imports=[ImportDef(_str(i.FullName()) or "", reader.signature(i.Signature()),
+                      for n, d in enumerate(reader.vec(root, "Dependencies"))],
+        imports=[ImportDef(_text(i.FullName(), f"import {n} name") or "",
+                           reader.signature(i.Signature()),
                            bool(i.Flags() & fb.ImportFlagBits.OPTIONAL))
-                 for i in reader.vec(root, "ImportedFunctions")],
-        exports=[ExportDef(_str(e.LocalName()) or "", e.InternalOrdinal())
-                 for e in reader.vec(root, "ExportedFunctions")],
+                 for n, i in enumerate(reader.vec(root, "ImportedFunctions"))],
+        exports=[ExportDef(_text(e.LocalName(), f"export {n} name") or "", e.InternalOrdinal())
+                 for n, e in enumerate(reader.vec(root, "ExportedFunctions"))],
         signatures=[reader.signature(s) for s in reader.vec(root, "FunctionSignatures")],
         descriptors=descriptors,
         rodata=[reader.rodata(s) for s in reader.vec(root, "RodataSegments")],

@@ -6,8 +6,10 @@ and the same message where the stock tool's is about the user's input."""
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -239,6 +241,55 @@ def test_run_module_mistake_like_stock(files, case):
     assert STATUS.search(stock.stderr)[1] == stock_code, stock.stderr
     assert shared in line, line
     assert shared in stock.stderr, stock.stderr
+
+
+# -- corrupt vmfbs: one line naming the damage, quoting at most a short escaped excerpt
+# (id, member (a name suffix), bytes in it, their replacement, what the line starts with)
+
+CORRUPT_VMFBS = [
+    ("module-name-not-utf8", "module.fb", b"\x06\x00\x00\x00module", b"\x06\x00\x00\x00\xffodule",
+     "DATA_LOSS; malformed bytecode module: module name `\\xffodule` is not valid UTF-8; "
+     "loading bytecode module at"),
+    ("export-name-not-utf8", "module.fb", b"\x0c\x00\x00\x00HostFallback\x00",
+     b"\x0c\x00\x00\x00\xffostFallback\x00",
+     "DATA_LOSS; malformed bytecode module: export 1 name `\\xffostFallback` is not valid "
+     "UTF-8; loading bytecode module at"),
+    # the name's length reaches 5800 bytes into the flatbuffer's binary data
+    ("module-name-length-damaged", "module.fb", b"\x06\x00\x00\x00module",
+     b"\xa8\x16\x00\x00module", "DATA_LOSS; malformed bytecode module: module name `module\\x00"),
+    ("host-library-name-not-utf8", "_embedded_elf_x86_64.so", b"HostFallback$async_dispatch_1\x00",
+     b"\xffostFallback$async_dispatch_1\x00",
+     "DATA_LOSS; while calling import `hal.executable.create`: malformed host executable: "
+     "library name `\\xffostFallback$async_dispatch_1` is not valid UTF-8"),
+    ("npu-fb-identifier", "_npu_fb.fb", b"NPUF", b"XXXX",
+     "INVALID_ARGUMENT; while calling import `hal.executable.create`: executable npu-fb "
+     "verification failed: file identifier b'XXXX' is not b'NPUF'; at "),
+]
+
+
+def corrupt_copy(vmfb: Path, member_suffix: str, old: bytes, new: bytes, out: Path) -> Path:
+    """`vmfb` with the first `old` inside the data of its member named *`member_suffix`
+    replaced by `new`."""
+    data = bytearray(vmfb.read_bytes())
+    with zipfile.ZipFile(vmfb) as archive:
+        info, = [i for i in archive.infolist() if i.filename.endswith(member_suffix)]
+    name_length, extra_length = struct.unpack_from("<HH", data, info.header_offset + 26)
+    start = info.header_offset + 30 + name_length + extra_length
+    at = data.index(old, start, start + info.file_size)
+    data[at:at + len(old)] = new
+    out.write_bytes(bytes(data))
+    return out
+
+
+@pytest.mark.parametrize("case", CORRUPT_VMFBS, ids=[c[0] for c in CORRUPT_VMFBS])
+def test_corrupt_vmfb_is_one_short_line(files, case):
+    name, member, old, new, message = case
+    vmfb = corrupt_copy(files["npu"], member, old, new, files["dir"] / f"{name}.vmfb")
+    line = assert_one_clear_line(run([IREE_RUN_MODULE, "--device=npu-sim", f"--module={vmfb}",
+                                      f"--input=@{files['x']}"]))
+    assert line.startswith(message), line
+    assert line.isprintable() and len(line) < 400, line
+    assert line.count("verification failed") <= 1, line
 
 
 def test_error_context_names_the_function_like_stock(files):

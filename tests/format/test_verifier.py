@@ -147,6 +147,14 @@ def test_duplicate_export_names():
     rejects(b.finish(verify_output=False), "export 1 name 'relu' is not unique")
 
 
+def test_unprintable_export_name_is_quoted_as_a_short_excerpt():
+    b = ExecutableBuilder()
+    b.add_export("relu\x00" + "\x1b" * 100, [(0, TILE_BYTES), (0, TILE_BYTES)],
+                 program=relu_program())
+    rejects(b.finish(verify_output=False), "export 0 name 'relu\\x00" + "\\x1b" * 30 +
+            "... (105 characters)' has unprintable characters")
+
+
 @pytest.mark.parametrize("counts", [(1, 0, 1), (1, 1)])
 def test_bad_workgroup_count(counts):
     b = ExecutableBuilder()

@@ -118,6 +118,18 @@ def test_corrupt_executable_is_rejected(hal, device):
     assert e.value.message.startswith("executable npu-fb verification failed: ")
 
 
+def test_lookup_of_a_damaged_name_quotes_a_short_excerpt(hal, device):
+    """The looked-up name comes from the module's rodata: a damaged one is quoted escaped
+    and cut, not as kilobytes of control bytes."""
+    exe = hal["executable.create"](device, -1, vm_str("npu-fb"),
+                                   FakeVmBuffer(relu_executable()), None)
+    with pytest.raises(StatusError) as e:
+        hal["executable.lookup.function"](exe, vm_str("relu\x00" + "\x07" * 5000))
+    assert e.value.code == StatusCode.NOT_FOUND
+    assert e.value.message == ("executable (npu-fb) has no export named 'relu\\x00" +
+                               "\\x07" * 30 + "... (5005 characters)'")
+
+
 def test_executable_for_another_machine_is_rejected():
     machine = dataclasses.replace(DEFAULT_MACHINE, sram_bytes=DEFAULT_MACHINE.sram_bytes // 2)
     device = create_device(machine=machine)
