@@ -1,10 +1,13 @@
 """`iree-compile` with the npu target (`bin/iree-compile`, console script iree-npu-compile).
 
 Without `--iree-hal-target-backends=npu` / `--iree-hal-target-device=npu` (or with
---help/--version) the stock `iree-compile` of this venv runs with the arguments unchanged. With it, the split pipeline
-runs in this process (compiler_target.pipeline); every other stock flag still applies.
+--help/--version) the stock `iree-compile` of this venv runs with the arguments unchanged,
+after refusing an unknown target backend or an .onnx input (which it would read as MLIR
+text). With it, the split pipeline runs in this process (compiler_target.pipeline); every
+other stock flag still applies.
 """
 import os
+import subprocess
 import sys
 
 from compiler_target import options as cli_options
@@ -15,9 +18,12 @@ _TOOL = "iree-compile"
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not cli_options.targets_npu(argv) or cli_options.asks_for_help(argv):
+    if cli_options.asks_for_help(argv):
         _exec_stock_compiler(argv)
     try:
+        if not cli_options.targets_npu(argv):
+            _check_stock_command_line(argv)
+            _exec_stock_compiler(argv)
         return _compile_npu(argv)
     except CompileError as e:
         sys.stderr.write(f"{_TOOL}: error: {e}\n")
@@ -27,9 +33,36 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _stock_compiler() -> str:
+    return os.path.join(os.path.dirname(sys.executable), _TOOL)
+
+
 def _exec_stock_compiler(argv: list[str]) -> None:
-    stock = os.path.join(os.path.dirname(sys.executable), _TOOL)
-    os.execv(stock, [stock, *argv])
+    os.execv(_stock_compiler(), [_stock_compiler(), *argv])
+
+
+def _check_stock_command_line(argv: list[str]) -> None:
+    """What the stock tool would get wrong without saying so: a target backend it does not
+    know (a misspelled npu) and an ONNX file, which it reads as MLIR text."""
+    backends = cli_options.target_backends(argv)
+    if backends:
+        registered = ["npu", *_stock_backends()]
+        unknown = [backend for backend in backends if backend not in registered]
+        if unknown:
+            raise CompileError(f"unknown target backend '{unknown[0]}' (registered backends: "
+                               f"{', '.join(registered)})")
+    onnx = [path for path in cli_options.input_paths(argv) if path.endswith(".onnx")]
+    if onnx:
+        raise CompileError(f"{onnx[0]}: ONNX input is imported only for the npu target "
+                           "(--iree-hal-target-backends=npu); for other targets convert it "
+                           "with iree-import-onnx first")
+
+
+def _stock_backends() -> list[str]:
+    """The stock compiler's registered target backends (--iree-hal-list-target-backends)."""
+    listing = subprocess.run([_stock_compiler(), "--iree-hal-list-target-backends"],
+                             capture_output=True, text=True, check=True).stdout
+    return [line.strip() for line in listing.splitlines()[1:] if line.strip()]
 
 
 def _compile_npu(argv: list[str]) -> int:

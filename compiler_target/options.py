@@ -51,6 +51,24 @@ def targets_npu(argv: list[str]) -> bool:
     return False
 
 
+def target_backends(argv: list[str]) -> list[str]:
+    """The value of every --iree-hal-target-backends= flag (the stock tool takes each value
+    as one backend name)."""
+    flag = "--iree-hal-target-backends="
+    return [arg[len(flag):] for arg in argv if arg.startswith(flag) and arg != flag]
+
+
+def input_paths(argv: list[str]) -> list[str]:
+    """The positional arguments (input files) of a stock command line; a flag missing its
+    value is left to the stock tool to report."""
+    paths, value_next = [], False
+    for arg in argv:
+        if not value_next and not arg.startswith("-"):
+            paths.append(arg)
+        value_next = arg in ("-o", *_VALUE_FLAGS)
+    return paths
+
+
 def asks_for_help(argv: list[str]) -> bool:
     return any(arg in ("-h", "--help", "--help-hidden", "--help-list", "--version") for arg in argv)
 

@@ -85,7 +85,11 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
             select_npu_device(module)
         if end > phase_index(SWAP_PHASE):
             invocation = compiler.run(module, SWAP_PHASE, options.compile_to)
-        output = vmfb_bytes(invocation) if options.compile_to == "end" else ir_text(invocation)
+        if options.compile_to == "end":
+            _check_program_is_not_empty(module)
+            output = vmfb_bytes(invocation)
+        else:
+            output = ir_text(invocation)
 
     if options.npu.dispatch_report:
         with writing("dispatch report", options.npu.dispatch_report):
@@ -122,6 +126,20 @@ def _load(compiler: StockCompiler, source: Source):
         from compiler_target.onnx_import import import_onnx_file  # onnx: 0.1 s to import
         return import_onnx_file(source.path, compiler.context)
     return compiler.parse_file(source.path)
+
+
+def _check_program_is_not_empty(module) -> None:
+    """A program without functions (an empty file, only private functions) leaves nothing
+    to convert to the VM: the stock compiler then has no vm.module and refuses to write a
+    vmfb. The split pipeline keeps an empty vm.module; refuse the same way."""
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "vm.module" and any(
+                inner.operation.name != "vm.module_terminator"
+                for inner in op.regions[0].blocks[0].operations):
+            return
+    location = module.location
+    raise CompileError(f"{location.filename}:{location.start_line}:{location.start_col}: "
+                       "outer module does not contain a vm.module op")
 
 
 def _plan_all(module, machine, fallback: str) -> dict[str, DispatchPlan]:

@@ -136,3 +136,38 @@ def test_seed_model_compiles_for_the_npu_with_the_real_code_generator(seed_onnx,
     task, = json.loads((tmp_path / "json" / "model.npu.json").read_text())["tasks"]
     assert (task["target"], [b["buffer"] for b in task["inputs"]], task["outputs"][0]["length"]) == (
         "npu", ["external0", "constant0"], 8 * 498 * 498 * 4)
+
+
+@pytest.mark.parametrize("name, text, location", [
+    ("empty.mlir", "", "0:0"),
+    ("module.mlir", "module {}\n", "1:1"),
+    ("private.mlir", "func.func private @f() {\n  return\n}\n", "0:0"),
+])
+def test_program_without_functions_is_refused_like_stock(tmp_path, name, text, location):
+    """The stock tool writes no vmfb for a program without functions (its vm.module is
+    never created); the npu target refuses it with the same message, not an empty module."""
+    write(tmp_path, name, text)
+    message = "outer module does not contain a vm.module op"
+    stock = subprocess.run([str(STOCK_IREE_COMPILE), "--iree-hal-target-backends=llvm-cpu", name,
+                            "-o", "stock.vmfb"], capture_output=True, text=True, cwd=tmp_path)
+    assert stock.returncode == 1 and f"{name}:{location}: error: {message}" in stock.stderr
+    result = run_cli("--iree-hal-target-backends=npu", name, "-o", "npu.vmfb", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (1, f"iree-compile: error: {name}:{location}: "
+                                                     f"{message}\n")
+    assert not (tmp_path / "npu.vmfb").exists()
+
+
+def test_misspelled_target_names_the_registered_backends(small_conv_onnx, tmp_path):
+    """The stock tool would read the .onnx file as MLIR text and print a line of binary."""
+    result = run_cli("--iree-hal-target-backends=npuu", small_conv_onnx, "-o", tmp_path / "x.vmfb",
+                     text=False)
+    stderr = result.stderr.decode(errors="replace")
+    assert result.returncode == 1
+    assert stderr.startswith("iree-compile: error: unknown target backend 'npuu' "
+                             "(registered backends: npu, "), stderr
+    assert ", llvm-cpu, " in stderr and stderr.count("\n") == 1
+    result = run_cli("--iree-hal-target-backends=llvm-cpu", small_conv_onnx)
+    assert (result.returncode, result.stderr) == (1, (
+        f"iree-compile: error: {small_conv_onnx}: ONNX input is imported only for the npu "
+        "target (--iree-hal-target-backends=npu); for other targets convert it with "
+        "iree-import-onnx first\n"))
