@@ -7,9 +7,9 @@ The syntax (docs/npu-fb-format.md) in short:
     .constants align 64                           # pad the constant pool to a multiple of 64
     .constants f32 0.5, -1.0                      # append data: hex | f32 | f16 | bf16 | i8 | i32
     .export conv bindings=[ro:4096,rw:8192] constant_count=0 workgroup_count=1x1x1
-    .export c2 bindings=[ro:0,rw:0] views=[0+pc0:4096,1+pc1*2048:8192] constant_count=2 ...
-                                                  # views: BINDING+pcK[*SCALE]:SIZE, addressed
-                                                  # as bindings 2, 3 (after the bindings)
+    .export c2 bindings=[ro:0,rw:0] views=[0+pc0:4096,1+pc1*-2048+63488:2048] constant_count=2 ...
+                                                  # views: BINDING+pcK[*SCALE][+BASE]:SIZE,
+                                                  # addressed as bindings 2, 3 (after the bindings)
     .dispatch_name "conv_dispatch_0"              # optional debug strings (JSON literals)
     .sram_bytes 65536                             # optional, default the highest SRAM byte used
     .roofline macs=1024, dtype=f32, read=4096, write=8192   # optional: the true roofline
@@ -333,16 +333,17 @@ def _bindings(text: str) -> list[tuple[int, int]]:
     return bindings
 
 
-def _views(text: str) -> list[tuple[int, int, int]]:
+def _views(text: str) -> list[tuple[int, int, int, int, int]]:
     if not (text.startswith("[") and text.endswith("]")):
-        raise _LineError(f"views needs [BINDING+pcK[*SCALE]:SIZE,...], got {text!r}")
+        raise _LineError(f"views needs [BINDING+pcK[*SCALE][+BASE]:SIZE,...], got {text!r}")
     views = []
     for part in filter(None, (p.strip() for p in text[1:-1].split(","))):
-        match = re.fullmatch(r"(\d+)\+pc(\d+)(?:\*(\d+))?:(\S+)", part)
+        match = re.fullmatch(r"(\d+)\+pc(\d+)(?:\*(-?\d+))?([+-]\d+)?:(\S+)", part)
         if not match:
-            raise _LineError(f"view needs BINDING+pcK[*SCALE]:SIZE, got {part!r}")
+            raise _LineError(f"view needs BINDING+pcK[*SCALE][+BASE]:SIZE, got {part!r}")
         views.append((_u32(match[1], "view binding"), _u32(match[2], "view push constant"),
-                      _u64(match[4], "view size"), _u64(match[3] or "1", "view scale")))
+                      _u64(match[5], "view size"), _i64(match[3] or "1", "view scale"),
+                      _i64(match[4] or "0", "view base")))
     return views
 
 
@@ -370,6 +371,13 @@ def _u32(text: str, what: str) -> int:
 
 def _u64(text: str, what: str) -> int:
     return _unsigned(text, what, 64)
+
+
+def _i64(text: str, what: str) -> int:
+    value = _integer(text, what)
+    if not -(1 << 63) <= value < 1 << 63:
+        raise _LineError(f"{what} {value} does not fit 64 bits")
+    return value
 
 
 def _unsigned(text: str, what: str, bits: int) -> int:

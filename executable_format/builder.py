@@ -168,7 +168,7 @@ class _Export:
     program: ProgramBuilder
     workgroup_count: tuple[int, int, int]
     debug: dict = field(default_factory=dict)
-    views: list[tuple[int, int, int, int]] = field(default_factory=list)
+    views: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     roofline: Roofline | None = None
 
 
@@ -194,8 +194,9 @@ class ExecutableBuilder:
                    debug: dict | None = None, views=(), roofline: Roofline | None = None) -> int:
         """Adds an export; `bindings` is [(flags, min_size)]; returns its ordinal. `debug`
         may hold dispatch_name, source_location, npu_ir strings. `views` is
-        [(binding, offset_constant, min_size)] or [(..., offset_scale)]: windows of the
-        bindings at byte offsets push constant x offset_scale (default 1), which
+        [(binding, offset_constant, min_size[, offset_scale[, offset_base]])]: windows of
+        the bindings at byte offset_base (default 0) + push constant x offset_scale
+        (default 1), which
         instructions name as binding len(bindings) + k. `roofline`: the dispatch's true
         roofline (cost.Roofline), which the device reports cycles against."""
         if program is None:
@@ -299,19 +300,22 @@ def _build_roofline(builder, roofline: Roofline) -> int:
     return fb.RooflineEnd(builder)
 
 
-def _view(binding, offset_constant, min_size, offset_scale=1) -> tuple[int, int, int, int]:
-    return int(binding), int(offset_constant), int(min_size), int(offset_scale)
+def _view(binding, offset_constant, min_size, offset_scale=1,
+          offset_base=0) -> tuple[int, int, int, int, int]:
+    return int(binding), int(offset_constant), int(min_size), int(offset_scale), int(offset_base)
 
 
-def _build_views(builder, views: list[tuple[int, int, int, int]]) -> int:
+def _build_views(builder, views: list[tuple[int, int, int, int, int]]) -> int:
     tables = []
-    for binding, offset_constant, min_size, offset_scale in views:
+    for binding, offset_constant, min_size, offset_scale, offset_base in views:
         fb.BindingViewStart(builder)
         fb.BindingViewAddBinding(builder, binding)
         fb.BindingViewAddOffsetConstant(builder, offset_constant)
         fb.BindingViewAddMinSize(builder, min_size)
         if offset_scale != 1:
             fb.BindingViewAddOffsetScale(builder, offset_scale)
+        if offset_base:
+            fb.BindingViewAddOffsetBase(builder, offset_base)
         tables.append(fb.BindingViewEnd(builder))
     return _table_vector(builder, tables)
 

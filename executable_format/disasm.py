@@ -35,7 +35,8 @@ def _export_lines(export: Export, machine: MachineConfig) -> list[str]:
     bindings = ",".join(f"{_FLAG_NAME_OF_BITS[b.flags]}:{b.min_size}" for b in export.bindings)
     x, y, z = export.workgroup_count
     views = ",".join(f"{v.binding}+pc{v.offset_constant}"
-                     f"{'' if v.offset_scale == 1 else f'*{v.offset_scale}'}:{v.min_size}"
+                     f"{'' if v.offset_scale == 1 else f'*{v.offset_scale}'}"
+                     f"{f'{v.offset_base:+d}' if v.offset_base else ''}:{v.min_size}"
                      for v in export.views)
     lines = [f".export {format_name(export.name)} bindings=[{bindings}] "
              + (f"views=[{views}] " if views else "") +

@@ -23,11 +23,13 @@ class Binding:
 @dataclass(frozen=True)
 class BindingView:
     """A window of binding `binding` starting at byte (push constant `offset_constant`)
-    x `offset_scale`; instructions name view k as binding len(Export.bindings) + k."""
+    x `offset_scale` + `offset_base`; instructions name view k as binding
+    len(Export.bindings) + k."""
     binding: int
     offset_constant: int
     min_size: int
     offset_scale: int = 1
+    offset_base: int = 0
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,8 @@ def _export(export) -> Export:
         program=Program(instructions, program.SramBytes()),
         debug=None if debug is None else ExportDebug(
             _str(debug.DispatchName()), _str(debug.SourceLocation()), _str(debug.NpuIr())),
-        views=[BindingView(v.Binding(), v.OffsetConstant(), v.MinSize(), v.OffsetScale())
+        views=[BindingView(v.Binding(), v.OffsetConstant(), v.MinSize(), v.OffsetScale(),
+                           v.OffsetBase())
                for v in map(export.Views, range(export.ViewsLength()))],
         roofline=_roofline(export.Roofline()))
 

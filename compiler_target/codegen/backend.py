@@ -90,7 +90,7 @@ def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: Ma
     header = [f"dispatch {name}", f"source {source_location or 'unknown'}",
               f"{lowered.kind}: {program.tiles}, {program.buffers} buffers"]
     bound = roofline(lowered)
-    emitted = emit(scheduled, name=name, bindings=bindings, views=lowered.views.keys,
+    emitted = emit(scheduled, name=name, bindings=bindings, views=lowered.views,
                    roofline=bound,
                    constant_count=constant_count,
                    constants=bytes(lowered.constants.data), machine=machine,

@@ -36,16 +36,20 @@ def emit(instrs: list[Instr], *, name: str, bindings, views, roofline, constant_
          header: list[str]) -> Emitted:
     program = ProgramBuilder()
     encoded = records(instrs)
-    for opcode, dtype, flags, a in encoded:
-        program.emit_raw(opcode, dtype, flags, a)
+    try:
+        for opcode, dtype, flags, a in encoded:
+            program.emit_raw(opcode, dtype, flags, a)
+    except FormatError as error:     # a field the record cannot hold: a lowering limit
+        raise NotLowerable(str(error)) from error
     builder = ExecutableBuilder(machine)
     if constants:
         builder.add_constants(constants)
     sizes = dram_reach(encoded)
     builder.add_export(name, bindings=[(READ_ONLY if b.read_only else 0, b.size_bytes)
                                        for b in bindings],
-                       views=[(binding, constant, sizes.get(len(bindings) + k, 0), scale)
-                              for k, (binding, constant, scale) in enumerate(views)],
+                       views=[(binding, constant, sizes.get(len(bindings) + k, 0), scale, base)
+                              for k, ((binding, constant, scale), base)
+                              in enumerate(zip(views.keys, views.bases))],
                        constant_count=constant_count, program=program, roofline=roofline,
                        debug={"dispatch_name": name, "source_location": source_location,
                               "npu_ir": npu_ir})

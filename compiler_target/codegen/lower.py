@@ -38,16 +38,38 @@ class ConstantPool:
 
 @dataclass
 class Views:
-    """The binding views lowering gives the tensors at push-constant offsets:
-    (binding, push constant, scale) -> program binding binding_count + k."""
+    """The binding views lowering gives the tensors at push-constant offsets: one per
+    (binding, push constant, scale), program binding binding_count + k, based at the
+    lowest offset of its tensors (so that a window moving back as the constant grows
+    starts at or after the binding's start)."""
     binding_count: int
     keys: list[tuple[int, int, int]] = field(default_factory=list)
+    bases: list[int] = field(default_factory=list)
 
-    def binding(self, ref: TensorRef) -> int:
-        key = (ref.binding, ref.offset_constant, ref.offset_scale)
-        if key not in self.keys:
-            self.keys.append(key)
-        return self.binding_count + self.keys.index(key)
+    @staticmethod
+    def of(refs: list[TensorRef], binding_count: int) -> "Views":
+        views = Views(binding_count)
+        for ref in refs:
+            if ref.binding >= 0 and ref.offset_constant >= 0:
+                key = _view_key(ref)
+                if key in views.keys:
+                    k = views.keys.index(key)
+                    views.bases[k] = min(views.bases[k], ref.offset)
+                else:
+                    views.keys.append(key)
+                    views.bases.append(ref.offset)
+        return views
+
+    def place(self, ref: TensorRef) -> tuple[int, int]:
+        """(program binding, byte offset in it) of a tensor."""
+        if ref.offset_constant < 0:
+            return ref.binding, ref.offset
+        k = self.keys.index(_view_key(ref))
+        return self.binding_count + k, ref.offset - self.bases[k]
+
+
+def _view_key(ref: TensorRef) -> tuple[int, int, int]:
+    return ref.binding, ref.offset_constant, ref.offset_scale
 
 
 @dataclass
@@ -75,11 +97,11 @@ def _constant_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:
 def dram_buffer(role: str, ref: TensorRef, pool: ConstantPool, views: Views) -> Buffer:
     if ref.binding < 0:
         return _constant_buffer(role, ref, pool)
-    binding = views.binding(ref) if ref.offset_constant >= 0 else ref.binding
-    if ref.offset % dtype_bytes(ref.dtype):
-        raise NotLowerable(f"{role} offset {ref.offset} is not aligned to {ref.dtype}")
+    binding, offset = views.place(ref)
+    if offset % dtype_bytes(ref.dtype):
+        raise NotLowerable(f"{role} offset {offset} is not aligned to {ref.dtype}")
     return Buffer(role, ref.dtype, tuple(ref.shape), "dram", binding=binding,
-                  offset=ref.offset, strides=tuple(ref.strides))
+                  offset=offset, strides=tuple(ref.strides))
 
 
 def expr_text(expr) -> list[str]:
@@ -132,9 +154,9 @@ def _roles(op: NpuOp) -> tuple[str, list[tuple[str, TensorRef]], dict]:
 def lower(op: NpuOp, binding_count: int = 0) -> Lowered:
     """`binding_count`: the export's bindings (views are numbered after them)."""
     kind, roles, attrs = _roles(op)
-    pool, views = ConstantPool(), Views(binding_count)
     extra = getattr(op, "epilogue_inputs", [])
     roles = roles[:-1] + [(f"epilogue.{k}", ref) for k, ref in enumerate(extra)] + roles[-1:]
+    pool, views = ConstantPool(), Views.of([ref for _, ref in roles], binding_count)
     tensors = {role: dram_buffer(role, ref, pool, views) for role, ref in roles}
     return Lowered(kind, op, tensors, attrs, pool, views)
 

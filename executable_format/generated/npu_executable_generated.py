@@ -157,11 +157,18 @@ class BindingView(object):
     def OffsetScale(self):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
         return 1
 
+    # BindingView
+    def OffsetBase(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return 0
+
 def BindingViewStart(builder):
-    builder.StartObject(4)
+    builder.StartObject(5)
 
 def BindingViewAddBinding(builder, binding):
     builder.PrependUint32Slot(0, binding, 0)
@@ -173,7 +180,10 @@ def BindingViewAddMinSize(builder, minSize):
     builder.PrependUint64Slot(2, minSize, 0)
 
 def BindingViewAddOffsetScale(builder, offsetScale):
-    builder.PrependUint64Slot(3, offsetScale, 1)
+    builder.PrependInt64Slot(3, offsetScale, 1)
+
+def BindingViewAddOffsetBase(builder, offsetBase):
+    builder.PrependInt64Slot(4, offsetBase, 0)
 
 def BindingViewEnd(builder):
     return builder.EndObject()

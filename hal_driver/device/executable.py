@@ -116,19 +116,20 @@ class HostExecutable(Executable):
 def _view_windows(export, constants: Sequence[int],
                   bindings: Sequence[Buffer]) -> list[tuple[int, int]]:
     """[start, end) of each binding view in its bound buffer range: the start is the
-    view's push constant times its scale; the window must lie inside the range."""
+    view's base plus its push constant times its scale; the window must lie inside the
+    range."""
     windows = []
     for k, view in enumerate(export.views):
-        start = int(constants[view.offset_constant]) * view.offset_scale
+        start = view.offset_base + int(constants[view.offset_constant]) * view.offset_scale
         end = start + view.min_size
         length = bindings[view.binding].byte_length
-        if end > length:
+        if start < 0 or end > length:
             raise StatusError(
                 StatusCode.OUT_OF_RANGE,
                 f"npu-fb export '{export.name}' view {k}: bytes [{start}, {end}) of binding "
                 f"{view.binding} (push constant {view.offset_constant} = "
-                f"{constants[view.offset_constant]}, x {view.offset_scale}) exceed its bound "
-                f"range of {length} bytes")
+                f"{constants[view.offset_constant]}, x {view.offset_scale}, "
+                f"{view.offset_base:+d}) lie outside its bound range of {length} bytes")
         windows.append((start, end))
     return windows
 

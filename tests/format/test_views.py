@@ -24,10 +24,10 @@ def test_views_read_back_and_round_trip_through_asm():
 
 
 def test_scaled_view_round_trips():
-    data = relu_view_executable(views=((0, 0, TILE_BYTES, 512), (1, 1, TILE_BYTES)))
+    data = relu_view_executable(views=((0, 0, TILE_BYTES, 512), (1, 1, TILE_BYTES, -64, 4096)))
     assert read_executable(data).export("relu").views[0] == BindingView(0, 0, TILE_BYTES, 512)
     text = disassemble(data)
-    assert f"views=[0+pc0*512:{TILE_BYTES},1+pc1:{TILE_BYTES}]" in text
+    assert f"views=[0+pc0*512:{TILE_BYTES},1+pc1*-64+4096:{TILE_BYTES}]" in text
     assert assemble(text) == data
 
 
@@ -65,5 +65,5 @@ def test_binding_index_past_the_views():
 
 
 def test_asm_view_syntax_errors_name_the_line():
-    with pytest.raises(FormatError, match=r"<asm>:1: view needs BINDING\+pcK\[\*SCALE\]:SIZE, got '0:64'"):
+    with pytest.raises(FormatError, match=r"<asm>:1: view needs BINDING\+pcK\[\*SCALE\]\[\+BASE\]:SIZE, got '0:64'"):
         assemble(".export x bindings=[ro:0] views=[0:64] constant_count=1\n    end\n")

@@ -144,18 +144,18 @@ def test_executable_for_another_machine_is_rejected():
 
 
 def run_relu_views(hal, device, values: np.ndarray, constants: list[int],
-                   source_bytes: int, target_bytes: int, scales=(1, 1)) -> bytes:
+                   source_bytes: int, target_bytes: int, scales=(1, 1), bases=(0, 0)) -> bytes:
     """relu_view_executable over buffers whose input and output lie at the offsets the
     push constants (times `scales`) give (the rest of the source is -7, of the target
     0xAB); returns the whole target buffer."""
-    views = [(0, 0, TILE_BYTES, scales[0]), (1, 1, TILE_BYTES, scales[1])]
+    views = [(0, 0, TILE_BYTES, scales[0], bases[0]), (1, 1, TILE_BYTES, scales[1], bases[1])]
     exe = hal["executable.create"](device, -1, vm_str("npu-fb"),
                                    FakeVmBuffer(relu_view_executable(views)), None)
     allocator = hal["device.allocator"](device)
     source = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, source_bytes)
     padding = np.full(source_bytes // 4, -7.0, np.float32)
-    start = constants[0] * scales[0] // 4
-    if start + len(values) <= len(padding):
+    start = (bases[0] + constants[0] * scales[0]) // 4
+    if 0 <= start and start + len(values) <= len(padding):
         padding[start:start + len(values)] = values
     source.write(0, padding.tobytes())
     target = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, target_bytes)
@@ -194,11 +194,24 @@ def test_binding_view_offsets_scale_their_push_constants(device):
     assert target[:2 * TILE_BYTES] == bytes([0xAB]) * 2 * TILE_BYTES
 
 
+def test_binding_view_offsets_can_run_backwards_from_a_base(device):
+    """Row 3 - t of the input (the reverse direction of a bidirectional LSTM): base
+    3 x TILE_BYTES, scale -TILE_BYTES; t = 1 reads row 2."""
+    hal = hal_functions(device)
+    values = np.linspace(-4, 4, TILE_BYTES // 4, dtype=np.float32)
+    target = run_relu_views(hal, device, values, [1, 0], 4 * TILE_BYTES, TILE_BYTES,
+                            scales=(-TILE_BYTES, 1), bases=(3 * TILE_BYTES, 0))
+    np.testing.assert_array_equal(np.frombuffer(target, np.float32), np.maximum(values, 0))
+    with pytest.raises(StatusError, match=r"bytes \[-128, 0\) of binding 0"):
+        run_relu_views(hal, device, values, [4, 0], 4 * TILE_BYTES, TILE_BYTES,
+                       scales=(-TILE_BYTES, 1), bases=(3 * TILE_BYTES, 0))
+
+
 @pytest.mark.parametrize("constants, scales, message", [
     ([0, 128], (1, 1), f"view 1: bytes [128, {128 + TILE_BYTES}) of binding 1 (push "
-                       f"constant 1 = 128, x 1) exceed its bound range of {TILE_BYTES + 64} bytes"),
+                       f"constant 1 = 128, x 1, +0) lie outside its bound range of {TILE_BYTES + 64} bytes"),
     ([2, 0], (TILE_BYTES, 1), f"view 0: bytes [{2 * TILE_BYTES}, {3 * TILE_BYTES}) of binding 0"),
-    ([0xFFFFFFFF, 0], (1 << 40, 1), "exceed its bound range"),
+    ([0xFFFFFFFF, 0], (1 << 40, 1), "lie outside its bound range"),
 ])
 def test_binding_view_outside_its_binding_fails_the_dispatch(device, constants, scales, message):
     hal = hal_functions(device)

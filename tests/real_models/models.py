@@ -35,9 +35,9 @@ MODELS = {m.name: m for m in [
     RealModel("ppocrv4_det", RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
               (1, 3, 320, 320), seed=2, min_mac_share=0.99, min_npu_dispatch_share=1.00),
     RealModel("ppocrv4_rec", RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
-              (1, 3, 48, 320), seed=3, min_mac_share=0.99, min_npu_dispatch_share=0.93),
+              (1, 3, 48, 320), seed=3, min_mac_share=0.99, min_npu_dispatch_share=1.00),
     RealModel("ddddocr_det", DDDDOCR, "ddddocr/common_det.onnx",
               (1, 3, 416, 416), seed=4, min_mac_share=0.99, min_npu_dispatch_share=1.00),
     RealModel("ddddocr_ocr", DDDDOCR, "ddddocr/common.onnx",
-              (1, 1, 64, 256), seed=5, min_mac_share=0.99, min_npu_dispatch_share=0.95),
+              (1, 1, 64, 256), seed=5, min_mac_share=0.99, min_npu_dispatch_share=1.00),
 ]}

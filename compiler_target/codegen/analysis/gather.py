@@ -11,13 +11,26 @@ for which index(q·f + r) = index(q·f) + index(r) - index(0), recursively; the 
 digits are the common refinement of every index's digits, and the fit is verified at
 every position. Indices that depend on data, or that no mixed radix makes affine,
 leave the dispatch on the host.
+
+An index may also move with one push constant p (a recurrent loop's step, which IREE
+keeps on the host: row t, or 31 - t for the reverse direction of a bidirectional LSTM):
+p may pass only through additions, subtractions and multiplications by values that do
+not depend on it, so the index is index(p = 0) + k·p with one integer k; the gathered
+tensor is then read through a binding view that starts k·stride bytes further per unit
+of p, and the index is taken at p = 0.
 """
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from .errors import NotSupported
 from .expressions import index_arithmetic
 from .indexing import Generic, Operand
-from .values import Scalar, View
+from .indexing import ELEMENT_BYTES
+from .values import PushConstant, Scalar, View
+
+AFFINE_IN_PUSH_CONSTANT = ("arith.addi", "arith.subi", "arith.muli", "arith.index_cast",
+                           "arith.index_castui")
 
 
 def refine(generic: Generic, values: dict) -> Generic:
@@ -26,9 +39,9 @@ def refine(generic: Generic, values: dict) -> Generic:
         raise NotSupported(f"{generic.name}: tensor.extract in a reduction body")
     if generic.extra_outputs:
         raise NotSupported(f"{generic.name}: tensor.extract in a body with several results")
-    extracts = _extract_indices(generic, values)
+    extracts, push_constant_indices = _extract_indices(generic, values)
     cuts = [set() for _ in generic.extents]
-    for _, indices in extracts:
+    for _, indices, _ in extracts:
         for array in indices:
             for loop, loop_cuts in enumerate(_cuts(array, generic.extents, generic.name)):
                 cuts[loop] |= loop_cuts
@@ -42,8 +55,10 @@ def refine(generic: Generic, values: dict) -> Generic:
                    reversed(list(zip(bounds, bounds[1:])))]
     shape = [extent for _, _, extent in digits]
     gathered = {}
-    for value, indices in extracts:
+    for value, indices, moving in extracts:
         source = values[value.owner.operands[0]]
+        if moving is not None:
+            source = _moving_view(source, moving, generic.name)
         terms = [_affine_terms(array, digits, shape, generic.name) for array in indices]
         gathered[value] = Operand(source, terms)
     refined = [_refined(operand, digits) for operand in generic.inputs]
@@ -53,34 +68,89 @@ def refine(generic: Generic, values: dict) -> Generic:
     positions = {loop: _digit_positions(loop, digits, shape) for loop in range(len(generic.extents))}
     split = tuple(tuple(e for l, _, e in digits if l == loop) for loop in output_loops)
     return Generic(generic.op, generic.name, ["parallel"] * len(digits), refined, output, shape,
-                   gathered=gathered, positions=positions, output_split=split)
+                   gathered=gathered, positions=positions, output_split=split,
+                   push_constant_indices=push_constant_indices)
 
 
-def _extract_indices(generic: Generic, values: dict) -> list[tuple[object, list[np.ndarray]]]:
-    """Each tensor.extract's result and its index at every loop position."""
-    arrays: dict = {}
+@dataclass(frozen=True)
+class Moving:
+    """Index dim `dim` of a gather grows by `step` per unit of push constant `ordinal`."""
+    ordinal: int
+    dim: int
+    step: int
 
-    def array_of(value):
-        if value in arrays:
-            return arrays[value]
+
+def _extract_indices(generic: Generic, values: dict):
+    """Each tensor.extract's (result, index at every loop position with any push
+    constant at 0, how the index moves with a push constant: a Moving or None), and the
+    body values computed from a push constant."""
+    worlds = ({}, {})            # body value -> its value at every position, for p = 0, 1
+    moving_with: dict = {}       # body value -> the push constant it depends on
+
+    def array_of(world: int, value):
+        if value in worlds[world]:
+            return worlds[world][value]
         known = values.get(value)
+        if isinstance(known, PushConstant):
+            return np.array(world)
         return np.array(known.value) if isinstance(known, Scalar) else None
+
+    def push_constant_of(value):
+        known = values.get(value)
+        return known.ordinal if isinstance(known, PushConstant) else moving_with.get(value)
 
     found = []
     for op in generic.body:
+        ordinals = {o for o in map(push_constant_of, op.operands) if o is not None}
         if op.name == "tensor.extract":
-            source = values.get(op.operands[0])
-            indices = [array_of(index) for index in op.operands[1:]]
-            if not isinstance(source, View) or any(index is None for index in indices):
-                raise NotSupported(f"{generic.name}: tensor.extract in the body "
-                                   "(gather: data-dependent indexing)")
-            found.append((op.results[0], [np.broadcast_to(np.asarray(i, np.int64),
-                                                          generic.extents) for i in indices]))
+            at = [[array_of(world, index) for index in op.operands[1:]] for world in (0, 1)]
+            found.append(_extract(generic.name, op, values.get(op.operands[0]), at, ordinals,
+                                  generic.extents))
             continue
-        positional = index_arithmetic(op, array_of, generic.position)
-        if positional is not None:
-            arrays[op.results[0]] = positional
-    return found
+        if ordinals:
+            _check_affine_in_push_constant(op, ordinals, push_constant_of, generic.name)
+            moving_with[op.results[0]] = next(iter(ordinals))
+        for world in (0, 1):
+            positional = index_arithmetic(op, lambda v: array_of(world, v), generic.position)
+            if positional is not None:
+                worlds[world][op.results[0]] = positional
+    return found, frozenset(moving_with)
+
+
+def _check_affine_in_push_constant(op, ordinals: set, push_constant_of, name: str) -> None:
+    dependent = [v for v in op.operands if push_constant_of(v) is not None]
+    if len(ordinals) > 1 or op.name not in AFFINE_IN_PUSH_CONSTANT or (
+            op.name == "arith.muli" and len(dependent) > 1):
+        raise NotSupported(f"{name}: gather index computed from push constants by "
+                           f"{op.name} (only sums and constant multiples of one are views)")
+
+
+def _extract(name: str, op, source, at: list[list], ordinals: set, extents):
+    """(result, index at p = 0, Moving or None) of one tensor.extract whose indices are
+    `at[w]` with the push constant at w = 0 and 1."""
+    if not isinstance(source, View) or any(i is None for i in at[0] + at[1]):
+        raise NotSupported(f"{name}: tensor.extract in the body "
+                           "(gather: data-dependent indexing)")
+    base = [np.broadcast_to(np.asarray(i, np.int64), extents) for i in at[0]]
+    steps = [np.broadcast_to(np.asarray(i1, np.int64), extents) - b for i1, b in zip(at[1], base)]
+    moving = [(dim, step) for dim, step in enumerate(steps) if step.any()]
+    if not moving:
+        return op.results[0], base, None
+    if len(moving) > 1 or len(ordinals) != 1 or len(np.unique(moving[0][1])) != 1:
+        raise NotSupported(f"{name}: gather index moves with a push constant in several "
+                           "dims or by a position-dependent step")
+    dim, step = moving[0]
+    return op.results[0], base, Moving(next(iter(ordinals)), dim, int(step.flat[0]))
+
+
+def _moving_view(source: View, moving: Moving, name: str) -> View:
+    """The gathered tensor seen through a view that moves with the push constant."""
+    ref = source.ref
+    if ref.binding < 0 or ref.offset_constant >= 0:
+        raise NotSupported(f"{name}: gather index moves with a push constant in an inlined "
+                           "constant or a tensor already at a push-constant offset")
+    scale = moving.step * ref.strides[moving.dim] * ELEMENT_BYTES[ref.dtype]
+    return View(replace(ref, offset_constant=moving.ordinal, offset_scale=scale))
 
 
 def _cuts(array: np.ndarray, extents: list[int], name: str) -> list[set[int]]:

@@ -59,9 +59,11 @@ class Generic:
     output: Operand
     extents: list[int]
     # A generic refined over mixed-radix digits of its loops (gather.py): the values of
-    # its tensor.extract ops as Operands, each original loop's index at every position,
-    # and the digit extents each output tensor dim is split into.
+    # its tensor.extract ops as Operands, the body values that only compute their
+    # indices from a push constant, each original loop's index at every position, and
+    # the digit extents each output tensor dim is split into.
     gathered: dict = field(default_factory=dict)
+    push_constant_indices: frozenset = frozenset()
     positions: dict[int, np.ndarray] = field(default_factory=dict)
     output_split: tuple[tuple[int, ...], ...] | None = None
     # The outputs after the first of an all-parallel generic with several results.

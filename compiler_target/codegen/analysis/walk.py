@@ -292,7 +292,8 @@ class Walk:
             positional = index_arithmetic(op, array_of, generic.position)
             if positional is not None:
                 arrays[op.results[0]] = positional
-            elif op.name != "tensor.extract":
+            elif op.name != "tensor.extract" and \
+                    op.results[0] not in generic.push_constant_indices:
                 nodes[op.results[0]] = self.body_op(op, node_of, nodes, generic.name)
         raise NotSupported(f"{generic.name}: body without yield")
 
