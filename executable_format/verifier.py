@@ -369,8 +369,8 @@ def _check_vreduce(fields: dict, flags: int, dtype: DType) -> None:
 _SHAPE_CHECKS = {
     "dma.load": _check_dma, "dma.store": _check_dma, "fill": _check_fill,
     "matmul": _check_matmul, "conv2d": _check_conv2d,
-    **{name: _check_vector for name in ("vadd", "vsub", "vmul", "vmax", "vmin", "vdiv",
-                                        "vcopy", "vrelu", "vclamp", "vleakyrelu",
-                                        "vsigmoid", "vtanh", "vexp", "vscale")},
     "vcvt": _check_vcvt, "vpool": _check_vpool, "vreduce": _check_vreduce,
 }
+# Every other vector opcode is an elementwise unary or binary op over 3-D boxes.
+_SHAPE_CHECKS.update({info.name: _check_vector for info in OPCODES.values()
+                      if info.engine == Engine.VECTOR and info.name not in _SHAPE_CHECKS})

@@ -7,7 +7,7 @@ import pytest
 from executable_format.builder import ExecutableBuilder, ProgramBuilder
 from executable_format.errors import FormatError
 from executable_format.generated import npu_executable_generated as fb
-from executable_format.isa import INSTRUCTION_DTYPE, OPCODES_BY_NAME
+from executable_format.isa import INSTRUCTION_DTYPE, OPCODES_BY_NAME, UNUSED_FIELDS
 from executable_format.machine import DEFAULT_MACHINE, MachineConfig
 from executable_format.verifier import verify
 
@@ -291,8 +291,12 @@ def test_misaligned_addresses():
             "dram_offset DRAM offset 2 is not aligned to 4 bytes")
 
 
-def test_zero_count():
-    rejects(with_extra(lambda p: unary(p, "vcopy", 0, 0, rows=0)), "n1 must be positive, got 0")
+@pytest.mark.parametrize("opcode", [info.name for info in OPCODES_BY_NAME.values()
+                                    if info.fields[:3] == ("dst", "src", "n0") and
+                                    {"p0", "p1"} <= set(UNUSED_FIELDS.get(info.name, ()))])
+def test_zero_count(opcode):
+    """Every parameterless unary vector opcode (vsqrt and vrsqrt included) checks its box."""
+    rejects(with_extra(lambda p: unary(p, opcode, 0, 0, rows=0)), "n1 must be positive, got 0")
 
 
 def conv(p, **changes):
