@@ -69,6 +69,14 @@ def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a) -> int:
         k_group = (c // groups) * kh * kw
         return m.mac_latency_cycles + groups * ho * wo * _ceil_div(f // groups, m.mac_cols) * \
             _ceil_div(k_group, m.mac_k_lanes(DType(dtype).name.lower()))
+    if name == "dwconv2d":
+        # Per channel, its ho*wo output pixels (row-major, rows packed back to back) in
+        # groups of mac_cols columns, each group stepping through the kh*kw taps in
+        # k_lanes chunks.
+        c, ho, wo = a[3], a[6], a[7]
+        kh, kw = unpack_pair(a[8])
+        return m.mac_latency_cycles + c * _ceil_div(ho * wo, m.mac_cols) * \
+            _ceil_div(kh * kw, m.mac_k_lanes(DType(dtype).name.lower()))
     if name == "vcvt":
         elem = max(elem, DTYPE_BYTES[DType(a[12])])
     if OPCODES[opcode].engine == Engine.VECTOR:
@@ -84,6 +92,9 @@ def instruction_macs(opcode: int, a) -> int:
     if name == "conv2d":
         kh, kw = unpack_pair(a[9])
         return a[7] * a[8] * a[6] * (a[3] // a[12]) * kh * kw
+    if name == "dwconv2d":
+        kh, kw = unpack_pair(a[8])
+        return a[3] * a[6] * a[7] * kh * kw
     return 0
 
 

@@ -64,7 +64,7 @@ ENGINE_NAMES = {Engine.DMA_IN: "dma_in", Engine.DMA_OUT: "dma_out", Engine.MAC: 
 
 class Flag(enum.IntFlag):
     NONE = 0
-    # MATMUL / CONV2D
+    # MATMUL / CONV2D / DWCONV2D
     ACCUMULATE = 1       # out += product (else out = product [+ bias])
     BIAS = 2             # initialise out with bias[n] (acc dtype) from bias_addr
     TRANSPOSE_A = 4      # MATMUL: A stored [K][M]
@@ -123,6 +123,11 @@ OPCODE_LIST = (
                ("in", "w", "out", "c", "hi", "wi", "f", "ho", "wo",
                 "kh_kw", "sh_sw", "dh_dw", "groups", "bias"),
                _FLOAT + (DType.I8,)),
+    # Depthwise: one kh x kw filter per channel; columns take pixels, k lanes the taps.
+    OpcodeInfo(34, "dwconv2d", Engine.MAC,
+               ("in", "w", "out", "c", "hi", "wi", "ho", "wo",
+                "kh_kw", "sh_sw", "dh_dw", "bias"),
+               _FLOAT + (DType.I8,)),
     _binary(48, "vadd"),
     _binary(49, "vsub"),
     _binary(50, "vmul"),
@@ -172,6 +177,7 @@ OPCODE_FLAGS = {
     "matmul": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS,
                "transpose_a": Flag.TRANSPOSE_A, "transpose_b": Flag.TRANSPOSE_B},
     "conv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS},
+    "dwconv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS},
     "vpool": {"avg": Flag.POOL_AVG, "count_include_pad": Flag.COUNT_INCLUDE_PAD},
     "vreduce": {"max": Flag.REDUCE_MAX, "mean": Flag.REDUCE_MEAN},
 }

@@ -45,6 +45,8 @@ def instruction_accesses(opcode: int, dtype: int, flags: int, a) -> list[Access]
         return _matmul(f, flags, DType(dtype))
     if name == "conv2d":
         return _conv2d(f, flags, DType(dtype))
+    if name == "dwconv2d":
+        return _dwconv2d(f, flags, DType(dtype))
     if name == "vpool":
         return [_sram(f, "src", f["c"] * f["hi"] * f["wi"], elem, False),
                 _sram(f, "dst", f["c"] * f["ho"] * f["wo"], elem, True)]
@@ -115,4 +117,15 @@ def _conv2d(f, flags: int, dtype: DType) -> list[Access]:
     if flags & Flag.BIAS:
         accesses.append(_sram(f, "bias", f["f"], acc, False))
     accesses.append(_sram(f, "out", f["f"] * f["ho"] * f["wo"], acc, True))
+    return accesses
+
+
+def _dwconv2d(f, flags: int, dtype: DType) -> list[Access]:
+    elem, acc = DTYPE_BYTES[dtype], _accumulator_bytes(dtype)
+    kh, kw = unpack_pair(f["kh_kw"])
+    accesses = [_sram(f, "in", f["c"] * f["hi"] * f["wi"], elem, False),
+                _sram(f, "w", f["c"] * kh * kw, elem, False)]
+    if flags & Flag.BIAS:
+        accesses.append(_sram(f, "bias", f["c"], acc, False))
+    accesses.append(_sram(f, "out", f["c"] * f["ho"] * f["wo"], acc, True))
     return accesses

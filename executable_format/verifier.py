@@ -336,6 +336,14 @@ def _check_conv2d(fields: dict, flags: int, dtype: DType) -> None:
     _accumulate_and_bias(fields, flags)
 
 
+def _check_dwconv2d(fields: dict, flags: int, dtype: DType) -> None:
+    _positive(fields, "c", "hi", "wi", "ho", "wo")
+    _positive_pairs(fields, "kh_kw", "sh_sw", "dh_dw")
+    _window_fits(fields, 0, "hi", "ho")
+    _window_fits(fields, 1, "wi", "wo")
+    _accumulate_and_bias(fields, flags)
+
+
 def _check_vector(fields: dict, flags: int, dtype: DType) -> None:
     _positive(fields, "n0", "n1", "n2")
 
@@ -368,7 +376,7 @@ def _check_vreduce(fields: dict, flags: int, dtype: DType) -> None:
 
 _SHAPE_CHECKS = {
     "dma.load": _check_dma, "dma.store": _check_dma, "fill": _check_fill,
-    "matmul": _check_matmul, "conv2d": _check_conv2d,
+    "matmul": _check_matmul, "conv2d": _check_conv2d, "dwconv2d": _check_dwconv2d,
     "vcvt": _check_vcvt, "vpool": _check_vpool, "vreduce": _check_vreduce,
 }
 # Every other vector opcode is an elementwise unary or binary op over 3-D boxes.

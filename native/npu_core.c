@@ -11,7 +11,7 @@
  * Compute: f16/bf16 are converted to f32 and rounded to nearest even on store; i8
  * MACs accumulate in i32 (wrapping, built with -fwrapv). MAC instructions pack their
  * operands into f32/i32 scratch and run one register-tiled GEMM kernel; conv2d is an
- * implicit im2col over chunks of output rows. Large MAC instructions are split over
+ * implicit im2col over chunks of output rows (dwconv2d: the conv2d with f = groups = c). Large MAC instructions are split over
  * worker threads (NPU_SIM_THREADS, default the online CPUs) by output columns, rows or
  * chunks, which leaves every output element's summation order, and so its bits, as on
  * one thread. Vector instructions stream rows through f32 (or
@@ -37,7 +37,7 @@ typedef unsigned __int128 u128;
 enum {
   OP_END = 1, OP_SIGNAL = 2, OP_WAIT = 3, OP_BARRIER = 4,
   OP_DMA_LOAD = 16, OP_DMA_STORE = 17, OP_FILL = 18,
-  OP_MATMUL = 32, OP_CONV2D = 33,
+  OP_MATMUL = 32, OP_CONV2D = 33, OP_DWCONV2D = 34,
   OP_VADD = 48, OP_VSUB = 49, OP_VMUL = 50, OP_VMAX = 51, OP_VMIN = 52, OP_VDIV = 53,
   OP_VCOPY = 64, OP_VRELU = 65, OP_VCLAMP = 66, OP_VLEAKYRELU = 67, OP_VSIGMOID = 68,
   OP_VTANH = 69, OP_VEXP = 70, OP_VSCALE = 71, OP_VCVT = 72, OP_VSQRT = 73, OP_VRSQRT = 74,
@@ -80,6 +80,8 @@ static const op_info_t OPS[256] = {
                  FLAG_ACCUMULATE | FLAG_BIAS | FLAG_TRANSPOSE_A | FLAG_TRANSPOSE_B},
   [OP_CONV2D] = {"conv2d", ENGINE_MAC, 14, DT_FLOAT | DTM(DT_I8),
                  FLAG_ACCUMULATE | FLAG_BIAS},
+  [OP_DWCONV2D] = {"dwconv2d", ENGINE_MAC, 12, DT_FLOAT | DTM(DT_I8),
+                   FLAG_ACCUMULATE | FLAG_BIAS},
   [OP_VADD] = {"vadd", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
   [OP_VSUB] = {"vsub", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
   [OP_VMUL] = {"vmul", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
@@ -133,6 +135,25 @@ static instr_t decode(const uint8_t* p) {
 
 static uint32_t lo16(uint32_t v) { return v & 0xFFFFu; }
 static uint32_t hi16(uint32_t v) { return v >> 16; }
+
+/* A conv2d or dwconv2d's operands and shape. A dwconv2d is the conv2d with
+ * f = groups = c: it computes the same sums in the same order, so the same bits. */
+typedef struct conv_args_t {
+  uint32_t in, w, out, bias;
+  uint32_t c, hi, wi, f, ho, wo, kh, kw, sh, sw, dh, dw, groups;
+} conv_args_t;
+
+static conv_args_t conv_args(const instr_t* in) {
+  const uint32_t* a = in->a;
+  if (in->opcode == OP_DWCONV2D) {
+    return (conv_args_t){a[0], a[1], a[2], a[11], a[3], a[4], a[5], a[3], a[6], a[7],
+                         lo16(a[8]), hi16(a[8]), lo16(a[9]), hi16(a[9]), lo16(a[10]),
+                         hi16(a[10]), a[3]};
+  }
+  return (conv_args_t){a[0], a[1], a[2], a[13], a[3], a[4], a[5], a[6], a[7], a[8],
+                       lo16(a[9]), hi16(a[9]), lo16(a[10]), hi16(a[10]), lo16(a[11]),
+                       hi16(a[11]), a[12]};
+}
 
 /* ---- float conversions (round to nearest even) -------------------------- */
 
@@ -661,9 +682,11 @@ static int check_work(exec_t* x, const instr_t* in) {
       for (int i = 0; i < 3; i++) v[i] = a[3 + i];
       return check_work_limit(x, "MACs", product(v, 3), MACS_PER_SRAM_BYTE);
     case OP_CONV2D:
-      v[0] = a[7], v[1] = a[8], v[2] = a[6], v[3] = a[3] / a[12], v[4] = lo16(a[9]),
-      v[5] = hi16(a[9]);
+    case OP_DWCONV2D: {
+      conv_args_t p = conv_args(in);
+      v[0] = p.ho, v[1] = p.wo, v[2] = p.f, v[3] = p.c / p.groups, v[4] = p.kh, v[5] = p.kw;
       return check_work_limit(x, "MACs", product(v, 6), MACS_PER_SRAM_BYTE);
+    }
     case OP_VPOOL:
       v[0] = a[2], v[1] = a[5], v[2] = a[6], v[3] = lo16(a[7]), v[4] = hi16(a[7]);
       return check_work_limit(x, "elements", product(v, 5), ELEMENTS_PER_SRAM_BYTE);
@@ -756,6 +779,7 @@ static const char* field_name(int opcode, int index) {
   static const char* const FILL[] = {"sram_addr", "n0", "n1", "n2", "n3"};
   static const char* const MATMUL[] = {"a", "b", "out", "m", "n", "k"};
   static const char* const CONV[] = {"in", "w", "out", "c", "hi", "wi", "f", "ho", "wo"};
+  static const char* const DWCONV[] = {"in", "w", "out", "c", "hi", "wi", "ho", "wo"};
   static const char* const BINARY[] = {"dst", "lhs", "rhs", "n0", "n1", "n2"};
   static const char* const UNARY[] = {"dst", "src", "n0", "n1", "n2"};
   static const char* const POOL[] = {"dst", "src", "c", "hi", "wi", "ho", "wo"};
@@ -765,6 +789,7 @@ static const char* field_name(int opcode, int index) {
     case OP_FILL: return FILL[index];
     case OP_MATMUL: return MATMUL[index];
     case OP_CONV2D: return CONV[index];
+    case OP_DWCONV2D: return DWCONV[index];
     case OP_VPOOL: return POOL[index];
     case OP_VREDUCE: return REDUCE[index];
     default: return OPS[opcode].used_fields == 15 ? BINARY[index] : UNARY[index];
@@ -846,6 +871,13 @@ static int check_conv2d(exec_t* x, const instr_t* in) {
                 c, f);
   }
   return check_windows(x, a[4], a[5], a[7], a[8], a[9], a[10], a[11]);
+}
+
+static int check_dwconv2d(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  CHECK(check_mac_flags(x, in, a[11]));
+  CHECK(check_counts(x, in, 3, 5));
+  return check_windows(x, a[4], a[5], a[6], a[7], a[8], a[9], a[10]);
 }
 
 static int check_vpool(exec_t* x, const instr_t* in) {
@@ -944,6 +976,8 @@ static int check_encoding(exec_t* x, const instr_t* in) {
       return check_matmul(x, in);
     case OP_CONV2D:
       return check_conv2d(x, in);
+    case OP_DWCONV2D:
+      return check_dwconv2d(x, in);
     case OP_VPOOL:
       return check_vpool(x, in);
     case OP_VREDUCE:
@@ -1237,26 +1271,26 @@ static void conv_split_chunks(exec_t* x, const conv_job_t* j) {
   }
 }
 
+/* conv2d and dwconv2d (conv_args). */
 static int exec_conv2d(exec_t* x, const instr_t* in) {
-  const uint32_t* a = in->a;
+  conv_args_t p = conv_args(in);
   int dt = in->dtype;
   unsigned elem = DTYPE_BYTES[dt];
-  uint32_t c = a[3], hi = a[4], wi = a[5], f = a[6], ho = a[7], wo = a[8];
-  uint32_t kh = lo16(a[9]), kw = hi16(a[9]), sh = lo16(a[10]), sw = hi16(a[10]);
-  uint32_t dh = lo16(a[11]), dw = hi16(a[11]), groups = a[12];
+  uint32_t c = p.c, hi = p.hi, wi = p.wi, f = p.f, ho = p.ho, wo = p.wo;
+  uint32_t kh = p.kh, kw = p.kw, sh = p.sh, sw = p.sw, dh = p.dh, dw = p.dw, groups = p.groups;
   bool bias = in->flags & FLAG_BIAS, acc = in->flags & FLAG_ACCUMULATE;
   uint32_t cg = c / groups, fg = f / groups;
   u128 in_ext = (u128)c * hi * wi * elem;
   u128 w_ext = (u128)f * cg * kh * kw * elem;
   u128 o_ext = (u128)f * ho * wo * 4;
   u128 bias_ext = bias ? (u128)f * 4 : 0;
-  CHECK(check_sram(x, "in", a[0], in_ext, elem));
-  CHECK(check_sram(x, "w", a[1], w_ext, elem));
-  CHECK(check_sram(x, "out", a[2], o_ext, 4));
-  CHECK(check_sram(x, "bias", a[13], bias_ext, 4));
-  CHECK(check_disjoint(x, "out", a[2], o_ext, "in", a[0], in_ext));
-  CHECK(check_disjoint(x, "out", a[2], o_ext, "w", a[1], w_ext));
-  CHECK(check_disjoint(x, "out", a[2], o_ext, "bias", a[13], bias_ext));
+  CHECK(check_sram(x, "in", p.in, in_ext, elem));
+  CHECK(check_sram(x, "w", p.w, w_ext, elem));
+  CHECK(check_sram(x, "out", p.out, o_ext, 4));
+  CHECK(check_sram(x, "bias", p.bias, bias_ext, 4));
+  CHECK(check_disjoint(x, "out", p.out, o_ext, "in", p.in, in_ext));
+  CHECK(check_disjoint(x, "out", p.out, o_ext, "w", p.w, w_ext));
+  CHECK(check_disjoint(x, "out", p.out, o_ext, "bias", p.bias, bias_ext));
 
   uint8_t* sram = x->core->sram;
   size_t spatial = (size_t)ho * wo;
@@ -1269,18 +1303,18 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
   size_t workers = worker_count(x->pool, macs, SIZE_MAX);
   /* Each worker's col buffer, with the GEMM's slack, rounded to 64 bytes. */
   size_t col_bytes = (kdim * chunk_rows * wo * 4 + GEMM_NR * 4 + 63) & ~(size_t)63;
-  void* wp = dt == DT_F32 ? sram + a[1] : scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
+  void* wp = dt == DT_F32 ? sram + p.w : scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
   void* col = scratch(x, SCRATCH_B, (u128)col_bytes * workers);
   if (!wp) return out_of_memory(x, (u128)f * kdim * 4);
   if (!col) return out_of_memory(x, (u128)col_bytes * workers);
-  uint8_t* out = sram + a[2];
+  uint8_t* out = sram + p.out;
   if (!acc) {
     init_accumulator(out, f, spatial, spatial, NULL,
-                     bias ? (const uint32_t*)(sram + a[13]) : NULL);
+                     bias ? (const uint32_t*)(sram + p.bias) : NULL);
   }
-  if (dt != DT_F32) pack_matrix(dt, sram + a[1], f, kdim, kdim, 1, wp);
+  if (dt != DT_F32) pack_matrix(dt, sram + p.w, f, kdim, kdim, 1, wp);
   conv_job_t job = {dt, cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
-                    sram + a[0], wp, out, col, col_bytes, chunk_rows, chunks};
+                    sram + p.in, wp, out, col, col_bytes, chunk_rows, chunks};
   if (workers == 1 || units >= 2 * workers) {
     run_units(x->pool, conv_unit, &job, units, workers);
   } else {
@@ -1615,7 +1649,7 @@ static int execute_instruction(exec_t* x, const instr_t* in) {
     case OP_DMA_STORE: return exec_dma(x, in, true);
     case OP_FILL: return exec_fill(x, in);
     case OP_MATMUL: return exec_matmul(x, in);
-    case OP_CONV2D: return exec_conv2d(x, in);
+    case OP_CONV2D: case OP_DWCONV2D: return exec_conv2d(x, in);
     case OP_VCOPY: case OP_VRELU: case OP_VCLAMP: case OP_VLEAKYRELU: case OP_VSIGMOID:
     case OP_VTANH: case OP_VEXP: case OP_VSCALE: case OP_VSQRT: case OP_VRSQRT:
       return exec_unary(x, in);
@@ -1666,6 +1700,10 @@ static uint64_t instruction_cycles(const npu_machine_config_t* m, const instr_t*
       return m->mac_latency_cycles + groups * a[7] * a[8] * ceil_div(a[6] / a[12], m->mac_cols) *
                                          ceil_div(kgroup, k_lanes(m, in->dtype));
     }
+    case OP_DWCONV2D:
+      return m->mac_latency_cycles + (uint64_t)a[3] * ceil_div((uint64_t)a[6] * a[7], m->mac_cols) *
+                                         ceil_div((uint64_t)lo16(a[8]) * hi16(a[8]),
+                                                  k_lanes(m, in->dtype));
     case OP_VPOOL:
       return vector_cycles(m, (uint64_t)a[2] * a[5] * a[6] * lo16(a[7]) * hi16(a[7]), elem, 1);
     case OP_VREDUCE:
@@ -1686,8 +1724,9 @@ static uint64_t instruction_cycles(const npu_machine_config_t* m, const instr_t*
 static uint64_t instruction_macs(const instr_t* in) {
   const uint32_t* a = in->a;
   if (in->opcode == OP_MATMUL) return (uint64_t)a[3] * a[4] * a[5];
-  if (in->opcode == OP_CONV2D) {
-    return (uint64_t)a[7] * a[8] * a[6] * (a[3] / a[12]) * lo16(a[9]) * hi16(a[9]);
+  if (in->opcode == OP_CONV2D || in->opcode == OP_DWCONV2D) {
+    conv_args_t p = conv_args(in);
+    return (uint64_t)p.ho * p.wo * p.f * (p.c / p.groups) * p.kh * p.kw;
   }
   return 0;
 }

@@ -53,8 +53,8 @@ class _Generator:
         return bits
 
     def emit(self, p: ProgramBuilder) -> None:
-        kind = self.rng.choice(["dma", "fill", "matmul", "conv2d", "binary", "unary", "vcvt",
-                                "vpool", "vreduce", "sync", "sync", "barrier"])
+        kind = self.rng.choice(["dma", "fill", "matmul", "conv2d", "dwconv2d", "binary",
+                                "unary", "vcvt", "vpool", "vreduce", "sync", "sync", "barrier"])
         getattr(self, kind)(p)
 
     def dma(self, p):
@@ -101,6 +101,13 @@ class _Generator:
         first, second, out, bias = self._mac_addresses(flags)
         a = [first, second, out, c, hi, wi, f, ho, wo, k, s, d, groups, bias]
         p.emit_raw(OPCODES_BY_NAME["conv2d"].code, self.dtype("conv2d"), flags, a)
+
+    def dwconv2d(self, p):
+        flags = self.flags("dwconv2d", [(Flag.ACCUMULATE, Flag.BIAS)])
+        hi, wi, ho, wo, k, s, d = self._window()
+        first, second, out, bias = self._mac_addresses(flags)
+        a = [first, second, out, self.rng.randint(1, 4), hi, wi, ho, wo, k, s, d, bias]
+        p.emit_raw(OPCODES_BY_NAME["dwconv2d"].code, self.dtype("dwconv2d"), flags, a)
 
     def binary(self, p):
         opcode = self.rng.choice(["vadd", "vsub", "vmul", "vmax", "vmin", "vdiv"])

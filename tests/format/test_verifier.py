@@ -322,6 +322,30 @@ def test_conv2d_valid_and_shape_errors():
             "out SRAM range [2048, 2336) overlaps w SRAM range [1024, 2176)")
 
 
+def dwconv(p, **changes):
+    args = dict(dst_in=0, w=1024, out=4096, c=4, hi=5, wi=5, ho=3, wo=3, kh_kw=(3, 3),
+                sh_sw=(1, 1), dh_dw=(1, 1))
+    args.update(changes)
+    args["in"] = args.pop("dst_in")
+    return p.emit("dwconv2d", **args)
+
+
+def test_dwconv2d_valid_and_shape_errors():
+    verify(with_extra(dwconv))
+    verify(with_extra(lambda p: dwconv(p, flags="bias", bias=2048)))
+    rejects(with_extra(lambda p: dwconv(p, ho=4)),
+            "window (ho 4, kernel 3, stride 1, dilation 1) reads past hi 5")
+    rejects(with_extra(lambda p: dwconv(p, wo=2, sh_sw=(1, 2), dh_dw=(1, 2))),
+            "window (wo 2, kernel 3, stride 2, dilation 2) reads past wi 5")
+    rejects(with_extra(lambda p: dwconv(p, c=0)), "c must be positive, got 0")
+    rejects(with_extra(lambda p: dwconv(p, sh_sw=(0, 1))), "sh_sw 0x1 must be positive")
+    rejects(with_extra(lambda p: dwconv(p, flags="accumulate|bias", bias=2048)),
+            "flags accumulate and bias exclude each other")
+    rejects(with_extra(lambda p: dwconv(p, bias=2048)), "bias is 2048 but the bias flag is not set")
+    rejects(with_extra(lambda p: dwconv(p, w=4000)),
+            "out SRAM range [4096, 4240) overlaps w SRAM range [4000, 4144)")
+
+
 def test_work_per_instruction_is_bounded_by_sram_size():
     limit = 64 * DEFAULT_MACHINE.sram_bytes
     rejects(with_extra(lambda p: p.emit("vrelu", dst=0, src=0, n0=limit // 4, n1=2, n2=4,

@@ -38,8 +38,9 @@ def _vector_fields(rng, operands, dtype_of):
 
 
 def random_instruction(rng, sem_engines, sem_counts):
-    kind = _pick(rng, ["dma.load", "dma.store", "fill", "matmul", "conv2d", "binary", "unary",
-                       "vcvt", "vpool", "vreduce", "signal", "wait", "barrier"])
+    kind = _pick(rng, ["dma.load", "dma.store", "fill", "matmul", "conv2d", "dwconv2d",
+                       "binary", "unary", "vcvt", "vpool", "vreduce", "signal", "wait",
+                       "barrier"])
     dtype = _pick(rng, DTYPES)
     if kind in ("dma.load", "dma.store"):
         counts = [int(v) for v in rng.integers(1, 9, size=4)]
@@ -75,6 +76,15 @@ def random_instruction(rng, sem_engines, sem_counts):
                      bias=1536 * KIB if flags & isa.Flag.BIAS else 0, c=c, hi=(ho - 1) * sh + kh,
                      wi=(wo - 1) * sw + kw, f=f, ho=ho, wo=wo, kh_kw=(kh, kw), sh_sw=(sh, sw),
                      dh_dw=(1, 1), groups=groups)
+    if kind == "dwconv2d":
+        kh, kw, sh, sw, dh, dw = (int(v) for v in rng.integers(1, 6, size=6))
+        ho, wo = (int(v) for v in rng.integers(1, 40, size=2))
+        flags = _pick(rng, [0, 1, 2])
+        return instr("dwconv2d", _pick(rng, MAC_DTYPES), flags, **{"in": 0}, w=256 * KIB,
+                     out=1024 * KIB, bias=1536 * KIB if flags & isa.Flag.BIAS else 0,
+                     c=int(rng.integers(1, 9)), hi=(ho - 1) * sh + (kh - 1) * dh + 1,
+                     wi=(wo - 1) * sw + (kw - 1) * dw + 1, ho=ho, wo=wo, kh_kw=(kh, kw),
+                     sh_sw=(sh, sw), dh_dw=(dh, dw))
     if kind == "binary":
         op = _pick(rng, ["vadd", "vsub", "vmul", "vmax", "vmin", "vdiv"])
         return instr(op, _pick(rng, ["f32", "f16", "bf16", "i32"]),
@@ -176,6 +186,20 @@ def test_hand_computed_barrier(core):
     assert stats.total_cycles == 190
     assert stats.busy_cycles == {"dma_in": 169, "dma_out": 0, "mac": 0, "vector": 93}
     assert stats.stall_cycles == {"dma_in": 0, "dma_out": 169, "mac": 169, "vector": 97}
+
+
+def test_hand_computed_dwconv2d(core):
+    """Columns take pixels of one channel, rows packed: a row of 240 pixels, 12 channels,
+    5x5 f32 (a tile of PP-OCR's depthwise layer), and 3 channels of 4x4 pixels 3x3 f16."""
+    prog = program(instr("dwconv2d", **{"in": 0}, w=1024 * KIB, out=1040 * KIB, c=12, hi=5,
+                         wi=244, ho=1, wo=240, kh_kw=(5, 5), sh_sw=(1, 1), dh_dw=(1, 1)),
+                   instr("dwconv2d", "f16", **{"in": 0}, w=1024 * KIB, out=1040 * KIB, c=3,
+                         hi=9, wi=9, ho=4, wo=4, kh_kw=(3, 3), sh_sw=(2, 2), dh_dw=(1, 1)))
+    stats = core.execute(prog, [])
+    # f32: 32 + 12 channels * ceil(240/32) pixel groups * ceil(25/8) tap steps = 416;
+    # f16: 32 + 3 * ceil(16/32) * ceil(9/32) = 35
+    assert stats.busy_cycles["mac"] == 416 + 35
+    assert stats.macs == 12 * 240 * 25 + 3 * 16 * 9
 
 
 def test_utilization_and_roofline(core):

@@ -57,6 +57,9 @@ RANGE_CASES = [
     (program(instr("conv2d", **{"in": 0}, w=0, out=SRAM - 4, c=1, hi=3, wi=3, f=1, ho=1,
                    wo=2, kh_kw=(3, 2), sh_sw=(1, 1), dh_dw=(1, 1), groups=1)),
      f"instruction 0 (conv2d): out SRAM range [{SRAM - 4}, {SRAM + 4}) exceeds sram_bytes {SRAM}"),
+    (program(instr("dwconv2d", **{"in": 0}, w=SRAM - 32, out=64, c=2, hi=3, wi=3, ho=1,
+                   wo=1, kh_kw=(3, 3), sh_sw=(1, 1), dh_dw=(1, 1))),
+     f"instruction 0 (dwconv2d): w SRAM range [{SRAM - 32}, {SRAM + 40}) exceeds sram_bytes {SRAM}"),
     (program(_vadd(rhs=SRAM - 32)),
      f"instruction 0 (vadd): rhs SRAM range [{SRAM - 32}, {SRAM + 32}) exceeds sram_bytes {SRAM}"),
     (program(_vadd(dst_s0=1, n0=2, dst_s1=SRAM, n1=2)),
@@ -128,6 +131,18 @@ MALFORMED_CASES = [
     (program(instr("conv2d", **{"in": 0}, w=0, out=4096, c=1, hi=3, wi=3, f=1, ho=1, wo=1,
                    kh_kw=(3, 3), sh_sw=(1, 1), dh_dw=(1, 1), groups=1, bias=64)),
      "instruction 0 (conv2d): bias field is 64 without the BIAS flag"),
+    (program(instr("dwconv2d", c=2, hi=1, wi=1, ho=0, wo=1, kh_kw=(1, 1), sh_sw=(1, 1),
+                   dh_dw=(1, 1))),
+     "instruction 0 (dwconv2d): ho must be at least 1"),
+    (program(instr("dwconv2d", **{"in": 0}, w=0, out=4096, c=1, hi=5, wi=3, ho=2, wo=1,
+                   kh_kw=(3, 3), sh_sw=(1, 1), dh_dw=(2, 1))),
+     "instruction 0 (dwconv2d): windows span 6x3 input elements but the tile is 5x3"),
+    (program(instr("dwconv2d", "f32", isa.Flag.ACCUMULATE | isa.Flag.BIAS, c=1, hi=1, wi=1,
+                   ho=1, wo=1, kh_kw=(1, 1), sh_sw=(1, 1), dh_dw=(1, 1))),
+     "instruction 0 (dwconv2d): flags ACCUMULATE and BIAS are exclusive"),
+    (program(instr("dwconv2d", **{"in": 0}, w=64, out=68, c=2, hi=2, wi=2, ho=2, wo=2,
+                   kh_kw=(1, 1), sh_sw=(1, 1), dh_dw=(1, 1))),
+     "instruction 0 (dwconv2d): out SRAM range [68, 100) overlaps w SRAM range [64, 72)"),
     (program(instr("vpool", "f32", isa.Flag.POOL_AVG, dst=0, src=64, c=1, hi=2, wi=2, ho=1,
                    wo=1, kh_kw=(2, 2), sh_sw=(1, 1), dh_dw=(1, 1), pt_pl=(1, 0), vh_vw=(2, 2))),
      "instruction 0 (vpool): valid region rows [1, 3) cols [0, 2) exceeds the 2x2 tile"),
@@ -201,7 +216,7 @@ FUZZ = textwrap.dedent("""
             info = isa.OPCODE_LIST[int(rng.integers(0, len(isa.OPCODE_LIST)))]
             r["opcode"] = info.code
             r["dtype"] = info.dtypes[int(rng.integers(0, len(info.dtypes)))]
-            if info.name in ("matmul", "conv2d", "vpool", "vreduce"):
+            if info.name in ("matmul", "conv2d", "dwconv2d", "vpool", "vreduce"):
                 r["flags"] = int(rng.integers(0, 16 if info.name == "matmul" else 4))
             pick = rng.random(15)
             small = rng.integers(1, 12, size=15) * rng.choice([1, 4, 64], size=15)

@@ -1,4 +1,5 @@
-"""matmul and conv2d against numpy, every MAC dtype, transposes, groups, bias, accumulate."""
+"""matmul, conv2d and dwconv2d against numpy, every MAC dtype, transposes, groups, bias,
+accumulate."""
 import numpy as np
 import pytest
 
@@ -132,3 +133,45 @@ def test_conv2d_large_tile_spans_chunks(core, rng):
     ref = conv_reference(x.astype(np.float64), w.astype(np.float64), 1, (1, 1), (1, 1), ho, wo)
     np.testing.assert_allclose(result.view(o_addr, "f32", (f, ho, wo)), ref, rtol=1e-4,
                                atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", MAC_DTYPES)
+def test_dwconv2d(core, rng, dtype):
+    """Against numpy (stride, dilation, padded tiles, bias, accumulate) and bit for bit the
+    conv2d with f = groups = c on the same operands."""
+    acc = _acc(dtype)
+    for trial in range(12):
+        c = int(rng.integers(1, 20))
+        kh, kw = (int(v) for v in rng.integers(1, 6, size=2))
+        stride = tuple(int(v) for v in rng.integers(1, 3, size=2))
+        dilation = tuple(int(v) for v in rng.integers(1, 3, size=2))
+        ho, wo = (int(v) for v in rng.integers(1, 70 if trial % 3 == 0 else 12, size=2))
+        hi = (ho - 1) * stride[0] + (kh - 1) * dilation[0] + 1 + int(rng.integers(0, 2))
+        wi = (wo - 1) * stride[1] + (kw - 1) * dilation[1] + 1 + int(rng.integers(0, 2))
+        flags = _random_flags(rng)
+        x = random_values(rng, dtype, (c, hi, wi))
+        w = random_values(rng, dtype, (c, kh, kw))
+        out_init = random_values(rng, acc, (c, ho, wo))
+        bias = random_values(rng, acc, c)
+        image = SramImage()
+        x_addr, w_addr, o_addr, o2_addr, b_addr = (image.put(v) for v in (x, w, out_init,
+                                                                           out_init, bias))
+        window = dict(hi=hi, wi=wi, ho=ho, wo=wo, kh_kw=(kh, kw), sh_sw=stride, dh_dw=dilation,
+                      bias=b_addr if flags & F.BIAS else 0)
+        result = run_on_sram(core, image, instr(
+            "dwconv2d", dtype, flags, **{"in": x_addr}, w=w_addr, out=o_addr, c=c, **window),
+            instr("conv2d", dtype, flags, **{"in": x_addr}, w=w_addr, out=o2_addr, c=c, f=c,
+                  groups=c, **window))
+        X = to_f32(x, dtype).astype(np.float64)
+        W = to_f32(w, dtype).astype(np.float64)[:, None]
+        ref = conv_reference(X, W, c, stride, dilation, ho, wo)
+        if flags & F.ACCUMULATE:
+            ref = ref + out_init
+        elif flags & F.BIAS:
+            ref = ref + bias[:, None, None]
+        magnitude = conv_reference(np.abs(X), np.abs(W), c, stride, dilation, ho, wo) + 1
+        out = result.view(o_addr, acc, (c, ho, wo))
+        _assert_mac_result(out, ref, magnitude, dtype)
+        np.testing.assert_array_equal(out.view(np.uint32),
+                                      result.view(o2_addr, acc, (c, ho, wo)).view(np.uint32))
+        assert result.stats.macs == 2 * c * ho * wo * kh * kw
