@@ -2,8 +2,9 @@
 scheduled NPU program -> npu-fb.
 
     lower     NpuOp -> one `npu.<kind>` op on DRAM tensors            (lower.py)
-    tile      tile sizes from the machine, SRAM placement, per-tile
-              loads / fills / compute / epilogue / stores              (tile*.py, epilogue.py)
+    tile      candidate tilings, the cheapest estimate, SRAM placement,
+              per-tile loads / fills / compute / epilogue / stores     (tiler.py, tile*.py,
+                                                                        epilogue.py)
     schedule  engines, SIGNAL/WAIT so loads and stores overlap compute (schedule.py)
     emit      npu-fb via executable_format's builder, asm listing     (emit.py)
 
@@ -19,7 +20,12 @@ from executable_format.cost import Roofline
 from executable_format.isa import ENGINE_NAMES
 from executable_format.machine import MachineConfig
 
-from . import tile_contraction, tile_conv, tile_elementwise, tile_pool, tile_reduce, tile_rowwise
+from .tile_contraction import ContractionTiler
+from .tile_conv import ConvTiler
+from .tile_elementwise import ElementwiseTiler
+from .tile_pool import PoolTiler
+from .tile_reduce import ReduceTiler
+from .tile_rowwise import RowwiseTiler
 from .emit import emit, timeline
 from .lower import Lowered, NotLowerable, lower, lowered_text
 from .npu_ir import Instr, instr_line
@@ -27,12 +33,13 @@ from .ops import NpuOp
 from .roofline import roofline
 from .schedule import schedule
 from .tile import TiledProgram, tiled_text
+from .tiler import cheapest
 
 __all__ = ["BindingInfo", "CompiledOp", "NotLowerable", "compile_op"]
 
-TILERS = {"conv2d": tile_conv.tile_conv, "matmul": tile_contraction.tile_contraction,
-          "elementwise": tile_elementwise.tile_elementwise, "pool2d": tile_pool.tile_pool,
-          "reduce": tile_reduce.tile_reduce, "rowwise": tile_rowwise.tile_rowwise}
+# op kind -> the class of its tiler.Tiler, constructed from (lowered, machine)
+TILERS = {"conv2d": ConvTiler, "matmul": ContractionTiler, "elementwise": ElementwiseTiler,
+          "pool2d": PoolTiler, "reduce": ReduceTiler, "rowwise": RowwiseTiler}
 
 
 @dataclass
@@ -103,7 +110,9 @@ def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: Ma
 
 
 def tile_program(lowered: Lowered, machine: MachineConfig) -> TiledProgram:
-    program = TILERS[lowered.kind](lowered, machine)
+    """The program of the op kind's tiler for its cheapest candidate tiling."""
+    tiler = TILERS[lowered.kind](lowered, machine)
+    program = tiler.emit(cheapest(tiler, tiler.candidates()))
     program.dram = list(lowered.tensors.values())
     return program
 

@@ -11,8 +11,8 @@ tiles, never temporaries), where later nodes read them.
 from executable_format.isa import ACCUMULATOR, DTYPE_NAMES
 
 from .lower import NotLowerable
-from .npu_ir import DTYPES, FLOATS, Buffer, Instr, value_bits
-from .tile import Slots, Sram, dense_sram_strides, fill_instrs, store_instrs
+from .npu_ir import DTYPES, FLOATS, Buffer, Instr, dtype_bytes, value_bits
+from .tile import Slots, Sram, Streamed, dense_sram_strides, fill_instrs, store_instrs
 from .vector import Operand, binary, convert, unary
 
 BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax",
@@ -87,6 +87,15 @@ def temp_count(expr, stored=frozenset()) -> int:
     """SRAM temporaries (of the tile size) the expression needs."""
     slots = _assign_temps(expr, stored)
     return max(slots.values(), default=-1) + 1 + any(node[0] == "abs" for node in expr)
+
+
+def bytes_per_element(expr, inputs, dtype: str) -> int:
+    """SRAM bytes per output element an epilogue computed in `dtype` takes besides its
+    result: its temporaries, and two slots of each input it reads plus two for the
+    input's conversion (counted whatever the input's dtype)."""
+    e = dtype_bytes(dtype)
+    return temp_count(expr) * e + sum(2 * (e + dtype_bytes(inputs[k].dtype))
+                                      for k in used_inputs(expr))
 
 
 def _assign_temps(expr, stored=frozenset()) -> dict[int, int]:
@@ -185,6 +194,36 @@ def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], 
         return [unary("vscale", dtype, scratch, src, box, note, -1.0, 0.0),
                 binary("vmax", dtype, target, src, scratch, box, note)]
     return [unary(UNARY[kind], dtype, target, src, box, note, *params)]
+
+
+class EpilogueInputs:
+    """The epilogue inputs an expression reads (`used`, of `count`), each streamed tile by
+    tile from its DRAM tensor `epilogue.<k>` and converted to `compute_dtype`
+    (tile.Streamed); `max_counts` is the biggest tile."""
+
+    def __init__(self, sram: Sram, tensors: dict[str, Buffer], used: list[int], count: int,
+                 max_counts: list[int], compute_dtype: str):
+        self.count = count
+        self.streams = {k: Streamed(sram, tensors[f"epilogue.{k}"], max_counts,
+                                    compute_dtype=compute_dtype) for k in used}
+
+    def load(self, starts: list[int], counts: list[int], note: str,
+             box_strides) -> tuple[list[Instr], list[Operand | None]]:
+        """The loads of the tile at `starts`, and the operand of every epilogue input
+        (None for those not read); `box_strides(k, strides)` turns input k's SRAM strides
+        per tensor dim into its three strides over the vector box."""
+        instrs: list[Instr] = []
+        operands: list[Operand | None] = [None] * self.count
+        for k, stream in self.streams.items():
+            buf, strides, loads = stream.load(starts, counts, note)
+            instrs += loads
+            operands[k] = Operand(buf, box_strides(k, strides))
+        return instrs, operands
+
+
+def without_batch(_, strides) -> tuple[int, ...]:
+    """Box strides of an (N, C, H, W) tile over the box (C, H, W)."""
+    return tuple(strides[1:])
 
 
 class OutputStage:

@@ -1,11 +1,12 @@
 """Stage 2, tile: SRAM placement and the per-tile instruction stream, before scheduling.
 
-The op-specific tilers (tile_conv and its im2col / depthwise strategies, tile_matmul,
-tile_elementwise, tile_pool, tile_reduce) choose tile sizes from the machine and write
-an unsynchronised program: instructions in a valid sequential order, each naming the
-buffers it reads and writes. This module holds what they share:
+The op-specific tilers (tile_conv and its im2col / depthwise strategies,
+tile_contraction, tile_elementwise, tile_pool, tile_reduce, tile_rowwise; their
+interface and the choice among their candidates are in tiler.py) choose tile sizes from
+the machine and write an unsynchronised program: instructions in a valid sequential
+order, each naming the buffers it reads and writes. This module holds what they share:
 
-- candidate block sizes, `fitting` (bisection on SRAM fit) and `pick` (the choice);
+- candidate block sizes and `fitting` (bisection on SRAM fit);
 - `Sram`: a bump allocator over the scratchpad (64-byte aligned buffers), and
   `footprint` to measure what an emitter would allocate;
 - `Slots`: an operand's buffers keyed by the block they hold. Acquiring a key a slot
@@ -84,21 +85,6 @@ def fitting(sizes: list[int], fits) -> list[int]:
         else:
             high = middle
     return sizes[:low]
-
-
-NEAR_BEST = 1.01
-
-
-def pick(candidates: list[tuple[int, int, object]]):
-    """(estimate, tiling) from (estimated cycles, tile size, tiling) candidates: the
-    biggest tile among those within 1% of the best estimate, since fewer, bigger tiles
-    make a shorter program at no measurable cost. None if there are no candidates."""
-    if not candidates:
-        return None
-    best = min(c[0] for c in candidates)
-    estimate, _, tiling = max((c for c in candidates if c[0] <= best * NEAR_BEST),
-                              key=lambda c: (c[1], -c[0]))
-    return estimate, tiling
 
 
 class Sram:

@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
-from .epilogue import LEAVES, OutputStage, accumulator, fold_bias, reachable, temp_count, used_inputs
+from .epilogue import (LEAVES, EpilogueInputs, OutputStage, accumulator, fold_bias, reachable,
+                       temp_count, used_inputs)
 from .lower import Lowered, NotLowerable
 from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes
 from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned,
-                   block_candidates, ceil_div, dense_sram_strides, dma_instrs, fitting, pick,
-                   prod, split_candidates)
+                   block_candidates, ceil_div, dense_sram_strides, dma_instrs, fitting, prod,
+                   split_candidates)
+from .tiler import Candidate
 from .vector import Operand
 
 ROLES = ("batch", "m", "n", "k")
@@ -160,13 +162,25 @@ class ContractionTiling:
     m_outer: bool        # loop over M blocks outside N blocks (A stays resident)
 
 
-# ----------------------------------------------------------------------- the planner
+# ------------------------------------------------------------------------ the tiler
 
-class ContractionPlanner:
-    def __init__(self, lowered: Lowered, machine: MachineConfig, expr, bias_index, used,
-                 acc_dtype):
+class ContractionTiler:
+    """The tiler (tiler.Tiler) of matmul dispatches."""
+
+    def __init__(self, lowered: Lowered, machine: MachineConfig):
+        op = lowered.op
+        dtype = op.a.dtype
+        if dtype not in ("f32", "f16", "bf16", "i8") or op.b.dtype != dtype:
+            raise NotLowerable(f"matmul operand dtypes {dtype}/{op.b.dtype} not supported")
+        acc_dtype = accumulator(dtype)
+        nb, nm, nn, _ = op.dims
+        n_dims = set(range(nb + nm, nb + nm + nn))
+        bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, n_dims, acc_dtype)
+        used = used_inputs(expr)
+        self.expr, self.bias_index, self.used = expr, bias_index, used
+        self.epilogue_count = len(op.epilogue_inputs)
         self.layout = canonical_layout(lowered)
-        self.m, self.dtype = machine, lowered.op.a.dtype
+        self.m, self.dtype = machine, dtype
         self.e, self.acc_e = dtype_bytes(self.dtype), dtype_bytes(acc_dtype)
         self.acc_dtype = acc_dtype
         names = [f"epilogue.{k}" for k in used + ([bias_index] if bias_index is not None else [])]
@@ -264,7 +278,7 @@ class ContractionPlanner:
         return max(tiles * nk * mac, dma_in, tiles * store, tiles * vector) + \
             load_a + load_b + epilogue_loads + mac + vector + store
 
-    def choose(self) -> ContractionTiling:
+    def candidates(self) -> list[Candidate]:
         m = self.m
         m_splits = splits(self.extents("m"), split_candidates(self.layout.count("m")))
         n_splits = splits(self.extents("n"), block_candidates(self.layout.count("n"), m.mac_cols))
@@ -278,52 +292,38 @@ class ContractionPlanner:
                 for m_split in fit:
                     for m_outer in (True, False):
                         t = ContractionTiling(m_split, n_split, k_split, m_outer)
-                        candidates.append((self.estimate(t), prod(self.sizes(t)), t))
-        chosen = pick(candidates)
-        if chosen is None:
+                        candidates.append(Candidate(t, prod(self.sizes(t))))
+        if not candidates:
             raise NotLowerable("does not fit SRAM even tiled: matmul "
                                f"{self.layout.count('m')}x{self.layout.count('n')}x"
                                f"{self.layout.count('k')}")
-        return chosen[1]
+        return candidates
 
-
-def tile_contraction(lowered: Lowered, m: MachineConfig) -> TiledProgram:
-    op = lowered.op
-    dtype = op.a.dtype
-    if dtype not in ("f32", "f16", "bf16", "i8") or op.b.dtype != dtype:
-        raise NotLowerable(f"matmul operand dtypes {dtype}/{op.b.dtype} not supported")
-    acc_dtype = accumulator(dtype)
-    nb, nm, nn, _ = op.dims
-    n_dims = set(range(nb + nm, nb + nm + nn))
-    bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, n_dims, acc_dtype)
-    used = used_inputs(expr)
-    planner = ContractionPlanner(lowered, m, expr, bias_index, used, acc_dtype)
-    t = planner.choose()
-    return ContractionEmitter(planner, t, expr, bias_index, used,
-                              len(op.epilogue_inputs)).run()
+    def emit(self, t: ContractionTiling) -> TiledProgram:
+        return ContractionEmitter(self, t).run()
 
 
 # ----------------------------------------------------------------------- the emitter
 
 class ContractionEmitter:
-    def __init__(self, planner: ContractionPlanner, t: ContractionTiling, expr, bias_index,
-                 used, epilogue_count: int):
-        self.p, self.t = planner, t
-        self.tensors = planner.layout.tensors
-        self.epilogue_count = epilogue_count
-        mt, nt, kt = planner.sizes(t)
-        sram = Sram(planner.m.sram_bytes)
+    def __init__(self, tiler: ContractionTiler, t: ContractionTiling):
+        self.p, self.t = tiler, t
+        self.tensors = tiler.layout.tensors
+        mt, nt, kt = tiler.sizes(t)
+        sram = Sram(tiler.m.sram_bytes)
         self.sram = sram
-        a_slots, b_slots = planner.slots(t)
-        self.a_slots = Slots(sram, "a", planner.dtype, (mt * kt,), a_slots)
-        self.b_slots = Slots(sram, "b", planner.dtype, (kt * nt,), b_slots)
-        self.outs = Slots(sram, "acc", planner.acc_dtype, (mt * nt,))
-        counts = planner.first_counts(t)
+        a_slots, b_slots = tiler.slots(t)
+        self.a_slots = Slots(sram, "a", tiler.dtype, (mt * kt,), a_slots)
+        self.b_slots = Slots(sram, "b", tiler.dtype, (kt * nt,), b_slots)
+        self.outs = Slots(sram, "acc", tiler.acc_dtype, (mt * nt,))
+        counts = tiler.first_counts(t)
+        bias_index = tiler.bias_index
         self.bias = Streamed(sram, self.tensors[f"epilogue.{bias_index}"], counts,
-                             compute_dtype=planner.acc_dtype) if bias_index is not None else None
-        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], counts,
-                                compute_dtype=planner.acc_dtype) for k in used}
-        self.output = OutputStage(sram, expr, planner.acc_dtype, self.tensors["out"], mt * nt)
+                             compute_dtype=tiler.acc_dtype) if bias_index is not None else None
+        self.epi = EpilogueInputs(sram, self.tensors, tiler.used, tiler.epilogue_count,
+                                  counts, tiler.acc_dtype)
+        self.output = OutputStage(sram, tiler.expr, tiler.acc_dtype, self.tensors["out"],
+                                  mt * nt)
 
     def run(self) -> TiledProgram:
         p, t = self.p, self.t
@@ -371,18 +371,18 @@ class ContractionEmitter:
             reads = (a_buf, b_buf) + ((out,) if ki else bias_reads)
             front.append(Instr("matmul", p.dtype, fields, int(kflags), reads=reads,
                                writes=(out,), note=note + f" k{ki}:{kt}"))
-        operands = {}
         nb, nm = len(batch), len(m_counts)
-        for k, stream in self.epi.items():
-            buf, strides, loads = stream.load(starts, counts, note)
-            front += loads
+
+        def box_strides(k, strides):
             m_stride = flat_stride(strides[nb:nb + nm], m_counts)
             n_stride = flat_stride(strides[nb + nm:], n_counts)
             if m_stride is None or n_stride is None:
                 raise NotLowerable(f"epilogue input {k} is broadcast along part of a tile's "
                                    "M or N dims")
-            operands[k] = Operand(buf, (0, m_stride, n_stride))
-        inputs = [operands.get(k) for k in range(self.epilogue_count)]
+            return 0, m_stride, n_stride
+
+        loads, inputs = self.epi.load(starts, counts, note, box_strides)
+        front += loads
         sram_strides = [0] * nb + [s * nt for s in dense_sram_strides(m_counts)] + \
             dense_sram_strides(n_counts)
         back = self.output.emit((1, mt, nt), Operand(out, (0, nt, 1)), inputs, starts, counts,

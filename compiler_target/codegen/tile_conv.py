@@ -22,16 +22,17 @@ from dataclasses import dataclass, field, replace
 from executable_format.isa import Flag, pack_pair
 from executable_format.machine import MachineConfig
 
-from .epilogue import (LEAVES, OutputStage, accumulator, fold_affine, fold_bias, reachable,
-                       used_inputs)
+from .epilogue import (LEAVES, EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
+                       reachable, used_inputs, without_batch)
 from .lower import Lowered, NotLowerable
 from . import tile_conv_depthwise as depthwise
-from .tile_conv_im2col import Im2colEmitter, Im2colPlanner
+from .tile_conv_im2col import Im2colTiler
 from .vector import Operand
 from .npu_ir import Buffer, Instr, busy_cycles
 from .tile import (Dim, Slots, Sram, Streamed, TiledProgram, block_candidates, ceil_div,
-                   Pipeline, dma_instrs, fitting, footprint, load_window, pick,
+                   Pipeline, dma_instrs, fitting, footprint, load_window,
                    split_candidates, store_instrs)
+from .tiler import Candidate, Tiler, cheapest
 
 
 @dataclass(frozen=True)
@@ -177,8 +178,9 @@ def weight_elems(s: ConvShape, t: ConvTiling) -> int:
     return t.fb * (t.cb if s.groups == 1 else s.cg) * s.kh * s.kw
 
 
-class ConvPlanner:
-    """Estimated cycles of a tiling (the cost model's formulas per engine) and the choice."""
+class DirectConvTiler:
+    """The direct strategy (tiler.Tiler): estimated cycles of a tiling (the cost model's
+    formulas per engine) over the tilings that fit."""
 
     def __init__(self, job: ConvJob):
         self.job, self.s, self.m = job, job.s, job.m
@@ -218,7 +220,7 @@ class ConvPlanner:
     def fits(self, t: ConvTiling) -> bool:
         return footprint(lambda sram: ConvEmitter(self.job, t, sram)) <= self.m.sram_bytes
 
-    def choose(self) -> ConvTiling | None:
+    def candidates(self) -> list[Candidate]:
         s, m = self.s, self.m
         if s.groups == 1:
             fbs = block_candidates(s.f, m.mac_cols)
@@ -236,37 +238,53 @@ class ConvPlanner:
                                            lambda rows: self.fits(ConvTiling(fb, cb, rows, cols)))
                     for rows in rows_fitting:
                         t = ConvTiling(fb, cb, rows, cols)
-                        candidates.append((self.estimate(t), rows * cols * fb * cb, t))
-        chosen = pick(candidates)
-        return None if chosen is None else chosen[1]
+                        candidates.append(Candidate(t, rows * cols * fb * cb))
+        return candidates
+
+    def emit(self, t: ConvTiling) -> TiledProgram:
+        return ConvEmitter(self.job, t, Sram(self.m.sram_bytes)).run()
 
 
-def tile_conv(lowered: Lowered, m: MachineConfig) -> TiledProgram:
-    """The strategy with the lowest estimate: direct MAC conv2d, im2col matmul (few
-    output channels) or depthwise on the vector engine."""
-    job = conv_job(lowered, m)
-    options = []
-    planner = ConvPlanner(job)
-    direct = planner.choose()
-    if direct is not None:
-        options.append((planner.estimate(direct), ConvEmitter, direct, job))
-    bias_dtype = None if job.bias_index is None else \
-        job.lowered.tensors[f"epilogue.{job.bias_index}"].dtype
-    if job.s.groups == 1 and job.dtype == "f32" and bias_dtype in (None, job.dtype):
-        im2col_job = affine_job(job)
-        im2col = Im2colPlanner(im2col_job).choose()
-        if im2col is not None:
-            options.append((im2col[0], Im2colEmitter, im2col[1], im2col_job))
-    if depthwise.applies(job):
-        chosen = depthwise.DepthwisePlanner(job).choose()
-        if chosen is not None:
-            options.append((chosen[0], depthwise.DepthwiseEmitter, chosen[1], job))
-    if not options:
-        s = job.s
-        raise NotLowerable(f"does not fit SRAM even tiled: conv {s.c}->{s.f} channels, "
-                           f"{s.kh}x{s.kw} kernel, width {s.w}")
-    _, emitter, tiling, chosen_job = min(options, key=lambda option: option[0])
-    return emitter(chosen_job, tiling, Sram(m.sram_bytes)).run()
+class ConvTiler:
+    """The tiler (tiler.Tiler) of conv2d dispatches. Its candidates are the cheapest
+    tiling of each strategy that applies (direct MAC conv2d, im2col matmul for few output
+    channels, depthwise on the vector engine), each a (strategy, tiling) pair of size 0:
+    strategies compare on their estimates alone, their tile sizes count different
+    things."""
+
+    def __init__(self, lowered: Lowered, machine: MachineConfig):
+        self.job = conv_job(lowered, machine)
+
+    def strategies(self) -> list[Tiler]:
+        job = self.job
+        strategies: list[Tiler] = [DirectConvTiler(job)]
+        bias_dtype = None if job.bias_index is None else \
+            job.lowered.tensors[f"epilogue.{job.bias_index}"].dtype
+        if job.s.groups == 1 and job.dtype == "f32" and bias_dtype in (None, job.dtype):
+            strategies.append(Im2colTiler(affine_job(job)))
+        if depthwise.applies(job):
+            strategies.append(depthwise.DepthwiseTiler(job))
+        return strategies
+
+    def candidates(self) -> list[Candidate]:
+        found = []
+        for strategy in self.strategies():
+            candidates = strategy.candidates()
+            if candidates:
+                found.append(Candidate((strategy, cheapest(strategy, candidates)), 0))
+        if not found:
+            s = self.job.s
+            raise NotLowerable(f"does not fit SRAM even tiled: conv {s.c}->{s.f} channels, "
+                               f"{s.kh}x{s.kw} kernel, width {s.w}")
+        return found
+
+    def estimate(self, tiling: tuple[Tiler, object]) -> int:
+        strategy, t = tiling
+        return strategy.estimate(t)
+
+    def emit(self, tiling: tuple[Tiler, object]) -> TiledProgram:
+        strategy, t = tiling
+        return strategy.emit(t)
 
 
 class ConvEmitter:
@@ -288,8 +306,8 @@ class ConvEmitter:
         if job.bias_index is not None:
             self.bias = Streamed(sram, self.tensors[f"epilogue.{job.bias_index}"], tile,
                                  compute_dtype=job.acc_dtype)
-        self.epi_inputs = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], tile,
-                                       compute_dtype=job.acc_dtype) for k in job.inputs_used}
+        self.epi_inputs = EpilogueInputs(sram, self.tensors, job.inputs_used,
+                                         len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   t.fb * t.rows * t.cols)
 
@@ -338,12 +356,9 @@ class ConvEmitter:
                                writes=(out,), note=note + f" c{c0}+{cc}"))
         dense = [rows * cols, cols, 1]
         acc = Operand(out, tuple(dense))
-        operands = {}
-        for k, stream in self.epi_inputs.items():
-            buf, strides, loads = stream.load([n, f0, y0, x0], [1, fb, rows, cols], note)
-            front += loads
-            operands[k] = Operand(buf, tuple(strides[1:]))
-        epi_inputs = [operands.get(k) for k in range(len(self.job.lowered.op.epilogue_inputs))]
+        loads, epi_inputs = self.epi_inputs.load([n, f0, y0, x0], [1, fb, rows, cols], note,
+                                                 without_batch)
+        front += loads
         back = self.output.emit((fb, rows, cols), acc, epi_inputs, [n, f0, y0, x0],
                                 [1, fb, rows, cols], [0] + dense, note)
         return front, back

@@ -13,10 +13,11 @@ strategy when its estimate is lower.
 """
 from dataclasses import dataclass
 
-from .epilogue import OutputStage
+from .epilogue import EpilogueInputs, OutputStage, without_batch
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
-                   fitting, footprint, load_window, pick, split_candidates)
+                   fitting, footprint, load_window, split_candidates)
+from .tiler import Candidate
 from .vector import Operand, binary
 
 
@@ -32,8 +33,9 @@ def applies(job) -> bool:
     return s.groups == s.c == s.f and job.dtype == "f32"
 
 
-class DepthwisePlanner:
-    """Estimated cycles and choice; `job` is tile_conv.ConvJob."""
+class DepthwiseTiler:
+    """The depthwise strategy (tiler.Tiler): estimated cycles over the tilings that fit;
+    `job` is tile_conv.ConvJob."""
 
     def __init__(self, job):
         self.job, self.s, self.m = job, job.s, job.m
@@ -52,18 +54,20 @@ class DepthwisePlanner:
     def fits(self, t: DepthwiseTiling) -> bool:
         return footprint(lambda sram: DepthwiseEmitter(self.job, t, sram)) <= self.m.sram_bytes
 
-    def choose(self) -> tuple[int, DepthwiseTiling] | None:
+    def candidates(self) -> list[Candidate]:
         s = self.s
         candidates = []
         for cb in split_candidates(s.c, 16):
             for cols in [s.wo] + [c for c in split_candidates(s.wo) if c != s.wo]:
                 for rows in fitting(split_candidates(s.ho),
                                     lambda rows: self.fits(DepthwiseTiling(cb, rows, cols))):
-                    t = DepthwiseTiling(cb, rows, cols)
-                    candidates.append((self.estimate(t), cb * rows * cols, t))
+                    candidates.append(Candidate(DepthwiseTiling(cb, rows, cols), cb * rows * cols))
                 if candidates:
                     break
-        return pick(candidates)
+        return candidates
+
+    def emit(self, t: DepthwiseTiling) -> TiledProgram:
+        return DepthwiseEmitter(self.job, t, Sram(self.m.sram_bytes)).run()
 
 
 class DepthwiseEmitter:
@@ -80,8 +84,8 @@ class DepthwiseEmitter:
         tile = [1, t.cb, t.rows, t.cols]
         self.bias = None if job.bias_index is None else Streamed(
             sram, self.tensors[f"epilogue.{job.bias_index}"], tile, compute_dtype=job.acc_dtype)
-        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], tile,
-                                compute_dtype=job.acc_dtype) for k in job.inputs_used}
+        self.epi = EpilogueInputs(sram, self.tensors, job.inputs_used,
+                                  len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"], out_elems)
 
     def run(self) -> TiledProgram:
@@ -112,11 +116,8 @@ class DepthwiseEmitter:
         front, _ = load_window(self.tensors["input"], src, n, c0, cb, y0 * s.sh - s.pt,
                                x0 * s.sw - s.pl, hi, wi, 0, note + " input")
         tile_starts, tile_counts = [n, c0, y0, x0], [1, cb, rows, cols]
-        operands = {}
-        for k, stream in self.epi.items():
-            buf, strides, loads = stream.load(tile_starts, tile_counts, note)
-            front += loads
-            operands[k] = Operand(buf, tuple(strides[1:]))
+        loads, inputs = self.epi.load(tile_starts, tile_counts, note, without_batch)
+        front += loads
         bias = None
         if self.bias is not None:
             buf, strides, loads = self.bias.load(tile_starts, tile_counts, note)
@@ -139,6 +140,5 @@ class DepthwiseEmitter:
                 if not first:
                     back.append(binary("vadd", self.dtype, acc, bias if tap == 0 else acc,
                                        product, box, note + f" tap {ky},{kx}"))
-        inputs = [operands.get(k) for k in range(len(self.job.lowered.op.epilogue_inputs))]
         back += self.output.emit(box, acc, inputs, tile_starts, tile_counts, [0, *dense], note)
         return front, back

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 
 from executable_format.isa import Flag, f32_bits
 
-from .epilogue import BINARY, OutputStage
+from .epilogue import BINARY, EpilogueInputs, OutputStage, without_batch
 from .vector import Operand, binary, unary
 from .npu_ir import Instr, dtype_bytes
-from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
-                   fill_instrs, fitting, footprint, load_window, pick, ramp_blocks,
+from .tile import (Dim, Pipeline, Slots, Sram, TiledProgram, ceil_div, dma_instrs,
+                   fill_instrs, fitting, footprint, load_window, ramp_blocks,
                    split_candidates)
+from .tiler import Candidate
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,9 @@ def ramp_rows(rows: int, growth: float) -> tuple[list[int], list[int]]:
     return up, up[::-1]
 
 
-class Im2colPlanner:
-    """Estimated cycles and choice of row/col blocks; `job` is tile_conv.ConvJob
-    (groups == 1, f32)."""
+class Im2colTiler:
+    """The im2col strategy (tiler.Tiler): estimated cycles of row/col blocks over those
+    that fit; `job` is tile_conv.ConvJob (groups == 1, f32)."""
 
     def __init__(self, job):
         self.job, self.s, self.m = job, job.s, job.m
@@ -100,17 +101,20 @@ class Im2colPlanner:
     def fits(self, t: Im2colTiling) -> bool:
         return footprint(lambda sram: Im2colEmitter(self.job, t, sram)) <= self.m.sram_bytes
 
-    def choose(self) -> tuple[int, Im2colTiling] | None:
+    def candidates(self) -> list[Candidate]:
         s = self.s
         candidates = []
         for cols in [s.wo] + [c for c in split_candidates(s.wo) if c != s.wo]:
             for rows in fitting(split_candidates(s.ho),
                                 lambda rows: self.fits(Im2colTiling(rows, cols))):
                 t = Im2colTiling(rows, cols)
-                candidates.append((self.estimate(t), t.pixels, t))
+                candidates.append(Candidate(t, t.pixels))
             if candidates:
                 break
-        return pick(candidates)
+        return candidates
+
+    def emit(self, t: Im2colTiling) -> TiledProgram:
+        return Im2colEmitter(self.job, t, Sram(self.m.sram_bytes)).run()
 
 
 class Im2colEmitter:
@@ -124,8 +128,9 @@ class Im2colEmitter:
         self.cols = Slots(sram, "im2col", self.dtype, (self.k_rows * t.pixels,))
         self.weights = sram.alloc("w", self.dtype, (s.f * self.k_rows,))
         self.outs = Slots(sram, "acc", job.acc_dtype, (s.f * t.pixels,), 3)
-        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [1, s.f, t.rows, t.cols],
-                                compute_dtype=job.acc_dtype) for k in job.inputs_used}
+        self.epi = EpilogueInputs(sram, self.tensors, job.inputs_used,
+                                  len(job.lowered.op.epilogue_inputs), [1, s.f, t.rows, t.cols],
+                                  job.acc_dtype)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   s.f * t.pixels)
         self.scale = sram.alloc("affine.scale", "f32", (s.f,)) if job.affine else None
@@ -142,7 +147,7 @@ class Im2colEmitter:
                                      f32_bits(1.0), "ones row (bias)")
         pipeline = Pipeline(setup)
         for n in range(s.n):
-            for y0, rows in Im2colPlanner(self.job).row_blocks(t):
+            for y0, rows in Im2colTiler(self.job).row_blocks(t):
                 for x0 in range(0, s.wo, t.cols):
                     pipeline.add(*self._tile(n, y0, rows, x0, min(t.cols, s.wo - x0)))
         return TiledProgram(pipeline.finish(), self.sram.buffers,
@@ -258,12 +263,8 @@ class Im2colEmitter:
             int(Flag.NONE), reads=(self.weights, x), writes=(out,), note=note))
         dense = (pixels, cols, 1)
         acc = Operand(out, dense)
-        operands = {}
-        for k, stream in self.epi.items():
-            buf, strides, loads = stream.load([n, 0, y0, x0], [1, s.f, rows, cols], note)
-            front += loads
-            operands[k] = Operand(buf, tuple(strides[1:]))
-        inputs = [operands.get(k) for k in range(len(self.job.lowered.op.epilogue_inputs))]
+        loads, inputs = self.epi.load([n, 0, y0, x0], [1, s.f, rows, cols], note, without_batch)
+        front += loads
         back = self.output.emit((s.f, rows, cols), acc, inputs, [n, 0, y0, x0],
                                 [1, s.f, rows, cols], [0, *dense], note)
         return front, back

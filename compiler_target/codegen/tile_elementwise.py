@@ -21,8 +21,11 @@ from .epilogue import EpiloguePlan, temp_count, used_inputs
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, busy_cycles, dtype_bytes
 from .vector import Operand
-from .tile import (SRAM_ALIGN, Dim, dma_instrs, pick, Slots, Sram, Streamed, TiledProgram, ceil_div,
+from .tile import (SRAM_ALIGN, Dim, dma_instrs, Slots, Sram, Streamed, TiledProgram, ceil_div,
                    dense_sram_strides, prod, store_instrs)
+from .tiler import Candidate
+
+TILE_COUNTS = [1 << i for i in range(9)]
 
 def simplify(shape: tuple[int, ...], strides: list[tuple[int, ...]]):
     """(shape, per-tensor strides) without unit dims, contiguous neighbours merged."""
@@ -59,29 +62,6 @@ def box_dims(counts: list[int]) -> list[int]:
     one on ties), in dim order."""
     longest = sorted(range(len(counts)), key=lambda d: (-counts[d], -d))[:3]
     return sorted(longest)
-
-
-def choose_split(shape: list[int], budget: int, views: list[Buffer], out_views: list[Buffer],
-                 ops: int, m: MachineConfig) -> tuple[int, int]:
-    """The split whose estimate is lowest among tilings into 1, 2, 4, ... 256 tiles:
-    more tiles shorten the first load and last store the others cannot hide, and each
-    costs a DMA latency per transfer. Transfers are costed exactly (bursts included) on
-    the first tile; `ops` vector passes per tile."""
-    total = prod(shape)
-    candidates = []
-    for wanted in (1 << i for i in range(9)):
-        k, chunk = split(shape, min(budget, ceil_div(total, wanted)))
-        counts = [1] * k + [chunk] + shape[k + 1:]
-        elems = prod(counts)
-        tiles = ceil_div(total, elems)
-        load = sum(_transfer(m, "dma.load", v, counts) for v in views)
-        store = sum(_transfer(m, "dma.store", v, counts) for v in out_views)
-        boxes = elems // prod(counts[d] for d in box_dims(counts))
-        vector = ops * (boxes * m.vector_latency_cycles + ceil_div(
-            elems * dtype_bytes(out_views[0].dtype), m.vector_bytes_per_cycle))
-        estimate = max(tiles * load, tiles * store, tiles * vector) + load + store + vector
-        candidates.append((estimate, elems, (k, chunk)))
-    return pick(candidates)[1]
 
 
 def _compute(plan: EpiloguePlan, counts: list[int], dsts: dict[int, Buffer], dense: list[int],
@@ -121,64 +101,102 @@ def _outputs(lowered: Lowered) -> list[tuple[Buffer, int]]:
         (lowered.tensors[f"out.{k}"], node) for k, (_, node) in enumerate(op.extra_outputs, 1)]
 
 
-def tile_elementwise(lowered: Lowered, m: MachineConfig) -> TiledProgram:
-    op = lowered.op
-    outputs = _outputs(lowered)
-    out = lowered.tensors["out"]
-    stored = {node for _, node in outputs}              # each has its own output tiles
-    used = used_inputs(op.expr, stored)
-    ins = [lowered.tensors[f"in.{k}"] for k in range(len(op.inputs))]
-    if any(ins[k].dtype != out.dtype and FLOATS.count(ins[k].dtype) + FLOATS.count(out.dtype) < 2
-           for k in used):
-        raise NotLowerable("elementwise inputs and output differ in dtype (not both floats)")
-    if any(dram.dtype != out.dtype for dram, _ in outputs):
-        raise NotLowerable("elementwise outputs differ in dtype")
-    shape, strides = simplify(out.shape, [dram.strides for dram, _ in outputs] +
-                              [ins[k].strides for k in used])
-    out_views = [view(dram, shape, st) for (dram, _), st in zip(outputs, strides)]
-    in_views = {k: view(ins[k], shape, st) for k, st in zip(used, strides[len(outputs):])}
-    elem = dtype_bytes(out.dtype)
-    per_element = elem * (2 * len(stored) + temp_count(op.expr, stored)) + sum(
-        2 * dtype_bytes(ins[k].dtype) + (2 * elem if ins[k].dtype != out.dtype else 0)
-        for k in used)
-    slack = 8 + 4 * len(used) + 2 * len(stored) + len(op.expr)     # alignment, in SRAM_ALIGNs
-    budget = (m.sram_bytes - SRAM_ALIGN * slack) // per_element
-    if budget < 1:
-        raise NotLowerable("does not fit SRAM even tiled")
-    ops = sum(1 for node in op.expr if node[0] not in ("input", "const")) or 1
-    k, chunk = choose_split(shape, budget, list(in_views.values()), out_views, ops, m)
-    tile_counts = [1] * k + [chunk] + shape[k + 1:]
-    tile_elems = prod(tile_counts)
-    sram = Sram(m.sram_bytes)
-    streams = {i: Streamed(sram, v, tile_counts, compute_dtype=out.dtype)
-               for i, v in in_views.items()}
-    names: dict[int, str] = {}            # stored node -> its first output's name
-    for dram, node in outputs:
-        names.setdefault(node, dram.name)
-    outs = {node: Slots(sram, f"{name}.tile", out.dtype, (tile_elems,))
-            for node, name in names.items()}
-    plan = EpiloguePlan(op.expr, sram, out.dtype, tile_elems,
-                        stored=stored - {len(op.expr) - 1})
-    instrs = list(plan.setup)
-    outer = shape[:k]
-    for index in range(prod(outer)):
-        prefix = []
-        for extent in reversed(outer):
-            prefix.insert(0, index % extent)
-            index //= extent
-        for start in range(0, shape[k], chunk):
-            starts = prefix + [start] + [0] * (len(shape) - k - 1)
-            counts = [1] * k + [min(chunk, shape[k] - start)] + shape[k + 1:]
-            note = "at " + ",".join(map(str, starts)) + " size " + "x".join(map(str, counts))
-            loaded = {}
-            for i, stream in streams.items():
-                buf, st, loads = stream.load(starts, counts, note)
-                instrs += loads
-                loaded[i] = (buf, st)
-            dsts = {node: slots.acquire(None)[0] for node, slots in outs.items()}
-            dense = dense_sram_strides(counts)
-            instrs += _compute(plan, counts, dsts, dense, loaded, len(ins), note)
-            for out_view, (_, node) in zip(out_views, outputs):
-                instrs += store_instrs(out_view, starts, counts, dsts[node], dense, note)
-    tiles = "x".join(map(str, tile_counts))
-    return TiledProgram(instrs, sram.buffers, f"tiles {tiles} (of {'x'.join(map(str, shape))})", 2)
+class ElementwiseTiler:
+    """The tiler (tiler.Tiler) of elementwise dispatches; a tiling is a split (k, chunk)
+    of the simplified iteration space."""
+
+    def __init__(self, lowered: Lowered, m: MachineConfig):
+        op = lowered.op
+        self.op, self.m = op, m
+        self.outputs = _outputs(lowered)
+        out = lowered.tensors["out"]
+        self.stored = {node for _, node in self.outputs}    # each has its own output tiles
+        used = used_inputs(op.expr, self.stored)
+        ins = [lowered.tensors[f"in.{k}"] for k in range(len(op.inputs))]
+        if any(ins[k].dtype != out.dtype and
+               FLOATS.count(ins[k].dtype) + FLOATS.count(out.dtype) < 2 for k in used):
+            raise NotLowerable("elementwise inputs and output differ in dtype (not both floats)")
+        if any(dram.dtype != out.dtype for dram, _ in self.outputs):
+            raise NotLowerable("elementwise outputs differ in dtype")
+        self.dtype = out.dtype
+        self.shape, strides = simplify(out.shape, [dram.strides for dram, _ in self.outputs] +
+                                       [ins[k].strides for k in used])
+        self.out_views = [view(dram, self.shape, st)
+                          for (dram, _), st in zip(self.outputs, strides)]
+        self.in_views = {k: view(ins[k], self.shape, st)
+                         for k, st in zip(used, strides[len(self.outputs):])}
+        elem = dtype_bytes(out.dtype)
+        per_element = elem * (2 * len(self.stored) + temp_count(op.expr, self.stored)) + sum(
+            2 * dtype_bytes(ins[k].dtype) + (2 * elem if ins[k].dtype != out.dtype else 0)
+            for k in used)
+        slack = 8 + 4 * len(used) + 2 * len(self.stored) + len(op.expr)  # alignment, SRAM_ALIGNs
+        self.budget = (m.sram_bytes - SRAM_ALIGN * slack) // per_element
+        if self.budget < 1:
+            raise NotLowerable("does not fit SRAM even tiled")
+        self.ops = sum(1 for node in op.expr if node[0] not in ("input", "const")) or 1
+
+    def candidates(self) -> list[Candidate]:
+        """The splits into 1, 2, 4, ... 256 tiles: more tiles shorten the first load and
+        last store the others cannot hide, and each costs a DMA latency per transfer."""
+        total = prod(self.shape)
+        candidates = []
+        for wanted in TILE_COUNTS:
+            k, chunk = split(self.shape, min(self.budget, ceil_div(total, wanted)))
+            candidates.append(Candidate((k, chunk), prod(self.tile_counts(k, chunk))))
+        return candidates
+
+    def tile_counts(self, k: int, chunk: int) -> list[int]:
+        return [1] * k + [chunk] + self.shape[k + 1:]
+
+    def estimate(self, split_: tuple[int, int]) -> int:
+        """Transfers costed exactly (bursts included) on the first tile; `ops` vector
+        passes per tile."""
+        m = self.m
+        counts = self.tile_counts(*split_)
+        elems = prod(counts)
+        tiles = ceil_div(prod(self.shape), elems)
+        load = sum(_transfer(m, "dma.load", v, counts) for v in self.in_views.values())
+        store = sum(_transfer(m, "dma.store", v, counts) for v in self.out_views)
+        boxes = elems // prod(counts[d] for d in box_dims(counts))
+        vector = self.ops * (boxes * m.vector_latency_cycles + ceil_div(
+            elems * dtype_bytes(self.out_views[0].dtype), m.vector_bytes_per_cycle))
+        return max(tiles * load, tiles * store, tiles * vector) + load + store + vector
+
+    def emit(self, split_: tuple[int, int]) -> TiledProgram:
+        op, shape, (k, chunk) = self.op, self.shape, split_
+        tile_counts = self.tile_counts(k, chunk)
+        tile_elems = prod(tile_counts)
+        sram = Sram(self.m.sram_bytes)
+        streams = {i: Streamed(sram, v, tile_counts, compute_dtype=self.dtype)
+                   for i, v in self.in_views.items()}
+        names: dict[int, str] = {}            # stored node -> its first output's name
+        for dram, node in self.outputs:
+            names.setdefault(node, dram.name)
+        outs = {node: Slots(sram, f"{name}.tile", self.dtype, (tile_elems,))
+                for node, name in names.items()}
+        plan = EpiloguePlan(op.expr, sram, self.dtype, tile_elems,
+                            stored=self.stored - {len(op.expr) - 1})
+        instrs = list(plan.setup)
+        outer = shape[:k]
+        for index in range(prod(outer)):
+            prefix = []
+            for extent in reversed(outer):
+                prefix.insert(0, index % extent)
+                index //= extent
+            for start in range(0, shape[k], chunk):
+                starts = prefix + [start] + [0] * (len(shape) - k - 1)
+                counts = [1] * k + [min(chunk, shape[k] - start)] + shape[k + 1:]
+                note = "at " + ",".join(map(str, starts)) + " size " + "x".join(map(str, counts))
+                loaded = {}
+                for i, stream in streams.items():
+                    buf, st, loads = stream.load(starts, counts, note)
+                    instrs += loads
+                    loaded[i] = (buf, st)
+                dsts = {node: slots.acquire(None)[0] for node, slots in outs.items()}
+                dense = dense_sram_strides(counts)
+                instrs += _compute(plan, counts, dsts, dense, loaded, len(op.inputs), note)
+                for out_view, (_, node) in zip(self.out_views, self.outputs):
+                    instrs += store_instrs(out_view, starts, counts, dsts[node], dense, note)
+        tiles = "x".join(map(str, tile_counts))
+        return TiledProgram(instrs, sram.buffers,
+                            f"tiles {tiles} (of {'x'.join(map(str, shape))})", 2)

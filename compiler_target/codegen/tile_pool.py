@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from executable_format.isa import Flag, pack_pair
 from executable_format.machine import MachineConfig
 
-from .epilogue import OutputStage, temp_count, used_inputs
+from .epilogue import EpilogueInputs, OutputStage, bytes_per_element, used_inputs, without_batch
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Instr, dtype_bytes, value_bits
 from .vector import Operand, unary
-from .tile import (SRAM_ALIGN, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned, ceil_div,
-                   load_window, pick, split_candidates)
+from .tile import (SRAM_ALIGN, Pipeline, Slots, Sram, TiledProgram, aligned, ceil_div,
+                   load_window, split_candidates)
+from .tiler import Candidate
 
 
 @dataclass(frozen=True)
@@ -44,60 +45,70 @@ class PoolGeometry:
         return (cols - 1) * self.sw + (self.kw - 1) * self.dw + 1
 
 
-def _choose(g: PoolGeometry, m: MachineConfig, e: int, per_out_extra: int) -> PoolTiling:
-    candidates = []
-    col_options = [g.wo] + [c for c in split_candidates(g.wo) if c != g.wo]
-    for cb in split_candidates(g.c, 16):
-        for cols in col_options:
-            for rows in split_candidates(g.ho):
-                t = PoolTiling(cb, rows, cols)
-                in_elems = cb * g.in_rows(rows) * g.in_cols(cols)
-                out_elems = cb * rows * cols
-                need = 2 * aligned(in_elems * e) + 2 * aligned(out_elems * e) + \
-                    per_out_extra * out_elems + 16 * SRAM_ALIGN
-                if need > m.sram_bytes:
-                    continue
-                tiles = g.n * ceil_div(g.c, cb) * ceil_div(g.ho, rows) * ceil_div(g.wo, cols)
-                load = m.dma_latency_cycles + ceil_div(in_elems * e, m.dram_bytes_per_cycle)
-                store = m.dma_latency_cycles + ceil_div(out_elems * e, m.dram_bytes_per_cycle)
-                vec = m.vector_latency_cycles + ceil_div(out_elems * g.kh * g.kw * e,
-                                                         m.vector_bytes_per_cycle)
-                cost = max(tiles * load, tiles * store, tiles * vec) + load + store + vec
-                candidates.append((cost, out_elems, t))
-            if candidates:
-                break
-    chosen = pick(candidates)
-    if chosen is None:
-        raise NotLowerable(f"does not fit SRAM even tiled: {g.kh}x{g.kw} pooling window")
-    return chosen[1]
+class PoolTiler:
+    """The tiler (tiler.Tiler) of pool2d dispatches."""
 
+    def __init__(self, lowered: Lowered, m: MachineConfig):
+        op = lowered.op
+        dtype = op.input.dtype
+        if dtype not in FLOATS or op.out.dtype != dtype:
+            raise NotLowerable(f"{dtype} -> {op.out.dtype} pooling is not supported (floats only)")
+        if op.kind not in ("max", "avg", "sum"):
+            raise NotLowerable(f"pooling kind '{op.kind}' is not supported")
+        self.lowered, self.m, self.g = lowered, m, PoolGeometry(op)
+        self.e = dtype_bytes(dtype)
+        self.per_out_extra = bytes_per_element(op.epilogue, op.epilogue_inputs, dtype)
 
-def tile_pool(lowered: Lowered, m: MachineConfig) -> TiledProgram:
-    op = lowered.op
-    dtype = op.input.dtype
-    if dtype not in FLOATS or op.out.dtype != dtype:
-        raise NotLowerable(f"{dtype} -> {op.out.dtype} pooling is not supported (floats only)")
-    if op.kind not in ("max", "avg", "sum"):
-        raise NotLowerable(f"pooling kind '{op.kind}' is not supported")
-    g = PoolGeometry(op)
-    e = dtype_bytes(dtype)
-    used = used_inputs(op.epilogue)
-    extra = temp_count(op.epilogue) * e + sum(
-        2 * (e + dtype_bytes(op.epilogue_inputs[k].dtype)) for k in used)
-    t = _choose(g, m, e, extra)
-    return PoolEmitter(lowered, g, t, m, used).run()
+    def fits(self, t: PoolTiling) -> bool:
+        g, e = self.g, self.e
+        in_elems = t.cb * g.in_rows(t.rows) * g.in_cols(t.cols)
+        out_elems = t.cb * t.rows * t.cols
+        need = 2 * aligned(in_elems * e) + 2 * aligned(out_elems * e) + \
+            self.per_out_extra * out_elems + 16 * SRAM_ALIGN
+        return need <= self.m.sram_bytes
+
+    def candidates(self) -> list[Candidate]:
+        g = self.g
+        candidates = []
+        col_options = [g.wo] + [c for c in split_candidates(g.wo) if c != g.wo]
+        for cb in split_candidates(g.c, 16):
+            for cols in col_options:
+                for rows in split_candidates(g.ho):
+                    t = PoolTiling(cb, rows, cols)
+                    if self.fits(t):
+                        candidates.append(Candidate(t, cb * rows * cols))
+                if candidates:
+                    break
+        if not candidates:
+            raise NotLowerable(f"does not fit SRAM even tiled: {g.kh}x{g.kw} pooling window")
+        return candidates
+
+    def estimate(self, t: PoolTiling) -> int:
+        g, m, e = self.g, self.m, self.e
+        in_elems = t.cb * g.in_rows(t.rows) * g.in_cols(t.cols)
+        out_elems = t.cb * t.rows * t.cols
+        tiles = g.n * ceil_div(g.c, t.cb) * ceil_div(g.ho, t.rows) * ceil_div(g.wo, t.cols)
+        load = m.dma_latency_cycles + ceil_div(in_elems * e, m.dram_bytes_per_cycle)
+        store = m.dma_latency_cycles + ceil_div(out_elems * e, m.dram_bytes_per_cycle)
+        vec = m.vector_latency_cycles + ceil_div(out_elems * g.kh * g.kw * e,
+                                                 m.vector_bytes_per_cycle)
+        return max(tiles * load, tiles * store, tiles * vec) + load + store + vec
+
+    def emit(self, t: PoolTiling) -> TiledProgram:
+        return PoolEmitter(self.lowered, self.g, t, self.m).run()
 
 
 class PoolEmitter:
-    def __init__(self, lowered, g: PoolGeometry, t: PoolTiling, m: MachineConfig, used):
+    def __init__(self, lowered, g: PoolGeometry, t: PoolTiling, m: MachineConfig):
         self.op, self.g, self.t, self.tensors = lowered.op, g, t, lowered.tensors
         sram = Sram(m.sram_bytes)
         self.sram = sram
         self.dtype = self.op.input.dtype
         self.inputs = Slots(sram, "in", self.dtype, (t.cb * g.in_rows(t.rows) * g.in_cols(t.cols),))
         self.outs = Slots(sram, "pool", self.dtype, (t.cb * t.rows * t.cols,))
-        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [1, t.cb, t.rows, t.cols],
-                                compute_dtype=self.dtype) for k in used}
+        self.epi = EpilogueInputs(sram, self.tensors, used_inputs(self.op.epilogue),
+                                  len(self.op.epilogue_inputs), [1, t.cb, t.rows, t.cols],
+                                  self.dtype)
         self.output = OutputStage(sram, self.op.epilogue, self.dtype, self.tensors["out"],
                                   t.cb * t.rows * t.cols)
         self.pad_bits = value_bits(self.dtype, float("-inf")) if self.op.kind == "max" else 0
@@ -123,11 +134,8 @@ class PoolEmitter:
         front, (r0, r1, q0, q1) = load_window(
             self.tensors["input"], src, n, c0, cb, y0 * g.sh - g.pt, x0 * g.sw - g.pl, hi, wi,
             self.pad_bits, note + " input")
-        operands = {}
-        for k, stream in self.epi.items():
-            buf, strides, loads = stream.load([n, c0, y0, x0], [1, cb, rows, cols], note)
-            front += loads
-            operands[k] = Operand(buf, tuple(strides[1:]))
+        loads, inputs = self.epi.load([n, c0, y0, x0], [1, cb, rows, cols], note, without_batch)
+        front += loads
         dst, _ = self.outs.acquire(None)
         flags = {"max": Flag.NONE, "avg": Flag.POOL_AVG,
                  "sum": Flag.POOL_AVG | Flag.COUNT_INCLUDE_PAD}[self.op.kind]
@@ -145,7 +153,6 @@ class PoolEmitter:
         if self.op.kind == "sum":
             back.append(unary("vscale", self.dtype, pooled, pooled, box, note,
                               float(g.kh * g.kw), 0.0))
-        inputs = [operands.get(k) for k in range(len(self.op.epilogue_inputs))]
         back += self.output.emit(box, pooled, inputs, [n, c0, y0, x0], [1, cb, rows, cols],
                                  [0, *dense], note)
         return front, back

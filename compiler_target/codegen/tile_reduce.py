@@ -9,42 +9,63 @@ results are combined with vadd / vmax (mean divides by I at the end with vscale)
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
-from .epilogue import OutputStage, temp_count, used_inputs
+from .epilogue import EpilogueInputs, OutputStage, bytes_per_element, used_inputs
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr, dtype_bytes
 from .vector import Operand, binary, unary
-from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram,
-                   ceil_div, dma_instrs)
+from .tile import SRAM_ALIGN, Dim, Pipeline, Slots, Sram, TiledProgram, ceil_div, dma_instrs
+from .tiler import Candidate, pipelined_cycles
 
 MIN_TILE_BYTES = 32 * 1024
 PIPELINE_TILES = 8
 
 
-def tile_reduce(lowered: Lowered, m: MachineConfig) -> TiledProgram:
-    op = lowered.op
-    dtype = op.input.dtype
-    if dtype not in FLOATS or op.out.dtype != dtype:
-        raise NotLowerable(f"{dtype} -> {op.out.dtype} reductions are not supported (floats only)")
-    if op.kind not in ("sum", "max", "mean"):
-        raise NotLowerable(f"reduction kind '{op.kind}' is not supported")
-    outer, inner = op.input.shape
-    so, si = op.input.strides
-    transposed = abs(so) < abs(si)           # load [i][o], relayout with vcopy
-    e = dtype_bytes(dtype)
-    used = used_inputs(op.epilogue)
-    # Per input element: 2 load slots (+1 relayout buffer); per output element: 2 result
-    # slots, a partial, the epilogue's temps and inputs.
-    per_in = e * (3 if transposed else 2)
-    per_out = e * (3 + temp_count(op.epilogue)) + sum(
-        2 * (e + dtype_bytes(op.epilogue_inputs[k].dtype)) for k in used)
-    budget = m.sram_bytes - SRAM_ALIGN * 16
-    if per_in * min(inner, 64) + per_out > budget:
-        raise NotLowerable("does not fit SRAM even tiled")
-    chunk = min(inner, (budget - per_out) // per_in)
-    rows_fit = max(1, budget // (per_in * chunk + per_out))
-    target = max(ceil_div(outer, PIPELINE_TILES), ceil_div(MIN_TILE_BYTES, chunk * e))
-    ot = max(1, min(outer, rows_fit, target))
-    return ReduceEmitter(lowered, m, ot, chunk, transposed, used).run()
+class ReduceTiler:
+    """The tiler (tiler.Tiler) of reduce dispatches: one candidate, (rows per tile, I
+    chunk), the rows filling SRAM up to the ~8 tiles of >= 32 KB a pipeline wants."""
+
+    def __init__(self, lowered: Lowered, m: MachineConfig):
+        op = lowered.op
+        dtype = op.input.dtype
+        if dtype not in FLOATS or op.out.dtype != dtype:
+            raise NotLowerable(f"{dtype} -> {op.out.dtype} reductions are not supported "
+                               "(floats only)")
+        if op.kind not in ("sum", "max", "mean"):
+            raise NotLowerable(f"reduction kind '{op.kind}' is not supported")
+        self.lowered, self.m = lowered, m
+        so, si = op.input.strides
+        self.transposed = abs(so) < abs(si)           # load [i][o], relayout with vcopy
+
+    def candidates(self) -> list[Candidate]:
+        op, m = self.lowered.op, self.m
+        outer, inner = op.input.shape
+        e = dtype_bytes(op.input.dtype)
+        # Per input element: 2 load slots (+1 relayout buffer); per output element: 2 result
+        # slots, a partial, the epilogue's temps and inputs.
+        per_in = e * (3 if self.transposed else 2)
+        per_out = e * 3 + bytes_per_element(op.epilogue, op.epilogue_inputs, op.input.dtype)
+        budget = m.sram_bytes - SRAM_ALIGN * 16
+        if per_in * min(inner, 64) + per_out > budget:
+            raise NotLowerable("does not fit SRAM even tiled")
+        chunk = min(inner, (budget - per_out) // per_in)
+        rows_fit = max(1, budget // (per_in * chunk + per_out))
+        target = max(ceil_div(outer, PIPELINE_TILES), ceil_div(MIN_TILE_BYTES, chunk * e))
+        ot = max(1, min(outer, rows_fit, target))
+        return [Candidate((ot, chunk), ot * chunk)]
+
+    def estimate(self, tiling: tuple[int, int]) -> int:
+        outer, inner = self.lowered.op.input.shape
+        ot = tiling[0]
+        front, back = self._emitter(tiling).tile(0, min(ot, outer), inner)
+        return pipelined_cycles(self.m, front + back, ceil_div(outer, ot))
+
+    def emit(self, tiling: tuple[int, int]) -> TiledProgram:
+        return self._emitter(tiling).run()
+
+    def _emitter(self, tiling: tuple[int, int]) -> "ReduceEmitter":
+        ot, chunk = tiling
+        return ReduceEmitter(self.lowered, self.m, ot, chunk, self.transposed,
+                             used_inputs(self.lowered.op.epilogue))
 
 
 class ReduceEmitter:
@@ -58,20 +79,20 @@ class ReduceEmitter:
         self.relayout = sram.alloc("in.oi", self.dtype, (ot * chunk,)) if transposed else None
         self.outs = Slots(sram, "red", self.dtype, (ot,))
         self.partial = sram.alloc("partial", self.dtype, (ot,))
-        self.epi = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], [ot],
-                                compute_dtype=self.dtype) for k in used}
+        self.epi = EpilogueInputs(sram, self.tensors, used, len(self.op.epilogue_inputs), [ot],
+                                  self.dtype)
         self.output = OutputStage(sram, self.op.epilogue, self.dtype, self.tensors["out"], ot)
 
     def run(self) -> TiledProgram:
         outer, inner = self.op.input.shape
         pipeline = Pipeline(self.output.setup)
         for o0 in range(0, outer, self.ot):
-            pipeline.add(*self._tile(o0, min(self.ot, outer - o0), inner))
+            pipeline.add(*self.tile(o0, min(self.ot, outer - o0), inner))
         split = f", {ceil_div(inner, self.chunk)} chunks of {self.chunk}" if self.chunk < inner else ""
         return TiledProgram(pipeline.finish(), self.sram.buffers,
                             f"tiles {self.ot}x{min(self.chunk, inner)} (rows x reduced){split}", 2)
 
-    def _tile(self, o0, ot, inner) -> tuple[list[Instr], list[Instr]]:
+    def tile(self, o0, ot, inner) -> tuple[list[Instr], list[Instr]]:
         kind = self.op.kind
         note = f"o{o0}+{ot}"
         out, _ = self.outs.acquire(None)
@@ -95,12 +116,8 @@ class ReduceEmitter:
         if kind == "mean" and len(chunks) > 1:
             front.append(unary("vscale", self.dtype, flat, flat, (1, 1, ot), note,
                                1.0 / inner, 0.0))
-        operands = {}
-        for k, stream in self.epi.items():
-            buf, strides, loads = stream.load([o0], [ot], note)
-            front += loads
-            operands[k] = Operand(buf, (0, 0, strides[0]))
-        inputs = [operands.get(k) for k in range(len(self.op.epilogue_inputs))]
+        loads, inputs = self.epi.load([o0], [ot], note, lambda _, strides: (0, 0, strides[0]))
+        front += loads
         back = self.output.emit((1, 1, ot), flat, inputs, [o0], [ot], [1], note)
         return front, back
 

@@ -18,9 +18,10 @@ from executable_format.machine import MachineConfig
 
 from .epilogue import BINARY, LEAVES, UNARY, node_instrs
 from .lower import Lowered, NotLowerable
-from .npu_ir import FLOATS, Buffer, Instr, busy_cycles, value_bits
+from .npu_ir import FLOATS, Buffer, Instr, value_bits
 from .ops import varies_along_rows
-from .tile import Slots, Sram, Streamed, TiledProgram, ceil_div, fill_instrs, pick, store_instrs
+from .tile import Slots, Sram, Streamed, TiledProgram, ceil_div, fill_instrs, store_instrs
+from .tiler import Candidate, pipelined_cycles
 from .vector import Operand, unary
 
 REDUCE_FLAGS = {"sum": Flag.NONE, "max": Flag.REDUCE_MAX}
@@ -172,32 +173,37 @@ class RowwiseEmitter:
         return instrs
 
 
-def tile_rowwise(lowered: Lowered, m: MachineConfig) -> TiledProgram:
-    op = lowered.op
-    dtype = op.out.dtype
-    if dtype not in FLOATS or any(ref.dtype not in FLOATS for ref in op.inputs):
-        raise NotLowerable(f"{dtype} rowwise expressions are not supported (floats only)")
-    total, columns = op.out.shape
-    rowwise = plan(op.expr, op.inputs)
-    candidates = []
-    for rows in sorted({ceil_div(total, 1 << i) for i in range(9)}, reverse=True):
-        try:
-            candidates.append((estimate(RowwiseEmitter(lowered, m, rowwise, rows)), rows, rows))
-        except NotLowerable:      # the tile's buffers do not fit SRAM
-            continue
-    chosen = pick(candidates)
-    if chosen is None:
-        raise NotLowerable(f"does not fit SRAM even tiled: rows of {columns} elements")
-    return RowwiseEmitter(lowered, m, rowwise, chosen[1]).run()
+class RowwiseTiler:
+    """The tiler (tiler.Tiler) of rowwise dispatches; a tiling is the rows per tile."""
 
+    def __init__(self, lowered: Lowered, m: MachineConfig):
+        op = lowered.op
+        if op.out.dtype not in FLOATS or any(ref.dtype not in FLOATS for ref in op.inputs):
+            raise NotLowerable(f"{op.out.dtype} rowwise expressions are not supported "
+                               "(floats only)")
+        self.lowered, self.m = lowered, m
+        self.plan = plan(op.expr, op.inputs)
 
-def estimate(emitter: RowwiseEmitter) -> int:
-    """Busy cycles of the busiest engine over the tiles, plus the first tile's load and
-    the last tile's vector work and store (pipeline fill and drain), from the
-    instructions of the first tile as the emitter writes them."""
-    total = emitter.op.out.shape[0]
-    first = emitter.tile(0, min(emitter.rows, total))
-    load, vector, store = (busy_cycles(emitter.m, [i for i in first if i.engine_name == engine])
-                           for engine in ("dma_in", "vector", "dma_out"))
-    tiles = ceil_div(total, emitter.rows)
-    return max(tiles * load, tiles * vector, tiles * store) + load + vector + store
+    def candidates(self) -> list[Candidate]:
+        """1/1, 1/2, ... 1/256 of the rows, those whose tile the emitter can write (its
+        buffers fit SRAM)."""
+        total, columns = self.lowered.op.out.shape
+        candidates = []
+        for rows in sorted({ceil_div(total, 1 << i) for i in range(9)}, reverse=True):
+            try:
+                self.estimate(rows)
+            except NotLowerable:
+                continue
+            candidates.append(Candidate(rows, rows))
+        if not candidates:
+            raise NotLowerable(f"does not fit SRAM even tiled: rows of {columns} elements")
+        return candidates
+
+    def estimate(self, rows: int) -> int:
+        """From the instructions of the first tile as the emitter writes them."""
+        total = self.lowered.op.out.shape[0]
+        first = RowwiseEmitter(self.lowered, self.m, self.plan, rows).tile(0, min(rows, total))
+        return pipelined_cycles(self.m, first, ceil_div(total, rows))
+
+    def emit(self, rows: int) -> TiledProgram:
+        return RowwiseEmitter(self.lowered, self.m, self.plan, rows).run()

@@ -1,0 +1,57 @@
+"""The interface every tiler implements, and the choice among its candidate tilings.
+
+A tiler handles one op kind (`backend.TILERS` maps the kind to the tiler's class). It
+is constructed for one dispatch from `(lowered, machine)`, raising NotLowerable when the
+op cannot run on the NPU whatever the tiling (dtypes, kinds), and then:
+
+- `candidates()`: the tilings worth considering, each with its tile size (elements),
+  only those whose buffers fit SRAM; NotLowerable (with the reason) when none does;
+- `estimate(tiling)`: its cycles, from the cost model's formulas or by costing the
+  instructions the tiling emits (`pipelined_cycles`);
+- `emit(tiling)`: the TiledProgram.
+
+`cheapest` is the choice `backend.tile_program` makes, and the convolution tiler makes
+among the candidates of each of its strategies.
+"""
+from typing import NamedTuple, Protocol
+
+from executable_format.machine import MachineConfig
+
+from .npu_ir import Instr, busy_cycles
+from .tile import TiledProgram
+
+NEAR_BEST = 1.01
+ENGINES = ("dma_in", "mac", "vector", "dma_out")
+
+
+class Candidate(NamedTuple):
+    tiling: object
+    size: int          # elements per tile: among near-equal estimates the biggest wins
+
+
+class Tiler(Protocol):
+    def candidates(self) -> list[Candidate]: ...
+
+    def estimate(self, tiling) -> int: ...
+
+    def emit(self, tiling) -> TiledProgram: ...
+
+
+def cheapest(tiler: Tiler, candidates: list[Candidate]):
+    """The tiling of the biggest tile among the candidates within 1% of the best
+    estimate, since fewer, bigger tiles make a shorter program at no measurable cost
+    (the lower estimate among equal sizes, the first among equal both)."""
+    estimated = [(tiler.estimate(c.tiling), c.size, c.tiling) for c in candidates]
+    best = min(estimate for estimate, _, _ in estimated)
+    _, _, tiling = max((c for c in estimated if c[0] <= best * NEAR_BEST),
+                       key=lambda c: (c[1], -c[0]))
+    return tiling
+
+
+def pipelined_cycles(machine: MachineConfig, first_tile: list[Instr], tiles: int) -> int:
+    """Busy cycles of the busiest engine over `tiles` tiles like the first one, plus the
+    first tile's work on every engine (the pipeline fill and drain), from the first
+    tile's instructions as the emitter writes them."""
+    busy = [busy_cycles(machine, [i for i in first_tile if i.engine_name == engine])
+            for engine in ENGINES]
+    return max(tiles * cycles for cycles in busy) + sum(busy)
