@@ -20,6 +20,7 @@ order, each naming the buffers it reads and writes. This module holds what they 
   DRAM-contiguous one; padded convolution/pooling windows with filled halos;
 - `Pipeline`: the program order of the tile loop (tile i's front before tile i-1's back).
 """
+import itertools
 from dataclasses import dataclass, field
 
 from .lower import NotLowerable
@@ -172,15 +173,27 @@ def _split_outer(dims: list[Dim]):
             yield i * outer.dram + dram, i * outer.sram + sram, box
 
 
+def _steps(dims: list[Dim]):
+    """(dram, sram) element offsets of every index of `dims`, outermost first."""
+    for index in itertools.product(*(range(d.count) for d in dims)):
+        yield (sum(i * d.dram for i, d in zip(index, dims)),
+               sum(i * d.sram for i, d in zip(index, dims)))
+
+
 def dma_instrs(op: str, dram: Buffer, dram_elem_offset: int, sram: Buffer, sram_elem_offset: int,
                dims: list[Dim], note: str) -> list[Instr]:
-    """dma.load (DRAM -> SRAM) or dma.store (SRAM -> DRAM) of a strided box."""
+    """dma.load (DRAM -> SRAM) or dma.store (SRAM -> DRAM) of a strided box. DMA strides
+    are unsigned: a dim read in reverse (negative DRAM stride, e.g. a sequence reversed
+    in time) is stepped, one box per index."""
     elem = dtype_bytes(dram.dtype)
+    reverse = [d for d in dims if d.dram < 0 and d.count > 1]
+    forward = [d for d in dims if d not in reverse]
     instrs = []
-    for d_off, s_off, box in _split_outer(_canonical(dims)):
+    for (r_dram, r_sram), (d_off, s_off, box) in itertools.product(
+            _steps(reverse), list(_split_outer(_canonical(forward)))):
         fields = {"binding": dram.binding,
-                  "dram_offset": dram.offset + (dram_elem_offset + d_off) * elem,
-                  "sram_addr": sram.addr + (sram_elem_offset + s_off) * elem}
+                  "dram_offset": dram.offset + (dram_elem_offset + r_dram + d_off) * elem,
+                  "sram_addr": sram.addr + (sram_elem_offset + r_sram + s_off) * elem}
         for i, d in enumerate(box):
             fields[f"n{i}"] = d.count
         for i, d in enumerate(box):

@@ -1,5 +1,7 @@
 """Elementwise: randomized shapes, layouts and broadcasts, expressions with every
 vector op, on the native NPU core against numpy."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -75,6 +77,24 @@ def test_nearest_upsampling_as_a_rank5_broadcast(sram_bytes, rng):
     compiled, stats = compile_and_run(Elementwise(out, refs, expr), b,
                                       machine=MachineConfig(sram_bytes=sram_bytes))
     np.testing.assert_allclose(b.read(out), x + z, rtol=1e-6)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+@pytest.mark.parametrize("rows,cols,sram_bytes", [(4, 16, MACHINE.sram_bytes),
+                                               (32, 512, MACHINE.sram_bytes),
+                                               (32, 512, 16 * 1024)])
+def test_rows_read_in_reverse(rows, cols, sram_bytes, rng):
+    """out[t] = x[T-1-t] + 1 (a sequence reversed in time): the input's row stride is
+    negative, which a DMA stride cannot be; the rows are loaded one DMA each."""
+    b = Bindings()
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    ref = b.add(x)
+    reversed_rows = replace(ref, offset=ref.offset + (rows - 1) * cols * 4, strides=(-cols, 1))
+    out = b.output((rows, cols))
+    expr = [("input", 0), ("const", 1.0), ("add", (0, 1))]
+    compiled, stats = compile_and_run(Elementwise(out, [reversed_rows], expr), b,
+                                      machine=MachineConfig(sram_bytes=sram_bytes))
+    np.testing.assert_array_equal(b.read(out), x[::-1] + np.float32(1.0))
     assert compiled.estimated_cycles == stats.total_cycles
 
 
