@@ -15,7 +15,7 @@ Tile sizes come from an analytic estimate of each engine's busy time (the cost m
 formulas) over the candidate tilings whose SRAM allocation (measured by running the
 emitter's allocation) fits, double buffering included. Convolutions with few output
 channels may instead run as an im2col matmul (tile_conv_im2col), depthwise ones on the
-vector engine (tile_conv_depthwise), whichever strategy's estimate is lowest.
+MAC array's depthwise mode (tile_conv_depthwise), whichever strategy's estimate is lowest.
 """
 from dataclasses import dataclass, field, replace
 
@@ -248,7 +248,7 @@ class DirectConvTiler:
 class ConvTiler:
     """The tiler (tiler.Tiler) of conv2d dispatches. Its candidates are the cheapest
     tiling of each strategy that applies (direct MAC conv2d, im2col matmul for few output
-    channels, depthwise on the vector engine), each a (strategy, tiling) pair of size 0:
+    channels, depthwise with dwconv2d), each a (strategy, tiling) pair of size 0:
     strategies compare on their estimates alone, their tile sizes count different
     things."""
 

@@ -1,24 +1,29 @@
-"""Depthwise Conv2D (groups == C == F) on the vector engine.
+"""Depthwise Conv2D (groups == C == F) on the MAC array's depthwise mode (`dwconv2d`).
 
-On the MAC array a depthwise convolution has one output channel and kh·kw reduction
-elements per group, so every output element costs ceil(1/mac_cols)·ceil(kh·kw/k_lanes)
-cycles and the array idles almost entirely (MAC utilization ~0.02). The vector engine
-does better: per kernel tap, one `vmul` of the shifted input window (strides sh·wi, sw)
-by the per-channel tap weight (stride 0 along rows and cols) and one `vadd` into the
-accumulator tile, i.e. 2·kh·kw - 1 passes over the output tile at 32 f32 lanes per cycle.
+As a grouped `conv2d`, a depthwise convolution has one output channel and kh·kw
+reduction elements per group, so the array computes one output pixel at a time on one
+of its mac_cols columns. `dwconv2d` maps mac_cols consecutive output pixels of one
+channel to the columns instead and the kernel taps to the k lanes, with the channel's
+weights broadcast: c·ceil(rows·cols / mac_cols)·ceil(kh·kw / k_lanes) cycles per tile
+(25 of the 32 lanes of an f32 5x5 filter busy, 9 of 16 for a 3x3).
 
-Tiles are channel blocks x output rows (x cols) with the same padded-window loads as the
-direct convolution; the weights [c][kh·kw] stay resident in SRAM. tile_conv picks this
-strategy when its estimate is lower.
+Tiles are channel blocks x output rows (x cols) with the direct convolution's padded
+window loads; the weights [c][kh·kw] and a per-channel bias (the MAC's BIAS flag, as
+the direct conv2d folds it) stay resident in SRAM for the whole dispatch, each tile's
+instruction reading its channels' part. Whole images of a channel block are one
+contiguous DMA run in NCHW, so tiles prefer all rows. tile_conv picks this strategy when
+its estimate is lowest.
 """
 from dataclasses import dataclass
+
+from executable_format.isa import Flag, pack_pair
 
 from .epilogue import EpilogueInputs, OutputStage, without_batch
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
                    fitting, footprint, load_window, split_candidates)
 from .tiler import Candidate
-from .vector import Operand, binary
+from .vector import Operand
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,7 @@ class DepthwiseTiling:
 
 def applies(job) -> bool:
     s = job.s
-    return s.groups == s.c == s.f and job.dtype == "f32"
+    return s.groups == s.c == s.f
 
 
 class DepthwiseTiler:
@@ -39,17 +44,23 @@ class DepthwiseTiler:
 
     def __init__(self, job):
         self.job, self.s, self.m = job, job.s, job.m
-        self.e = dtype_bytes(job.dtype)
+
+    def mac_cycles(self, t: DepthwiseTiling) -> int:
+        s, m = self.s, self.m
+        return m.mac_latency_cycles + t.cb * ceil_div(t.rows * t.cols, m.mac_cols) * \
+            ceil_div(s.kh * s.kw, m.mac_k_lanes(self.job.dtype))
 
     def estimate(self, t: DepthwiseTiling) -> int:
         s, m = self.s, self.m
         tiles = s.n * ceil_div(s.c, t.cb) * ceil_div(s.ho, t.rows) * ceil_div(s.wo, t.cols)
         out_elems = t.cb * t.rows * t.cols
-        per_op = m.vector_latency_cycles + ceil_div(out_elems * 4, m.vector_bytes_per_cycle)
-        vector = (2 * s.kh * s.kw - 1 + self.job.epilogue_ops()) * per_op
+        vector = self.job.epilogue_ops() * (m.vector_latency_cycles +
+                                            ceil_div(out_elems * 4, m.vector_bytes_per_cycle))
+        mac = self.mac_cycles(t)
         load = self.job.transfers.input(t.cb, t.rows, t.cols)
         store = self.job.transfers.store(t.cb, t.rows, t.cols)
-        return max(tiles * vector, tiles * load, tiles * store) + load + vector + store
+        return max(tiles * mac, tiles * load, tiles * store, tiles * vector) + \
+            load + mac + vector + store
 
     def fits(self, t: DepthwiseTiling) -> bool:
         return footprint(lambda sram: DepthwiseEmitter(self.job, t, sram)) <= self.m.sram_bytes
@@ -57,7 +68,7 @@ class DepthwiseTiler:
     def candidates(self) -> list[Candidate]:
         s = self.s
         candidates = []
-        for cb in split_candidates(s.c, 16):
+        for cb in split_candidates(s.c):
             for cols in [s.wo] + [c for c in split_candidates(s.wo) if c != s.wo]:
                 for rows in fitting(split_candidates(s.ho),
                                     lambda rows: self.fits(DepthwiseTiling(cb, rows, cols))):
@@ -79,11 +90,11 @@ class DepthwiseEmitter:
         out_elems = t.cb * t.rows * t.cols
         self.inputs = Slots(sram, "in", self.dtype, (t.cb * s.in_rows(t.rows) * s.in_cols(t.cols),))
         self.weights = sram.alloc("w", self.dtype, (s.c * s.kh * s.kw,))
-        self.outs = Slots(sram, "acc", job.acc_dtype, (out_elems,))
-        self.product = sram.alloc("tap", job.acc_dtype, (out_elems,))
-        tile = [1, t.cb, t.rows, t.cols]
         self.bias = None if job.bias_index is None else Streamed(
-            sram, self.tensors[f"epilogue.{job.bias_index}"], tile, compute_dtype=job.acc_dtype)
+            sram, self.tensors[f"epilogue.{job.bias_index}"], [1, s.c, 1, 1], 1,
+            compute_dtype=job.acc_dtype)
+        self.outs = Slots(sram, "acc", job.acc_dtype, (out_elems,))
+        tile = [1, t.cb, t.rows, t.cols]
         self.epi = EpilogueInputs(sram, self.tensors, job.inputs_used,
                                   len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"], out_elems)
@@ -96,49 +107,45 @@ class DepthwiseEmitter:
         setup = self.output.setup + dma_instrs(
             "dma.load", w, 0, self.weights, 0,
             [Dim(s.c, sf, kk), Dim(s.kh, sy, s.kw), Dim(s.kw, sx, 1)], "weights")
+        bias = None
+        if self.bias is not None:
+            bias, _, loads = self.bias.load([0, 0, 0, 0], [1, s.c, 1, 1], "bias")
+            setup += loads
         pipeline = Pipeline(setup)
         for n in range(s.n):
             for c0 in range(0, s.c, t.cb):
                 for y0 in range(0, s.ho, t.rows):
                     for x0 in range(0, s.wo, t.cols):
-                        pipeline.add(*self._tile(n, c0, min(t.cb, s.c - c0), y0,
+                        pipeline.add(*self._tile(bias, n, c0, min(t.cb, s.c - c0), y0,
                                                  min(t.rows, s.ho - y0), x0,
                                                  min(t.cols, s.wo - x0)))
         return TiledProgram(pipeline.finish(), self.sram.buffers,
                             f"tiles {t.cb}x{t.rows}x{t.cols} (channels x rows x cols), "
-                            "depthwise on the vector engine", 2)
+                            "dwconv2d", 2)
 
-    def _tile(self, n, c0, cb, y0, rows, x0, cols) -> tuple[list[Instr], list[Instr]]:
+    def _tile(self, bias, n, c0, cb, y0, rows, x0, cols) -> tuple[list[Instr], list[Instr]]:
         s = self.s
         note = f"n{n} c{c0}+{cb} y{y0}+{rows} x{x0}+{cols}"
         src, _ = self.inputs.acquire(None)
         hi, wi = s.in_rows(rows), s.in_cols(cols)
         front, _ = load_window(self.tensors["input"], src, n, c0, cb, y0 * s.sh - s.pt,
                                x0 * s.sw - s.pl, hi, wi, 0, note + " input")
+        out, _ = self.outs.acquire(None)
+        kk = s.kh * s.kw
+        fields = {"in": src.addr, "w": self.weights.addr + c0 * kk * dtype_bytes(self.dtype),
+                  "out": out.addr, "c": cb, "hi": hi, "wi": wi, "ho": rows, "wo": cols,
+                  "kh_kw": pack_pair(s.kh, s.kw), "sh_sw": pack_pair(s.sh, s.sw),
+                  "dh_dw": pack_pair(s.dh, s.dw), "bias": 0}
+        flags, reads = Flag.NONE, (src, self.weights)
+        if bias is not None:
+            fields["bias"] = bias.addr + c0 * dtype_bytes(self.job.acc_dtype)
+            flags, reads = Flag.BIAS, reads + (bias,)
+        front.append(Instr("dwconv2d", self.dtype, fields, int(flags), reads=reads,
+                           writes=(out,), note=note))
         tile_starts, tile_counts = [n, c0, y0, x0], [1, cb, rows, cols]
         loads, inputs = self.epi.load(tile_starts, tile_counts, note, without_batch)
         front += loads
-        bias = None
-        if self.bias is not None:
-            buf, strides, loads = self.bias.load(tile_starts, tile_counts, note)
-            front += loads
-            bias = Operand(buf, tuple(strides[1:]))
-        out, _ = self.outs.acquire(None)
-        box = (cb, rows, cols)
         dense = (rows * cols, cols, 1)
-        acc, product = Operand(out, dense), Operand(self.product, dense)
-        kk = s.kh * s.kw
-        back = []
-        for ky in range(s.kh):
-            for kx in range(s.kw):
-                tap = ky * s.kw + kx
-                window = Operand(src, (hi * wi, s.sh * wi, s.sw), ky * s.dh * wi + kx * s.dw)
-                weight = Operand(self.weights, (kk, 0, 0), c0 * kk + tap)
-                first = tap == 0 and bias is None
-                back.append(binary("vmul", self.dtype, acc if first else product, window,
-                                   weight, box, note + f" tap {ky},{kx}"))
-                if not first:
-                    back.append(binary("vadd", self.dtype, acc, bias if tap == 0 else acc,
-                                       product, box, note + f" tap {ky},{kx}"))
-        back += self.output.emit(box, acc, inputs, tile_starts, tile_counts, [0, *dense], note)
+        back = self.output.emit((cb, rows, cols), Operand(out, dense), inputs, tile_starts,
+                                tile_counts, [0, *dense], note)
         return front, back

@@ -35,6 +35,50 @@ def test_f16_conv_with_f32_output(rng):
     np.testing.assert_allclose(b.read(out), expected, rtol=1e-3, atol=1e-3)
 
 
+def test_f16_depthwise_conv_with_bias_and_f16_output(rng):
+    """dwconv2d accumulates f16 operands in f32, the f32 bias on the MAC (BIAS flag), the
+    output converted to f16."""
+    b = Bindings()
+    x = rng.standard_normal((1, 24, 15, 17)).astype(np.float16)
+    w = rng.standard_normal((24, 1, 3, 3)).astype(np.float16)
+    bias = rng.standard_normal((1, 24, 1, 1)).astype(np.float32)
+    out = b.output((1, 24, 8, 17), np.float16)
+    op = Conv2D(b.add(x), b.add(w), out, stride=(2, 1), pads=(1, 1, 1, 1), groups=24,
+                epilogue=[("acc",), ("input", 0), ("add", (0, 1))],
+                epilogue_inputs=[b.add_broadcast(bias, (1, 24, 8, 17))])
+    compiled, stats = compile_and_run(op, b)
+    assert "dwconv2d.f16 flags=bias," in compiled.asm
+    expected = reference.conv2d(x, w.astype(np.float64), stride=(2, 1), pads=(1, 1, 1, 1),
+                                groups=24) + bias
+    np.testing.assert_allclose(b.read(out).astype(np.float64), expected, rtol=2e-3, atol=2e-2)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_bf16_depthwise_conv_accumulates_in_f32(rng):
+    b = Bindings()
+    x, x_values = b.add_bf16(rng.standard_normal((2, 12, 20, 9)))
+    k, k_values = b.add_bf16(rng.standard_normal((12, 1, 5, 3)))
+    out = b.output((2, 12, 16, 7))
+    compiled, stats = compile_and_run(Conv2D(x, k, out, groups=12), b)
+    assert "dwconv2d" in compiled.detail
+    np.testing.assert_allclose(b.read(out), reference.conv2d(x_values, k_values, groups=12),
+                               rtol=1e-4, atol=1e-3)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_i8_depthwise_conv_accumulates_in_i32(rng):
+    b = Bindings()
+    x = rng.integers(-128, 128, (1, 40, 12, 70)).astype(np.int8)
+    w = rng.integers(-128, 128, (40, 1, 5, 5)).astype(np.int8)
+    out = b.output((1, 40, 8, 66), np.int32)
+    op = Conv2D(b.add(x), b.add(w), out, groups=40)
+    compiled, stats = compile_and_run(op, b)
+    assert "dwconv2d" in compiled.detail
+    expected = reference.conv2d(x.astype(np.int64), w.astype(np.int64), groups=40)
+    np.testing.assert_array_equal(b.read(out), expected)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
 def test_i8_matmul_accumulates_in_i32(rng):
     b = Bindings()
     a = rng.integers(-128, 128, (1, 40, 200)).astype(np.int8)
