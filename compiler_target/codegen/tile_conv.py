@@ -159,7 +159,7 @@ def conv_job(lowered: Lowered, m: MachineConfig) -> ConvJob:
 
 def affine_job(job: ConvJob) -> ConvJob:
     """The job with the epilogue's per-channel affine chain (bias, BatchNormalization)
-    folded into the weights and bias column (im2col only), or `job` when the chain is at
+    folded into the weights and bias (im2col, f32 depthwise), or `job` when the chain is at
     most the bias fold_bias already takes."""
     op = job.lowered.op
     steps, expr = fold_affine(op.epilogue, op.epilogue_inputs, 1)
@@ -263,7 +263,8 @@ class ConvTiler:
         if job.s.groups == 1 and job.dtype == "f32" and bias_dtype in (None, job.dtype):
             strategies.append(Im2colTiler(affine_job(job)))
         if depthwise.applies(job):
-            strategies.append(depthwise.DepthwiseTiler(job))
+            strategies.append(depthwise.DepthwiseTiler(affine_job(job) if job.dtype == "f32"
+                                                        else job))
         return strategies
 
     def candidates(self) -> list[Candidate]:

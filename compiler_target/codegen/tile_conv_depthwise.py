@@ -8,16 +8,19 @@ weights broadcast: c·ceil(rows·cols / mac_cols)·ceil(kh·kw / k_lanes) cycles
 (25 of the 32 lanes of an f32 5x5 filter busy, 9 of 16 for a 3x3).
 
 Tiles are channel blocks x output rows (x cols) with the direct convolution's padded
-window loads; the weights [c][kh·kw] and a per-channel bias (the MAC's BIAS flag, as
-the direct conv2d folds it) stay resident in SRAM for the whole dispatch, each tile's
-instruction reading its channels' part. Whole images of a channel block are one
-contiguous DMA run in NCHW, so tiles prefer all rows. tile_conv picks this strategy when
-its estimate is lowest.
+window loads; the weights [c][kh·kw] and a per-channel bias (the MAC's BIAS flag) stay
+resident in SRAM for the whole dispatch, each tile's instruction reading its channels'
+part. With f32 operands the epilogue's per-channel affine chain (a bias, then an
+imported BatchNormalization's scale and shift) is folded into those weights and that
+bias once per dispatch (conv_affine), as the im2col strategy does; else only a bias
+add is taken. Whole images of a channel block are one contiguous DMA run in NCHW, so
+tiles prefer all rows. tile_conv picks this strategy when its estimate is lowest.
 """
 from dataclasses import dataclass
 
 from executable_format.isa import Flag, pack_pair
 
+from .conv_affine import AffineFold
 from .epilogue import EpilogueInputs, OutputStage, without_batch
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
@@ -40,7 +43,7 @@ def applies(job) -> bool:
 
 class DepthwiseTiler:
     """The depthwise strategy (tiler.Tiler): estimated cycles over the tilings that fit;
-    `job` is tile_conv.ConvJob."""
+    `job` is tile_conv.ConvJob (tile_conv.affine_job's for f32)."""
 
     def __init__(self, job):
         self.job, self.s, self.m = job, job.s, job.m
@@ -93,6 +96,8 @@ class DepthwiseEmitter:
         self.bias = None if job.bias_index is None else Streamed(
             sram, self.tensors[f"epilogue.{job.bias_index}"], [1, s.c, 1, 1], 1,
             compute_dtype=job.acc_dtype)
+        self.affine = AffineFold(sram, job.affine, self.tensors, s.c) if job.affine else None
+        self.folded_bias = sram.alloc("affine.bias", "f32", (s.c,)) if job.affine else None
         self.outs = Slots(sram, "acc", job.acc_dtype, (out_elems,))
         tile = [1, t.cb, t.rows, t.cols]
         self.epi = EpilogueInputs(sram, self.tensors, job.inputs_used,
@@ -111,6 +116,10 @@ class DepthwiseEmitter:
         if self.bias is not None:
             bias, _, loads = self.bias.load([0, 0, 0, 0], [1, s.c, 1, 1], "bias")
             setup += loads
+        if self.affine is not None:
+            bias = self.folded_bias
+            setup += self.affine.instrs(Operand(bias, (0, 0, 1)),
+                                        Operand(self.weights, (0, kk, 1)), kk)
         pipeline = Pipeline(setup)
         for n in range(s.n):
             for c0 in range(0, s.c, t.cb):

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from executable_format.isa import Flag, f32_bits
 
-from .epilogue import BINARY, EpilogueInputs, OutputStage, without_batch
-from .vector import Operand, binary, unary
+from .conv_affine import AffineFold
+from .epilogue import EpilogueInputs, OutputStage, without_batch
+from .vector import Operand
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Pipeline, Slots, Sram, TiledProgram, ceil_div, dma_instrs,
                    fill_instrs, fitting, footprint, load_window, ramp_blocks,
@@ -133,8 +134,7 @@ class Im2colEmitter:
                                   job.acc_dtype)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   s.f * t.pixels)
-        self.scale = sram.alloc("affine.scale", "f32", (s.f,)) if job.affine else None
-        self.affine_operands, self.affine_loads = self._channel_operands()
+        self.affine = AffineFold(sram, job.affine, self.tensors, s.f) if job.affine else None
         self.weight_instrs: list[Instr] = []   # W's load (and fold), in the first tile
 
     def run(self) -> TiledProgram:
@@ -165,75 +165,10 @@ class Im2colEmitter:
             bias = self.tensors[f"epilogue.{self.job.bias_index}"]
             instrs += dma_instrs("dma.load", bias, 0, self.weights, self.k_rows - 1,
                                  [Dim(s.f, bias.strides[1], k_rows)], "bias column")
-        if self.job.affine:
-            instrs += self._fold_affine()
+        if self.affine is not None:
+            instrs += self.affine.instrs(Operand(self.weights, (0, 0, k_rows), k_rows - 1),
+                                         Operand(self.weights, (0, k_rows, 1)), k_rows - 1)
         return instrs
-
-    def _fold_affine(self) -> list[Instr]:
-        """The epilogue's per-channel chain acc·A + B folded into W: A (from 1) and B
-        (from 0, in W's bias column) go through the chain's steps over the F channels,
-        then W's first K columns are scaled by A."""
-        s, k, scale = self.s, self.k_rows - 1, self.scale
-        instrs = fill_instrs(scale, 0, [(s.f, 1)], f32_bits(1.0), "affine scale")
-        instrs += fill_instrs(self.weights, k, [(s.f, self.k_rows)], f32_bits(0.0),
-                              "affine bias column")
-        a = Operand(scale, (0, 0, 1))
-        b = Operand(self.weights, (0, 0, self.k_rows), k)
-        box, note = (1, 1, s.f), "affine fold"
-        instrs += self.affine_loads
-        for (op, _, acc_first), c in zip(self.job.affine, self.affine_operands):
-            first, second = (b, c) if acc_first else (c, b)
-            instrs.append(binary(BINARY[op], "f32", b, first, second, box, note))
-            if op in ("mul", "div"):
-                instrs.append(binary(BINARY[op], "f32", a, a, c, box, note))
-            elif op == "sub" and not acc_first:
-                instrs.append(unary("vscale", "f32", a, a, box, note, -1.0, 0.0))
-        w = Operand(self.weights, (0, self.k_rows, 1))
-        instrs.append(binary("vmul", "f32", w, w, Operand(scale, (0, 1, 0)), (1, s.f, k),
-                             note + " into the weights"))
-        return instrs
-
-    def _channel_operands(self) -> tuple[list[Operand], list[Instr]]:
-        """Each step's per-channel operand in SRAM (the F values of an epilogue input, or
-        a constant cell read with stride 0), and the instructions filling them. Inputs
-        whose F values lie back to back in one binding (as the constant pool holds
-        them) are one load."""
-        f, loads, located = self.s.f, [], {}
-        for group in self._contiguous_inputs():
-            first = self.tensors[f"epilogue.{group[0]}"]
-            buf = self.sram.alloc(f"affine.{group[0]}", "f32", (len(group) * f,))
-            stride = first.strides[1] if len(group) == 1 else 1
-            loads += dma_instrs("dma.load", first, 0, buf, 0, [Dim(len(group) * f, stride, 1)],
-                                "affine operands " + ", ".join(map(str, group)))
-            located.update({k: Operand(buf, (0, 0, 1), i * f) for i, k in enumerate(group)})
-        operands = []
-        for _, node, _ in self.job.affine:
-            if node[0] == "const":
-                cell = self.sram.alloc("affine.const", "f32", (1,))
-                loads += fill_instrs(cell, 0, [(1, 1)], f32_bits(node[1]), f"constant {node[1]}")
-                operands.append(Operand(cell, (0, 0, 0)))
-            else:
-                operands.append(located[node[1]])
-        return operands, loads
-
-    def _contiguous_inputs(self) -> list[list[int]]:
-        """The chain's epilogue inputs in runs whose F values follow each other in DRAM."""
-        def tensor(k):
-            return self.tensors[f"epilogue.{k}"]
-
-        def follows(a, b) -> bool:
-            return a.binding == b.binding and a.strides[1] == 1 == b.strides[1] and \
-                b.offset == a.offset + self.s.f * dtype_bytes(a.dtype)
-
-        inputs = sorted({node[1] for _, node, _ in self.job.affine if node[0] == "input"},
-                        key=lambda k: (tensor(k).binding, tensor(k).offset))
-        runs: list[list[int]] = []
-        for k in inputs:
-            if runs and follows(tensor(runs[-1][-1]), tensor(k)):
-                runs[-1].append(k)
-            else:
-                runs.append([k])
-        return runs
 
     def _tile(self, n, y0, rows, x0, cols) -> tuple[list[Instr], list[Instr]]:
         s, t = self.s, self.t

@@ -170,6 +170,20 @@ def test_depthwise_conv_on_mac_array(seed):
     assert compiled.estimated_cycles == stats.total_cycles
 
 
+@pytest.mark.parametrize("constant_bias", [False, True])
+def test_batchnorm_folds_into_depthwise_weights(rng, constant_bias):
+    """f32 depthwise: the per-channel affine epilogue is folded into the weights and the
+    MAC's bias once per dispatch; only the relu is left per tile."""
+    case = dict(n=1, c=48, h=20, w=30, f=48, kh=3, kw=3, stride=(1, 1), dilation=(1, 1),
+                pads=(1, 1, 1, 1), groups=48)
+    op, b, expected = build_conv(rng, case, "batchnorm_relu", NCHW, FCHW, constant_bias)
+    compiled, stats = compile_and_run(op, b)
+    per_tile = compiled.asm.split("dwconv2d.f32 flags=bias,", 1)[1]
+    assert "vsub" not in per_tile and "vmul" not in per_tile
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
 # The depthwise layers of PP-OCRv4 rec (tests/real_models, dispatch names conv_<ho>x<wo>x
 # <c>x<kh>x<kw>: the input comes padded) and a MobileNet one padded by the conv, + bias +
 # relu, with the fraction of the true roofline each reaches with dwconv2d (0.704, 0.619,

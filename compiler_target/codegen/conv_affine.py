@@ -1,0 +1,91 @@
+"""The per-channel affine chain a convolution's epilogue starts with (a bias, then an
+imported BatchNormalization: epilogue.fold_affine's steps), folded into the weights and
+the bias once per dispatch.
+
+The chain is acc·A + B with per-channel A and B. The vector engine computes them over
+the F channels, A from 1 and B from 0 through the chain's steps, then scales each
+channel's weights by A; B is the bias the MAC adds (the im2col matmul's bias column,
+dwconv2d's BIAS operand). The operands are buffers at run time (IREE passes weights and
+BatchNormalization parameters as bindings), so the fold runs on the NPU rather than in
+the compiler; it changes the rounding by a few ulps.
+"""
+from executable_format.isa import f32_bits
+
+from .epilogue import BINARY
+from .npu_ir import Buffer, Instr, dtype_bytes
+from .tile import Dim, Sram, dma_instrs, fill_instrs
+from .vector import Operand, binary, unary
+
+
+class AffineFold:
+    """SRAM for the fold of `steps` over `f` channels (A, and each step's per-channel
+    operand), and its instructions."""
+
+    def __init__(self, sram: Sram, steps: list, tensors: dict[str, Buffer], f: int):
+        self.steps, self.tensors, self.f = steps, tensors, f
+        self.scale = sram.alloc("affine.scale", "f32", (f,))
+        self.operands, self.loads = self._channel_operands(sram)
+
+    def instrs(self, bias: Operand, weights: Operand, k: int) -> list[Instr]:
+        """A and B computed, B into `bias` (f elements at stride bias.strides[2]), and the
+        weights scaled by A: `weights` is f32 rows of k elements at stride
+        weights.strides[1]."""
+        f, scale = self.f, self.scale
+        instrs = fill_instrs(scale, 0, [(f, 1)], f32_bits(1.0), "affine scale")
+        instrs += fill_instrs(bias.buffer, bias.elem_offset, [(f, bias.strides[2])],
+                              f32_bits(0.0), "affine bias")
+        a = Operand(scale, (0, 0, 1))
+        box, note = (1, 1, f), "affine fold"
+        instrs += self.loads
+        for (op, _, acc_first), c in zip(self.steps, self.operands):
+            first, second = (bias, c) if acc_first else (c, bias)
+            instrs.append(binary(BINARY[op], "f32", bias, first, second, box, note))
+            if op in ("mul", "div"):
+                instrs.append(binary(BINARY[op], "f32", a, a, c, box, note))
+            elif op == "sub" and not acc_first:
+                instrs.append(unary("vscale", "f32", a, a, box, note, -1.0, 0.0))
+        instrs.append(binary("vmul", "f32", weights, weights, Operand(scale, (0, 1, 0)),
+                             (1, f, k), note + " into the weights"))
+        return instrs
+
+    def _channel_operands(self, sram: Sram) -> tuple[list[Operand], list[Instr]]:
+        """Each step's per-channel operand in SRAM (the F values of an epilogue input, or
+        a constant cell read with stride 0), and the instructions filling them. Inputs
+        whose F values lie back to back in one binding (as the constant pool holds
+        them) are one load."""
+        f, loads, located = self.f, [], {}
+        for group in self._contiguous_inputs():
+            first = self.tensors[f"epilogue.{group[0]}"]
+            buf = sram.alloc(f"affine.{group[0]}", "f32", (len(group) * f,))
+            stride = first.strides[1] if len(group) == 1 else 1
+            loads += dma_instrs("dma.load", first, 0, buf, 0, [Dim(len(group) * f, stride, 1)],
+                                "affine operands " + ", ".join(map(str, group)))
+            located.update({k: Operand(buf, (0, 0, 1), i * f) for i, k in enumerate(group)})
+        operands = []
+        for _, node, _ in self.steps:
+            if node[0] == "const":
+                cell = sram.alloc("affine.const", "f32", (1,))
+                loads += fill_instrs(cell, 0, [(1, 1)], f32_bits(node[1]), f"constant {node[1]}")
+                operands.append(Operand(cell, (0, 0, 0)))
+            else:
+                operands.append(located[node[1]])
+        return operands, loads
+
+    def _contiguous_inputs(self) -> list[list[int]]:
+        """The chain's epilogue inputs in runs whose F values follow each other in DRAM."""
+        def tensor(k):
+            return self.tensors[f"epilogue.{k}"]
+
+        def follows(a, b) -> bool:
+            return a.binding == b.binding and a.strides[1] == 1 == b.strides[1] and \
+                b.offset == a.offset + self.f * dtype_bytes(a.dtype)
+
+        inputs = sorted({node[1] for _, node, _ in self.steps if node[0] == "input"},
+                        key=lambda k: (tensor(k).binding, tensor(k).offset))
+        runs: list[list[int]] = []
+        for k in inputs:
+            if runs and follows(tensor(runs[-1][-1]), tensor(k)):
+                runs[-1].append(k)
+            else:
+                runs.append([k])
+        return runs
