@@ -54,28 +54,29 @@ def format_shape(shape: Sequence[int]) -> str:
     return "x".join(str(d) for d in shape)
 
 
-def assert_view(view: BufferView, message: str, element_type: int, encoding_type: int,
+def assert_view(view: BufferView, element_type: int, encoding_type: int,
                 shape: Sequence[int]) -> None:
-    """hal.buffer_view.assert with IREE's messages (modules/hal/utils/buffer_diagnostics.c)."""
+    """hal.buffer_view.assert with IREE's messages (modules/hal/utils/buffer_diagnostics.c),
+    which the caller prefixes with the assert's own message."""
     if view.encoding_type not in (ENCODING_OPAQUE, encoding_type):
         raise StatusError(StatusCode.INVALID_ARGUMENT,
-                          f"{message} encoding mismatch; expected {encoding_type:08X} but "
+                          f"encoding mismatch; expected {encoding_type:08X} but "
                           f"have {view.encoding_type:08X}")
     if not et.compatible(view.element_type, element_type):
         raise StatusError(
             StatusCode.INVALID_ARGUMENT,
-            f"{message} element type mismatch; expected {et.name(element_type)} "
+            f"element type mismatch; expected {et.name(element_type)} "
             f"({element_type:08X}) but have {et.name(view.element_type)} ({view.element_type:08X})")
     shape = tuple(shape)
     problem = None
     if view.rank != len(shape):
-        problem = (f"{message} shape rank mismatch; expected {len(shape)}"
+        problem = (f"shape rank mismatch; expected {len(shape)}"
                    f"{' (scalar)' if not shape else ''} but have {view.rank}"
                    f"{' (scalar)' if not view.shape else ''}")
     else:
         for i, (actual, expected) in enumerate(zip(view.shape, shape)):
             if actual != expected:
-                problem = (f"{message} shape dimension {i} mismatch; expected {expected} "
+                problem = (f"shape dimension {i} mismatch; expected {expected} "
                            f"but have {actual}")
                 break
     if problem:

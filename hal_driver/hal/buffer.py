@@ -10,22 +10,29 @@ from hal_driver.status import StatusCode, StatusError
 def assert_(state, buffer, message, allocator, minimum_length, memory_types, buffer_usage):
     """IREE's buffer checks (modules/hal/utils/buffer_diagnostics.c) and messages."""
     buffer = deref(buffer, Buffer)
-    message = excerpt(vm_string(message))
     deref(allocator, Allocator)
+    try:
+        _check_buffer(buffer, minimum_length, memory_types, buffer_usage)
+    except StatusError as error:     # the message is read only on failure (hot path)
+        raise StatusError(error.code, f"{excerpt(vm_string(message))} {error.message}") from None
+
+
+def _check_buffer(buffer: Buffer, minimum_length: int, memory_types: int,
+                  buffer_usage: int) -> None:
     if buffer.byte_length < minimum_length:
         raise StatusError(StatusCode.INVALID_ARGUMENT,
-                          f"{message} buffer byte length {buffer.byte_length} less than "
+                          f"buffer byte length {buffer.byte_length} less than "
                           f"expected minimum {minimum_length}")
     if buffer.memory_type & memory_types != memory_types:
         raise StatusError(
             StatusCode.PERMISSION_DENIED,
-            f"{message} buffer memory type is not compatible; buffer has "
+            f"buffer memory type is not compatible; buffer has "
             f"{format_bits(MemoryType, buffer.memory_type)}, operation requires "
             f"{format_bits(MemoryType, memory_types)}")
     if buffer.allowed_usage & buffer_usage != buffer_usage:
         raise StatusError(
             StatusCode.PERMISSION_DENIED,
-            f"{message} requested usage was not specified when the buffer was allocated; "
+            f"requested usage was not specified when the buffer was allocated; "
             f"buffer allows {format_bits(BufferUsage, buffer.allowed_usage)}, operation "
             f"requires {format_bits(BufferUsage, buffer_usage)}")
 

@@ -18,8 +18,11 @@ def create(state, buffer, source_offset, source_length, element_type, encoding_t
 
 
 def assert_(state, view, message, element_type, encoding_type, shape):
-    assert_view(deref(view, BufferView), excerpt(vm_string(message)), element_type & 0xFFFFFFFF,
-                encoding_type, [d for (d,) in shape])
+    try:
+        assert_view(deref(view, BufferView), element_type & 0xFFFFFFFF, encoding_type,
+                    [d for (d,) in shape])
+    except StatusError as error:     # the message is read only on failure (hot path)
+        raise StatusError(error.code, f"{excerpt(vm_string(message))} {error.message}") from None
 
 
 def buffer(state, view):
