@@ -3,6 +3,7 @@
 Run from the repository root with the venv python (the Makefile does):
     .venv/bin/python native/build_npu_core.py
 """
+import os
 import pathlib
 import subprocess
 import tempfile
@@ -88,7 +89,14 @@ BASE_FLAGS = ["-std=c11", "-O3", "-Wall", "-fwrapv", "-fno-strict-aliasing", "-f
 
 
 def _native_arch_flags() -> list[str]:
-    """-march=native when this gcc accepts it (the library is built where it runs)."""
+    """-march=native when this gcc accepts it (the library is built where it runs).
+
+    NPU_SIM_MARCH overrides it, to build (and measure) the core as another machine would
+    get it: NPU_SIM_MARCH=x86-64-v3 (AVX2 + FMA), =x86-64 (SSE2 baseline), =none (no
+    -march flag at all), or any other -march value gcc accepts."""
+    march = os.environ.get("NPU_SIM_MARCH", "").strip()
+    if march:
+        return [] if march == "none" else [f"-march={march}"]
     with tempfile.TemporaryDirectory() as tmp:
         source = pathlib.Path(tmp) / "probe.c"
         source.write_text("int main(void) { return 0; }\n")

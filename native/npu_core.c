@@ -286,19 +286,32 @@ static void copy_run(uint8_t* dst, size_t dst_stride, const uint8_t* src, size_t
 
 /* ---- GEMM kernel: C[m][n] += A[m][k] * B[k][n] (row-major, leading dims) --
  * C is computed in tiles of GEMM_MR (or, for the last m % GEMM_MR rows, 1) rows by
- * GEMM_NR columns, held in registers across blocks of GEMM_KB of k (so a block of B
- * stays in L1 and of A in L2). k advances four steps at a time, each element adding
- * x0*b0 + x1*b1 + x2*b2 + x3*b3, then one step at a time for the last k % 4. An element's value depends only on its row of A and column of B, so every
- * tiling and every split of C over threads gives the same bits. Tiles cut by the right
- * edge of C run on a copy; B is read GEMM_NR columns at a time, so a B operand needs
- * GEMM_NR elements of readable slack past its end (their lanes are computed and
+ * GEMM_NR columns, held in registers across blocks of GEMM_KB of k. k advances four
+ * steps at a time, each element adding x0*b0 + x1*b1 + x2*b2 + x3*b3, then one step at
+ * a time for the last k % 4. An element's value depends only on its row of A and column
+ * of B, so every tiling and every split of C over threads gives the same bits.
+ *
+ * The vectors are as wide as the target's own (GCC's __BIGGEST_ALIGNMENT__: 16 bytes
+ * for SSE2 or NEON, 32 for AVX2, 64 for AVX-512) and a tile needs about GEMM_MR + 4 +
+ * 4 of them, within the 16 registers of SSE2 and AVX2: a vector wider than the target's
+ * is split by GCC through the stack (the 64-byte vectors this kernel had ran at 2.3
+ * GFLOP/s in an AVX2 build, see docs/performance.md). Each block of B (GEMM_KB rows of
+ * one panel of GEMM_NR columns) that more than one tile reads is first copied into a
+ * dense buffer, so the tiles read it from L1 whatever B's row stride. Tiles cut by the
+ * right edge of C run on a copy; B is read GEMM_NR columns at a time, so a B operand
+ * needs GEMM_NR elements of readable slack past its end (their lanes are computed and
  * dropped). */
-#define GEMM_MR 4
-#define GEMM_NR 32
+#if defined(__BIGGEST_ALIGNMENT__) && __BIGGEST_ALIGNMENT__ >= 64
 #define GEMM_LANES 16
+#elif defined(__BIGGEST_ALIGNMENT__) && __BIGGEST_ALIGNMENT__ >= 32
+#define GEMM_LANES 8
+#else
+#define GEMM_LANES 4
+#endif
+#define GEMM_MR 6
+#define GEMM_NR GEMM_LANES
 #define GEMM_KB 256
 _Static_assert(GEMM_KB % 4 == 0, "k blocks must not split a four-step group");
-#define GEMM_VECTORS (GEMM_NR / GEMM_LANES)
 
 typedef float gemm_f32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned(4)));
 typedef int32_t gemm_i32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned(4)));
@@ -306,34 +319,22 @@ typedef int32_t gemm_i32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned
 #define DEFINE_GEMM_TILE(NAME, T, V, ROWS)                                             \
   static void NAME(size_t k, const T* const* a, const T* b, size_t ldb, T* c,          \
                    size_t ldc) {                                                       \
-    V acc[ROWS][GEMM_VECTORS];                                                         \
-    for (int r = 0; r < ROWS; r++)                                                     \
-      for (int v = 0; v < GEMM_VECTORS; v++)                                           \
-        acc[r][v] = *(const V*)(c + r * ldc + v * GEMM_LANES);                         \
+    V acc[ROWS];                                                                       \
+    for (int r = 0; r < ROWS; r++) acc[r] = *(const V*)(c + r * ldc);                  \
     size_t kk = 0;                                                                     \
     for (; kk + 4 <= k; kk += 4) {                                                     \
-      V b0[GEMM_VECTORS], b1[GEMM_VECTORS], b2[GEMM_VECTORS], b3[GEMM_VECTORS];        \
-      for (int v = 0; v < GEMM_VECTORS; v++) {                                         \
-        b0[v] = *(const V*)(b + kk * ldb + v * GEMM_LANES);                            \
-        b1[v] = *(const V*)(b + (kk + 1) * ldb + v * GEMM_LANES);                      \
-        b2[v] = *(const V*)(b + (kk + 2) * ldb + v * GEMM_LANES);                      \
-        b3[v] = *(const V*)(b + (kk + 3) * ldb + v * GEMM_LANES);                      \
-      }                                                                                \
+      V b0 = *(const V*)(b + kk * ldb), b1 = *(const V*)(b + (kk + 1) * ldb);          \
+      V b2 = *(const V*)(b + (kk + 2) * ldb), b3 = *(const V*)(b + (kk + 3) * ldb);    \
       for (int r = 0; r < ROWS; r++) {                                                 \
         T x0 = a[r][kk], x1 = a[r][kk + 1], x2 = a[r][kk + 2], x3 = a[r][kk + 3];      \
-        for (int v = 0; v < GEMM_VECTORS; v++)                                         \
-          acc[r][v] += x0 * b0[v] + x1 * b1[v] + x2 * b2[v] + x3 * b3[v];              \
+        acc[r] += x0 * b0 + x1 * b1 + x2 * b2 + x3 * b3;                               \
       }                                                                                \
     }                                                                                  \
     for (; kk < k; kk++) {                                                             \
-      for (int v = 0; v < GEMM_VECTORS; v++) {                                         \
-        V b0 = *(const V*)(b + kk * ldb + v * GEMM_LANES);                             \
-        for (int r = 0; r < ROWS; r++) acc[r][v] += a[r][kk] * b0;                     \
-      }                                                                                \
+      V b0 = *(const V*)(b + kk * ldb);                                                \
+      for (int r = 0; r < ROWS; r++) acc[r] += a[r][kk] * b0;                          \
     }                                                                                  \
-    for (int r = 0; r < ROWS; r++)                                                     \
-      for (int v = 0; v < GEMM_VECTORS; v++)                                           \
-        *(V*)(c + r * ldc + v * GEMM_LANES) = acc[r][v];                               \
+    for (int r = 0; r < ROWS; r++) *(V*)(c + r * ldc) = acc[r];                        \
   }
 
 /* NAME(m, n, k, a, lda, b, ldb, c, ldc): panels of GEMM_NR columns, tiles of rows. */
@@ -352,20 +353,29 @@ typedef int32_t gemm_i32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned
                                                                                        \
   static void NAME(size_t m, size_t n, size_t k, const T* a, size_t lda, const T* b,   \
                    size_t ldb, T* c, size_t ldc) {                                     \
+    _Alignas(64) T panel[GEMM_KB * GEMM_NR];                                           \
     for (size_t j = 0; j < n; j += GEMM_NR) {                                          \
       size_t nr = n - j < GEMM_NR ? n - j : GEMM_NR;                                   \
       for (size_t k0 = 0; k0 < k; k0 += GEMM_KB) {                                     \
         size_t kb = k - k0 < GEMM_KB ? k - k0 : GEMM_KB;                               \
         const T* bk = b + k0 * ldb + j;                                                \
+        size_t ldbk = ldb;                                                             \
+        if (m > GEMM_MR) {                                                             \
+          for (size_t kk = 0; kk < kb; kk++) {                                         \
+            memcpy(panel + kk * GEMM_NR, bk + kk * ldb, nr * sizeof(T));               \
+            memset(panel + kk * GEMM_NR + nr, 0, (GEMM_NR - nr) * sizeof(T));          \
+          }                                                                            \
+          bk = panel, ldbk = GEMM_NR;                                                  \
+        }                                                                              \
         size_t i = 0;                                                                  \
         for (; i + GEMM_MR <= m; i += GEMM_MR) {                                       \
           const T* rows[GEMM_MR];                                                      \
           for (size_t r = 0; r < GEMM_MR; r++) rows[r] = a + (i + r) * lda + k0;       \
-          NAME##_run_tile(GEMM_MR, nr, kb, rows, bk, ldb, c + i * ldc + j, ldc);       \
+          NAME##_run_tile(GEMM_MR, nr, kb, rows, bk, ldbk, c + i * ldc + j, ldc);      \
         }                                                                              \
         for (; i < m; i++) {                                                           \
           const T* row = a + i * lda + k0;                                             \
-          NAME##_run_tile(1, nr, kb, &row, bk, ldb, c + i * ldc + j, ldc);             \
+          NAME##_run_tile(1, nr, kb, &row, bk, ldbk, c + i * ldc + j, ldc);            \
         }                                                                              \
       }                                                                                \
     }                                                                                  \
@@ -1121,12 +1131,19 @@ static void gemm_block(const gemm_job_t* g, size_t i0, size_t i1, size_t j0, siz
   }
 }
 
-/* Unit u: the u-th panel of GEMM_NR columns or tile of GEMM_MR rows. */
+/* Columns of C per unit of a split by columns: whole panels of GEMM_NR, and 256 bytes of
+ * each row of C, so two workers do not write neighbouring cache lines (narrower units
+ * halved the speed of two threads: each tile's row of C then shares its 128-byte pair
+ * of lines, which the CPU fetches together, with the other worker's). */
+#define GEMM_UNIT_COLS 32
+_Static_assert(GEMM_UNIT_COLS % GEMM_NR == 0, "units are whole panels");
+
+/* Unit u: the u-th GEMM_UNIT_COLS columns or tile of GEMM_MR rows. */
 static void gemm_unit(const void* job, size_t u, size_t worker) {
   (void)worker;
   const gemm_job_t* g = job;
   if (g->by_columns) {
-    size_t j0 = u * GEMM_NR, j1 = j0 + GEMM_NR < g->n ? j0 + GEMM_NR : g->n;
+    size_t j0 = u * GEMM_UNIT_COLS, j1 = j0 + GEMM_UNIT_COLS < g->n ? j0 + GEMM_UNIT_COLS : g->n;
     gemm_block(g, 0, g->m, j0, j1);
   } else {
     size_t i0 = u * GEMM_MR, i1 = i0 + GEMM_MR < g->m ? i0 + GEMM_MR : g->m;
@@ -1169,7 +1186,7 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
   uint8_t* out = sram + a[2];
   if (!acc) init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + a[9]) : NULL, NULL);
   gemm_job_t job = {dt == DT_I8, m, n, k, ap, a_in_place ? lda : k, bp, out, ldo, n >= m};
-  size_t units = job.by_columns ? ceil_units(n, GEMM_NR) : ceil_units(m, GEMM_MR);
+  size_t units = job.by_columns ? ceil_units(n, GEMM_UNIT_COLS) : ceil_units(m, GEMM_MR);
   run_units(x->pool, gemm_unit, &job, units, worker_count(x->pool, (uint64_t)m * n * k, units));
   return NPU_STATUS_OK;
 }
@@ -1265,7 +1282,7 @@ static void conv_split_chunks(exec_t* x, const conv_job_t* j) {
       uint64_t macs = (uint64_t)gemm.m * gemm.n * gemm.k;
       im2col_job_t im2col = {j, j->col, g, y0};
       run_units(x->pool, im2col_unit, &im2col, j->cg, worker_count(x->pool, macs, j->cg));
-      size_t units = gemm.by_columns ? ceil_units(gemm.n, GEMM_NR) : ceil_units(gemm.m, GEMM_MR);
+      size_t units = gemm.by_columns ? ceil_units(gemm.n, GEMM_UNIT_COLS) : ceil_units(gemm.m, GEMM_MR);
       run_units(x->pool, gemm_unit, &gemm, units, worker_count(x->pool, macs, units));
     }
   }
