@@ -208,3 +208,55 @@ def host_cpu() -> dict:
 def host_cpu_line(cpu: dict) -> str:
     return (f"host CPU: {cpu['model']}, {cpu['cpus']} CPUs, vector features: "
             f"{' '.join(cpu['vector_features']) or 'none found'}")
+
+
+CORE_GEMM_SHAPE = (512, 512, 512)  # M x N x K, as the suite's matmul_512x512x512 layer
+
+
+def core_gemm_vs_numpy(m: int, n: int, k: int, windows: int = 5, seconds: float = 0.2) -> dict:
+    """GMAC/s of the native core's f32 GEMM (one matmul instruction, operands already in
+    SRAM: tests/native/bench_core.py) and of numpy.matmul on the same f32 operands, in
+    this process: windows of `seconds` alternating the two, the best window of each (the
+    machine may be shared). Thread counts are this process's: NPU_SIM_THREADS and the
+    BLAS's (OMP_NUM_THREADS / OPENBLAS_NUM_THREADS), both read at start-up, so the
+    caller sets them in a child's environment (core_gemm_in_subprocess)."""
+    from executable_format.machine import MachineConfig
+    from hal_driver.device.npu_core import NpuCore
+    from tests.native.programs import SramImage, instr, program, run_on_sram
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    image = SramImage()
+    a_addr, b_addr, out = image.put(a), image.put(b), image.reserve(m * n * 4)
+    core = NpuCore(MachineConfig(sram_bytes=-(-len(image.data) // (1 << 20)) << 20))
+    record = instr("matmul", "f32", a=a_addr, b=b_addr, out=out, m=m, n=n, k=k, lda=k, ldb=n,
+                   ldo=n)
+    matmul = program(record)
+    result = run_on_sram(core, image, record)  # loads the operands into SRAM
+    np.testing.assert_allclose(result.view(out, "f32", (m, n)), a @ b, rtol=1e-3, atol=1e-3)
+    calls = {"core": lambda: core.execute(matmul, []), "numpy": lambda: np.matmul(a, b)}
+    best = dict.fromkeys(calls, 0.0)
+    for call in calls.values():
+        call()
+    for _ in range(windows):
+        for name, call in calls.items():
+            runs, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                call()
+                runs += 1
+            best[name] = max(best[name], m * n * k * runs / (time.perf_counter() - start) / 1e9)
+    return {"core_gmacs": best["core"], "numpy_gmacs": best["numpy"],
+            "ratio": best["core"] / best["numpy"]}
+
+
+def core_gemm_in_subprocess(threads: int, shape=CORE_GEMM_SHAPE) -> dict:
+    """core_gemm_vs_numpy in a child with NPU_SIM_THREADS and the BLAS threads = threads."""
+    env = {**os.environ, **{v: str(threads) for v in ("NPU_SIM_THREADS", "OMP_NUM_THREADS",
+                                                     "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}
+    code = ("import json, sys; from tests.bench.measure import core_gemm_vs_numpy; "
+            f"print(json.dumps(core_gemm_vs_numpy(*{tuple(shape)!r})))")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=env, cwd=ROOT, check=True)
+    return {"threads": threads, "m": shape[0], "n": shape[1], "k": shape[2],
+            **json.loads(child.stdout.splitlines()[-1])}

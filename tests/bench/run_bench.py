@@ -28,7 +28,9 @@ TINY_CALLS = 300
 # utilization: of the true roofline, by every NPU dispatch whose roofline is at least
 # UTILIZATION_MIN_ROOFLINE cycles (smaller ones are dominated by fixed latencies)
 UTILIZATION_MIN_ROOFLINE = 10_000
-TARGETS = {"utilization": 0.85, "wall_ratio": 2.0, "compile_ratio": 1.0, "tiny_call_ms": 1.0}
+# core_gemm_ratio: the native core's f32 GEMM against numpy.matmul, same shape and threads
+TARGETS = {"utilization": 0.85, "wall_ratio": 2.0, "compile_ratio": 1.0, "tiny_call_ms": 1.0,
+           "core_gemm_ratio": 0.5}
 
 
 def log(message: str) -> None:
@@ -164,6 +166,34 @@ def bench_tiny() -> dict:
                                                              model.inputs, TINY_CALLS)}}
 
 
+def bench_core_gemm(cpus: int) -> list[dict]:
+    """The native core's f32 GEMM against numpy.matmul (measure.core_gemm_vs_numpy) on one
+    thread and on every CPU, each in a child process with both thread counts set."""
+    rows = []
+    for threads in sorted({1, cpus}):
+        try:
+            rows.append(measure.core_gemm_in_subprocess(threads))
+        except subprocess.CalledProcessError as e:
+            log(f"bench: core GEMM, {threads} threads: FAILED: {e.stderr.strip().splitlines()[-1:]}")
+            rows.append({"threads": threads, "error": e.stderr})
+    return rows
+
+
+def core_gemm_line(rows: list[dict]) -> str:
+    m, n, k = measure.CORE_GEMM_SHAPE
+    parts = []
+    for r in rows:
+        if "error" in r:
+            parts.append(f"{r['threads']} threads FAILED")
+            continue
+        parts.append(f"{r['threads']} thread{'s' if r['threads'] > 1 else ''} "
+                     f"core {r['core_gmacs']:.1f} vs numpy {r['numpy_gmacs']:.1f} GMAC/s = "
+                     f"{r['ratio']:.2f}x {mark(r['ratio'] >= TARGETS['core_gemm_ratio'])}")
+    return (f"native core f32 GEMM {m}x{n}x{k} (matmul instruction, operands in SRAM) vs "
+            f"numpy.matmul, same threads: {'; '.join(parts)} (target >= "
+            f"{TARGETS['core_gemm_ratio']}x)")
+
+
 def mark(ok) -> str:
     return "-" if ok is None else "ok" if ok else "MISS"
 
@@ -231,15 +261,18 @@ def main(argv: list[str]) -> int:
     real_results = [bench_in_subprocess("--real-model", name, "real") for name in REAL_MODELS]
     log("bench: tiny model")
     tiny = bench_tiny()
+    log("bench: native core GEMM against numpy.matmul")
+    core_gemm = bench_core_gemm(cpu["cpus"])
     summary = {"machine": DEFAULT_MACHINE.as_dict(), "host": platform.node(), "host_cpu": cpu,
                "targets": TARGETS, "stock": {"flags": measure.STOCK_FLAGS, "driver": measure.STOCK_DRIVER},
                "repetitions": {"compile": COMPILE_REPETITIONS, "run": RUN_REPETITIONS,
                                "tiny_calls": TINY_CALLS},
                "real_model_calls": real_model_bench.CALLS,
-               **tiny, "models": results, "real_models": real_results}
+               **tiny, "core_gemm": core_gemm, "models": results, "real_models": real_results}
     (OUT / "results.json").write_text(json.dumps(summary, indent=1, default=str))
     table = ([measure.host_cpu_line(cpu), ""] + model_table(results) + [""] + dispatch_table(results) + [""]
-             + real_model_bench.real_model_table(real_results) + [""] + tiny_lines(tiny))
+             + real_model_bench.real_model_table(real_results) + [""] + tiny_lines(tiny)
+             + [core_gemm_line(core_gemm)])
     (OUT / "results.txt").write_text("\n".join(table) + "\n")
     chart.utilization_chart([d for r in results for d in r.get("dispatches", [])],
                             TARGETS["utilization"], OUT / "utilization.png")
