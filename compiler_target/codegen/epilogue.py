@@ -260,8 +260,8 @@ AFFINE = ("add", "sub", "mul", "div")
 def fold_affine(expr, inputs, channel_dim: int):
     """The per-channel affine chain the epilogue starts with: acc combined, one op after
     the other, with per-channel f32 inputs or constants by add/sub/mul/div (e.g. a bias
-    and a BatchNormalization). Returns (steps, the expression with the chain replaced by
-    the accumulator); a step is (op, operand node, acc_first) with the operand node an
+    and a BatchNormalization), or by a scale node (a mul and an add step). Returns
+    (steps, the expression with the chain replaced by the accumulator); a step is (op, operand node, acc_first) with the operand node an
     ("input", k) or ("const", v) of `expr`. The chain is acc·A + B with per-channel A, B,
     which a tiler can fold into the weights and the bias. ([], expr) when there is none."""
     acc_nodes = [i for i, node in enumerate(expr) if node[0] == "acc"]
@@ -271,9 +271,17 @@ def fold_affine(expr, inputs, channel_dim: int):
     steps, current = [], acc_nodes[0]
     while True:
         users = [i for i in live if expr[i][0] not in LEAVES and current in expr[i][1]]
-        if len(users) != 1 or expr[users[0]][0] not in AFFINE:
+        if len(users) != 1:
             break
         user = users[0]
+        if expr[user][0] == "scale":
+            steps.append(("mul", ("const", expr[user][2]), True))
+            if expr[user][3]:
+                steps.append(("add", ("const", expr[user][3]), True))
+            current = user
+            continue
+        if expr[user][0] not in AFFINE:
+            break
         lhs, rhs = expr[user][1]
         other = rhs if lhs == current else lhs
         if other == current or not _per_channel(expr[other], inputs, channel_dim) or (

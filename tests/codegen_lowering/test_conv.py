@@ -3,6 +3,7 @@ epilogues, compiled and run on the native NPU core against numpy."""
 import numpy as np
 import pytest
 
+from compiler_target.codegen.analysis.expressions import pruned, simplified
 from compiler_target.codegen.backend import NotLowerable, compile_op
 from compiler_target.codegen.ops import Conv2D, TensorRef
 from executable_format.machine import MachineConfig
@@ -54,7 +55,7 @@ def build_conv(rng, case, epilogue, layout, wlayout, constant_bias=False):
     acc = reference.conv2d(x, wt, case["stride"], case["dilation"], case["pads"], case["groups"])
     xr = b.add(x, layout, offset_elems=int(rng.integers(0, 5)))
     wr = b.add(wt, wlayout)
-    expr, kinds = EPILOGUES[epilogue]
+    expr, kinds = EPILOGUES[epilogue] if isinstance(epilogue, str) else epilogue
     refs, values = [], []
     for kind in kinds:
         if kind == "channel":
@@ -170,16 +171,21 @@ def test_depthwise_conv_on_mac_array(seed):
     assert compiled.estimated_cycles == stats.total_cycles
 
 
-@pytest.mark.parametrize("constant_bias", [False, True])
-def test_batchnorm_folds_into_depthwise_weights(rng, constant_bias):
+@pytest.mark.parametrize("constant_bias,simplify", [(False, False), (True, False), (False, True)])
+def test_batchnorm_folds_into_depthwise_weights(rng, constant_bias, simplify):
     """f32 depthwise: the per-channel affine epilogue is folded into the weights and the
-    MAC's bias once per dispatch; only the relu is left per tile."""
+    MAC's bias once per dispatch; only the relu is left per tile. Simplified, its
+    constant steps are a scale node, folded the same way."""
     case = dict(n=1, c=48, h=20, w=30, f=48, kh=3, kw=3, stride=(1, 1), dilation=(1, 1),
                 pads=(1, 1, 1, 1), groups=48)
-    op, b, expected = build_conv(rng, case, "batchnorm_relu", NCHW, FCHW, constant_bias)
+    expr, kinds = EPILOGUES["batchnorm_relu"]
+    epilogue = (pruned(simplified(expr), [None] * len(kinds))[0], kinds) if simplify \
+        else "batchnorm_relu"
+    op, b, expected = build_conv(rng, case, epilogue, NCHW, FCHW, constant_bias)
+    assert not simplify or ("scale", (10,), -0.5, 0.25) in op.epilogue
     compiled, stats = compile_and_run(op, b)
     per_tile = compiled.asm.split("dwconv2d.f32 flags=bias,", 1)[1]
-    assert "vsub" not in per_tile and "vmul" not in per_tile
+    assert "vsub" not in per_tile and "vmul" not in per_tile and "vscale" not in per_tile
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
     assert compiled.estimated_cycles == stats.total_cycles
 
@@ -208,3 +214,38 @@ def test_real_model_depthwise_reaches_roofline(rng, name):
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
     assert compiled.estimated_cycles == stats.total_cycles
     assert compiled.roofline.fraction(MACHINE, stats.total_cycles) >= fraction
+
+
+# PP-OCRv4's depthwise epilogue as analysis finds it: conv bias, a constant scale and
+# shift, x*relu6(x + 3)/6, then another constant scale and shift
+PADDLE_HARDSWISH = [("acc",), ("input", 0), ("add", (0, 1)), ("const", 3.7258561), ("mul", (2, 3)),
+                    ("const", -0.3639896), ("add", (4, 5)), ("const", 3.0), ("add", (6, 7)),
+                    ("const", 6.0), ("clamp", (8,), 0.0, 6.0), ("mul", (6, 10)),
+                    ("div", (11, 9)), ("const", 3.3484821), ("mul", (12, 13)),
+                    ("const", -0.0717418), ("add", (14, 15))]
+
+
+def vector_passes_per_tile(asm: str) -> float:
+    """Vector instructions after the first dwconv2d (the per-dispatch fold of the affine
+    chain comes before it) per dwconv2d."""
+    lines = asm.split("dwconv2d.f32", 1)[1].splitlines()
+    vector = [line for line in lines if line.lstrip().startswith("v")]
+    return len(vector) / (1 + sum(line.lstrip().startswith("dwconv2d") for line in lines))
+
+
+def test_depthwise_hardswish_epilogue_in_four_vector_passes():
+    """Simplified, the epilogue is 4 vector passes per tile instead of 6 (the first
+    scale and shift fold into the weights either way), and the dispatch is faster."""
+    case = dict(n=1, c=48, h=16, w=84, f=48, kh=5, kw=5, stride=(1, 1), dilation=(1, 1),
+                pads=(0, 0, 0, 0), groups=48)
+    simplified_expr = pruned(simplified(PADDLE_HARDSWISH), [None])[0]
+    passes, cycles = [], []
+    for expr in (PADDLE_HARDSWISH, simplified_expr):
+        op, b, expected = build_conv(np.random.default_rng(7), case, (expr, ["channel"]),
+                                     NCHW, FCHW)
+        compiled, stats = compile_and_run(op, b)
+        np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+        assert compiled.estimated_cycles == stats.total_cycles
+        passes.append(vector_passes_per_tile(compiled.asm))
+        cycles.append(stats.total_cycles)
+    assert passes == [6, 4] and cycles[1] < cycles[0]

@@ -5,6 +5,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from compiler_target.codegen.analysis.expressions import pruned, simplified
 from compiler_target.codegen.ops import Elementwise
 from executable_format.machine import MachineConfig
 
@@ -201,3 +202,26 @@ def test_random_extra_outputs(seed):
         np.testing.assert_allclose(b.read(ref), reference.expression(expr[:node + 1], arrays),
                                    rtol=1e-5, atol=1e-6)
     assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_affine_chain_is_one_vscale_with_the_same_bits():
+    """(x·2 - 1.5)·0.25, negated, subtracted from 3, / 4: simplified, two vscales
+    ((x·0.5 - 0.375), then (3 + y)·0.25: a negation does not fold into a shifted value)
+    compute the six instructions' result bit for bit, signed zeros included."""
+    x = (np.random.default_rng(11).standard_normal((64, 96)) * 100).astype(np.float32)
+    x[0, :6] = [0.0, -0.0, 0.75, -0.75, 6.0, -6.0]
+    chain = [("input", 0), ("const", 2.0), ("mul", (0, 1)), ("const", 1.5), ("sub", (2, 3)),
+             ("const", 0.25), ("mul", (4, 5)), ("neg", (6,)), ("const", 3.0), ("sub", (8, 7)),
+             ("const", 4.0), ("div", (9, 10))]
+    folded = pruned(simplified(chain), [None])[0]
+    results, vector = [], []
+    for expr in (chain, folded):
+        b = Bindings()
+        op = Elementwise(b.output(x.shape), [b.add(x)], expr)
+        compiled, stats = compile_and_run(op, b)
+        assert compiled.estimated_cycles == stats.total_cycles
+        results.append(b.read(op.out))
+        vector.append(sum(line.lstrip().startswith("v") for line in compiled.asm.splitlines()))
+    np.testing.assert_allclose(results[0], reference.expression(chain, [x]), rtol=1e-6)
+    np.testing.assert_array_equal(results[1].view(np.uint32), results[0].view(np.uint32))
+    assert vector[1] < vector[0]

@@ -1,6 +1,9 @@
 """Elementwise expressions (ops.ExprNode lists): the arith/math ops of linalg bodies the
 vector engine has instructions for, constants, values computed from loop positions, and
-the rewrites that name activation patterns and drop dead nodes."""
+the rewrites that name activation patterns, fold scalar affine arithmetic into vscale
+nodes and drop dead nodes."""
+import math
+
 import numpy as np
 from iree.compiler import ir
 
@@ -20,6 +23,7 @@ CMPF_LESS = {4, 5, 11, 12}     # olt ole ult ule
 CONVERSIONS = {"arith.extf", "arith.truncf", "arith.extsi", "arith.extui", "arith.trunci",
                "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui"}
 LEAVES = ("input", "acc", "const")
+F32_MAX = float(np.finfo(np.float32).max)
 
 _same = lambda a: a  # noqa: E731
 _to_float = lambda a: np.asarray(a, np.float32)  # noqa: E731
@@ -116,11 +120,15 @@ def pruned_to(nodes: list, inputs: list[TensorRef], roots: list[int]):
     return expr, [inputs[i] for i in used_inputs], [renumber[root] for root in roots]
 
 
-def simplified(nodes: list) -> list:
+def simplified(nodes: list, kept=()) -> list:
     """Names the activation patterns the vector unit has instructions for:
     max(x, 0) -> relu(x); min(max(x, lo), hi) and max(min(x, hi), lo) -> clamp(x, lo, hi);
-    1 / (exp(-x) + 1) -> sigmoid(x); relu(x) + min(x, 0) * a -> leakyrelu(x, a).
-    Nodes that become dead are left for `pruned`."""
+    1 / (exp(-x) + 1) -> sigmoid(x); relu(x) + min(x, 0) * a -> leakyrelu(x, a);
+    then folds chains of scalar affine steps into scale nodes (`_fold_affine_steps`,
+    bit-exact) and the steps around a clamp and its product into them
+    (`_fold_clamp_products`: hardswish, hard sigmoid). `kept`: the nodes besides the last
+    one whose values are read (stored results). Nodes that become dead are left for
+    `pruned`."""
     nodes = list(nodes)
 
     def const(i):
@@ -164,7 +172,161 @@ def simplified(nodes: list) -> list:
                     x, zero = split(low, "min")
                     if zero == 0.0 and x == nodes[r][1][0]:
                         nodes[i] = ("leakyrelu", (x,), alpha)
+    _fold_affine_steps(nodes)
+    _fold_clamp_products(nodes, {*kept, len(nodes) - 1})
     return nodes
+
+
+def _affine(nodes: list, i: int):
+    """(x, m, a) if node i is x·m + a for constants m and a: a scale, a neg, or an add, sub,
+    mul or div of x and a const node (x / c as x·(1/c)); else None. No shift is -0.0,
+    the zero that leaves every x as it is (x + -0.0 = x, also for x = -0.0)."""
+    node = nodes[i]
+    kind = node[0]
+    if kind == "scale":
+        return node[1][0], node[2], node[3]
+    if kind == "neg":
+        return node[1][0], -1.0, -0.0
+    if kind not in ("add", "sub", "mul", "div"):
+        return None
+    lhs, rhs = node[1]
+    lhs_const = nodes[lhs][1] if nodes[lhs][0] == "const" else None
+    rhs_const = nodes[rhs][1] if nodes[rhs][0] == "const" else None
+    if rhs_const is not None and lhs_const is None:
+        c = rhs_const
+        if kind == "div":
+            return (lhs, 1.0 / c, -0.0) if c != 0 else None
+        return {"add": (lhs, 1.0, c), "sub": (lhs, 1.0, -c), "mul": (lhs, c, -0.0)}[kind]
+    if lhs_const is not None and rhs_const is None:
+        c = lhs_const
+        return {"add": (rhs, 1.0, c), "sub": (rhs, -1.0, c), "mul": (rhs, c, -0.0)}.get(kind)
+    return None
+
+
+def _power_of_two(m: float) -> bool:
+    return m != 0 and math.isfinite(m) and abs(math.frexp(m)[0]) == 0.5
+
+
+def _no_shift(a: float) -> bool:
+    return a == 0 and math.copysign(1.0, a) < 0
+
+
+def _scaling(m: float, a: float) -> bool:
+    """x·m + a is x·2^k, exactly."""
+    return _power_of_two(m) and _no_shift(a)
+
+
+def _in_f32(*values: float) -> bool:
+    return all(math.isfinite(v) and float(np.float32(v)) == v for v in values)
+
+
+def _fold_affine_steps(nodes: list) -> None:
+    """An affine step (`_affine`) on another becomes one ("scale", (x,), m, a) node where a
+    vscale computes the same bits as the two instructions, whether the core rounds
+    x·m + a once (fused multiply-add) or twice. So only steps of that kind are folded:
+    x·m + a with m a power of two (x·m is exact) or without shift, and x / c only for c
+    a power of two. The fold keeps that form and is exact when the inner step is an
+    exact scaling (the outer step sees x·2^k exactly), or when the outer step is a
+    scaling by 2^k, which commutes with rounding (by a negative one only if the inner
+    step has no shift, else the exact zero x·m + a = +0 would change sign). Exact unless
+    an intermediate value overflows or is subnormal in the dtype."""
+    def step(i):
+        found = _affine(nodes, i)
+        if found is None or (nodes[i][0] == "div" and not _power_of_two(found[1])):
+            return None
+        return found
+
+    for i in range(len(nodes)):
+        outer = step(i)
+        inner = step(outer[0]) if outer is not None else None
+        if inner is None:
+            continue
+        (_, m2, a2), (x, m1, a1) = outer, inner
+        if _scaling(m1, a1):
+            folded = (m1 * m2, a2)
+        elif _scaling(m2, a2) and (m2 > 0 or _no_shift(a1)):
+            folded = (m1 * m2, -0.0 if _no_shift(a1) else a1 * m2)
+        else:
+            continue
+        if _in_f32(*folded):
+            nodes[i] = ("scale", (x,)) + folded
+
+
+def _live_users(nodes: list, roots: set[int]) -> dict[int, list[int]]:
+    """The users of every node among the nodes the `roots` depend on."""
+    users = {i: [] for i in range(len(nodes))}
+    seen, stack = set(), list(roots)
+    while stack:
+        i = stack.pop()
+        if i not in seen and nodes[i][0] not in LEAVES:
+            seen.add(i)
+            for arg in set(nodes[i][1]):
+                users[arg].append(i)
+                stack.append(arg)
+    return users
+
+
+def _fold_clamp_products(nodes: list, kept: set[int]) -> None:
+    """z·(clamp(y·a + b, lo, hi)·p + q)·s + t, each factor and term from a chain of
+    scalar affine steps (`_affine`, any number of them), is z·clamp(y·a' + b', lo', hi')
+    + t: the steps after the clamp and after the product move into the clamp's input and
+    bounds. That is a scale, a clamp, a mul, and a scale if t != 0 (without the product:
+    a scale and a clamp). Hardswish as ONNX imports it, x·(relu6(x + 3)/6), or as
+    PaddlePaddle's x·relu6(x + 3)/6 with a scale and shift after it (6 nodes -> 4);
+    x·hardsigmoid(x) and hard-sigmoid gates (4 -> 3). Rewritten where it saves nodes. The
+    rounding changes by an ulp or so (x/6 becomes x·(1/6), one vscale rounds x·a + b
+    once or twice)."""
+    for c in range(len(nodes)):
+        if nodes[c][0] != "clamp":
+            continue
+        users = _live_users(nodes, kept)
+
+        def single_user(i):
+            return users[i][0] if len(users[i]) == 1 and i not in kept else None
+
+        def steps_after(i) -> list[int]:
+            """The affine steps applied to node i, each the single user of the one before."""
+            chain = []
+            while (user := single_user(i)) is not None and \
+                    _affine(nodes, user) is not None and _affine(nodes, user)[0] == i:
+                chain.append(user)
+                i = user
+            return chain
+
+        def composed(chain: list[int]) -> tuple[float, float]:
+            m, a = 1.0, -0.0
+            for i in chain:
+                _, step_m, step_a = _affine(nodes, i)
+                m, a = m * step_m, a * step_m + step_a
+            return m, a
+
+        before, y = [], nodes[c][1][0]
+        while _affine(nodes, y) is not None and single_user(y) is not None:
+            before.insert(0, y)
+            y = _affine(nodes, y)[0]
+        after = steps_after(c)
+        end = after[-1] if after else c
+        product = single_user(end)
+        if product is not None and (nodes[product][0] != "mul" or
+                                    nodes[product][1].count(end) != 1):
+            product = None
+        then = steps_after(product) if product is not None else []
+        (a, b), (p, q), (s, t) = composed(before), composed(after), composed(then)
+        p, q = p * s, q * s
+        lo, hi = sorted((nodes[c][2] * p + q + 0.0, nodes[c][3] * p + q + 0.0))
+        new = [("scale", (y,), a * p, b * p + q), ("clamp", (None,), lo, hi)]
+        if product is not None:
+            new.append(("mul", tuple(None if arg == end else arg for arg in nodes[product][1])))
+            if t != 0:
+                new.append(("scale", (None,), 1.0, t))
+        positions = before + [c] + after + ([product] if product is not None else []) + then
+        if len(new) >= len(positions) or p == 0 or \
+                not all(math.isfinite(v) and abs(v) <= F32_MAX for v in (a * p, b * p + q, t)):
+            continue
+        slots = positions[-len(new):]   # after y and z; the last keeps its value
+        for k, (slot, node) in enumerate(zip(slots, new)):
+            args = tuple(slots[k - 1] if arg is None else arg for arg in node[1])
+            nodes[slot] = (node[0], args) + node[2:]
 
 
 def averaged(kind: str, expr: list, inputs: list, count: int, average: str):

@@ -519,8 +519,8 @@ class Walk:
         last = max(self.stores, key=lambda store: store[0].node)
         stores = [store for store in self.stores if store is not last] + [last]
         roots = [value.node for value, _ in stores]
-        expr, inputs, nodes = pruned_to(simplified(self.nodes[:last[0].node + 1]), self.inputs,
-                                        roots)
+        expr, inputs, nodes = pruned_to(simplified(self.nodes[:last[0].node + 1], roots),
+                                        self.inputs, roots)
         refs = [self.output_ref(value, target) for value, target in stores]
         op = self.main.build(refs[-1], expr, inputs, list(zip(refs[:-1], nodes[:-1])))
         return op, self.main.summary
