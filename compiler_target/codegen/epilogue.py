@@ -261,8 +261,9 @@ def fold_affine(expr, inputs, channel_dim: int):
     """The per-channel affine chain the epilogue starts with: acc combined, one op after
     the other, with per-channel f32 inputs or constants by add/sub/mul/div (e.g. a bias
     and a BatchNormalization), or by a scale node (a mul and an add step). Returns
-    (steps, the expression with the chain replaced by the accumulator); a step is (op, operand node, acc_first) with the operand node an
-    ("input", k) or ("const", v) of `expr`. The chain is acc·A + B with per-channel A, B,
+    (steps, the expression with the chain replaced by the accumulator); a step is (op,
+    operand node, acc_first) with the operand node an ("input", k) or ("const", v) of
+    `expr`. The chain is acc·A + B with per-channel A, B,
     which a tiler can fold into the weights and the bias. ([], expr) when there is none."""
     acc_nodes = [i for i, node in enumerate(expr) if node[0] == "acc"]
     if len(acc_nodes) != 1:
