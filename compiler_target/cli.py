@@ -42,17 +42,17 @@ def _exec_stock_compiler(argv: list[str]) -> None:
 
 
 def _check_stock_command_line(argv: list[str]) -> None:
-    """What the stock tool would get wrong without saying so: a target backend it does not
-    know (a misspelled npu) and an ONNX file, which it reads as MLIR text."""
-    backends = cli_options.target_backends(argv)
-    if backends:
+    """What the stock tool would get wrong without saying so: an ONNX file, which it reads
+    as MLIR text (printing a line of binary), and named as such unless the target itself
+    is unknown (a misspelled npu). Other command lines go to the stock tool untouched: it
+    reports an unknown backend itself, and listing them costs a process start."""
+    onnx = [path for path in cli_options.input_paths(argv) if path.endswith(".onnx")]
+    if onnx:
         registered = ["npu", *_stock_backends()]
-        unknown = [backend for backend in backends if backend not in registered]
+        unknown = [b for b in cli_options.target_backends(argv) if b not in registered]
         if unknown:
             raise CompileError(f"unknown target backend '{unknown[0]}' (registered backends: "
                                f"{', '.join(registered)})")
-    onnx = [path for path in cli_options.input_paths(argv) if path.endswith(".onnx")]
-    if onnx:
         raise CompileError(f"{onnx[0]}: ONNX input is imported only for the npu target "
                            "(--iree-hal-target-backends=npu); for other targets convert it "
                            "with iree-import-onnx first")
