@@ -1072,11 +1072,41 @@ static int exec_fill(exec_t* x, const instr_t* in) {
 
 /* ---- MAC array ------------------------------------------------------------ */
 
+/* Rows of a transposed operand converted per memory run: at most this many at once. */
+#define PACK_RUN 64
+
+/* Packs a transposed rows x cols matrix (element (r, c) at base + (r + c*col_stride))
+ * reading it along its memory runs (r contiguous), PACK_RUN elements at a time, so each
+ * source line is read once; packing it row by row read every element from another line
+ * (a transposed 512x32 B took 16 times as long as the matmul that used it). */
+static void pack_transposed(int dtype, const uint8_t* base, size_t rows, size_t cols,
+                            size_t col_stride, void* out) {
+  unsigned elem = DTYPE_BYTES[dtype];
+  uint32_t run[PACK_RUN];
+  for (size_t r0 = 0; r0 < rows; r0 += PACK_RUN) {
+    size_t count = rows - r0 < PACK_RUN ? rows - r0 : PACK_RUN;
+    for (size_t c = 0; c < cols; c++) {
+      const uint8_t* src = base + (c * col_stride + r0) * elem;
+      if (dtype == DT_I8) {
+        load_i32(dtype, src, 1, count, (int32_t*)run);
+      } else {
+        load_f32(dtype, src, 1, count, (float*)run);
+      }
+      uint32_t* o = (uint32_t*)out + r0 * cols + c;
+      for (size_t i = 0; i < count; i++) o[i * cols] = run[i];
+    }
+  }
+}
+
 /* Packs a rows x cols matrix (element (r, c) at base + (r*row_stride + c*col_stride))
  * of a MAC operand dtype into dense f32 (floats) or i32 (i8). */
 static void pack_matrix(int dtype, const uint8_t* base, size_t rows, size_t cols,
                         size_t row_stride, size_t col_stride, void* out) {
   unsigned elem = DTYPE_BYTES[dtype];
+  if (row_stride == 1 && col_stride != 1 && cols > 1) {
+    pack_transposed(dtype, base, rows, cols, col_stride, out);
+    return;
+  }
   for (size_t r = 0; r < rows; r++) {
     const uint8_t* src = base + r * row_stride * elem;
     if (dtype == DT_I8) {
@@ -1175,14 +1205,18 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
 
   uint8_t* sram = x->core->sram;
   /* An f32 A in rows is used in place; others are packed as [m][k] (element (i, kk) is
-   * at lda*kk + i when transposed). */
+   * at lda*kk + i when transposed). A dense f32 B [k][n] with GEMM_NR elements of SRAM
+   * after it (the kernel's readable slack) is used in place too: a matrix-vector
+   * product (m = 1, an LSTM step) would otherwise spend as long copying B as using it. */
   bool a_in_place = dt == DT_F32 && !ta;
+  bool b_in_place = dt == DT_F32 && !tb && ldb == n &&
+                    (u128)a[1] + b_ext + GEMM_NR * 4 <= x->core->config.sram_bytes;
   void* ap = a_in_place ? sram + a[0] : scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
-  void* bp = scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
+  void* bp = b_in_place ? sram + a[1] : scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
   if (!ap) return out_of_memory(x, (u128)m * k * 4);
   if (!bp) return out_of_memory(x, (u128)k * n * 4);
   if (!a_in_place) pack_matrix(dt, sram + a[0], m, k, ta ? 1 : lda, ta ? lda : 1, ap);
-  pack_matrix(dt, sram + a[1], k, n, tb ? 1 : ldb, tb ? ldb : 1, bp);
+  if (!b_in_place) pack_matrix(dt, sram + a[1], k, n, tb ? 1 : ldb, tb ? ldb : 1, bp);
   uint8_t* out = sram + a[2];
   if (!acc) init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + a[9]) : NULL, NULL);
   gemm_job_t job = {dt == DT_I8, m, n, k, ap, a_in_place ? lda : k, bp, out, ldo, n >= m};
