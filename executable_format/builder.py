@@ -196,9 +196,9 @@ class ExecutableBuilder:
         may hold dispatch_name, source_location, npu_ir strings. `views` is
         [(binding, offset_constant, min_size[, offset_scale[, offset_base]])]: windows of
         the bindings at byte offset_base (default 0) + push constant x offset_scale
-        (default 1), which
-        instructions name as binding len(bindings) + k. `roofline`: the dispatch's true
-        roofline (cost.Roofline), which the device reports cycles against."""
+        (default 1), which instructions name as binding len(bindings) + k. `roofline`:
+        the dispatch's true roofline (cost.Roofline), which the device reports cycles
+        against."""
         if program is None:
             raise FormatError(f"export {name!r} needs a program")
         debug = {key: value for key, value in (debug or {}).items() if value is not None}

@@ -166,10 +166,17 @@ class Roofline:
     read_bytes: int
     write_bytes: int
 
+    def mac_cycles(self, m: MachineConfig) -> float:
+        return self.useful_macs / m.peak_macs_per_cycle(self.mac_dtype)
+
     def cycles(self, m: MachineConfig) -> float:
-        return max(self.useful_macs / m.peak_macs_per_cycle(self.mac_dtype),
-                   self.read_bytes / m.dram_bytes_per_cycle,
+        return max(self.mac_cycles(m), self.read_bytes / m.dram_bytes_per_cycle,
                    self.write_bytes / m.dram_bytes_per_cycle)
+
+    def bound(self, m: MachineConfig) -> str:
+        """What bounds the dispatch: "MACs" (the peak) or "DRAM" (a DMA direction)."""
+        mac_cycles = self.mac_cycles(m)
+        return "MACs" if mac_cycles and mac_cycles >= self.cycles(m) else "DRAM"
 
     def fraction(self, m: MachineConfig, cycles: int) -> float:
         """How close `cycles` comes to the roofline (1.0: at it)."""

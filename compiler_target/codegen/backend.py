@@ -119,9 +119,7 @@ def tile_program(lowered: Lowered, machine: MachineConfig) -> TiledProgram:
 
 def efficiency(bound: Roofline, cycles: int, machine: MachineConfig) -> str:
     """The fraction of the true roofline the program reaches, and what bounds it."""
-    compute = bound.useful_macs / machine.peak_macs_per_cycle(bound.mac_dtype)
-    limit = "MACs" if compute and compute >= bound.cycles(machine) else "DRAM"
-    return f"{bound.fraction(machine, cycles):.2f} of roofline ({limit})"
+    return f"{bound.fraction(machine, cycles):.2f} of roofline ({bound.bound(machine)})"
 
 
 def schedule_text(program: TiledProgram, scheduled: list[Instr], name: str,

@@ -82,6 +82,7 @@ class NpuExecutable(Executable):
         if export.roofline is not None:
             stats.useful_macs = export.roofline.useful_macs
             stats.roofline_cycles = export.roofline.cycles(core.machine)
+            stats.roofline_bound = export.roofline.bound(core.machine)
         _write_back(staged)
         return stats
 

@@ -37,6 +37,7 @@ class DispatchStats:
     # From the export's true roofline (executable_format.cost.Roofline), when recorded:
     useful_macs: int = 0
     roofline_cycles: float = 0.0
+    roofline_bound: str = ""            # "MACs" or "DRAM" (Roofline.bound)
     # (engine name, start, end, opcode name, instruction index) when traced
     events: list = field(default_factory=list)
 

@@ -47,6 +47,7 @@ class DeviceTrace:
             self.events.append(self._complete("npu", name, start, stats.total_cycles, {
                 "cycles": stats.total_cycles, "macs": stats.macs,
                 "useful_macs": stats.useful_macs, "roofline_cycles": stats.roofline_cycles,
+                "roofline_bound": stats.roofline_bound,
                 "dram_read_bytes": stats.dram_read_bytes,
                 "dram_write_bytes": stats.dram_write_bytes,
                 "sram_peak_bytes": stats.sram_peak_bytes}))

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from executable_format.machine import DEFAULT_MACHINE
 from hal_driver import runtime as rt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,7 +119,7 @@ def dtype_of(dispatch_name: str) -> str:
     return next((t for t in reversed(tokens) if t in DTYPES), "f32")
 
 
-def dispatch_rows(trace_events: list[dict], machine=DEFAULT_MACHINE) -> list[dict]:
+def dispatch_rows(trace_events: list[dict]) -> list[dict]:
     """One row per NPU dispatch event of a trace: cycles, true roofline (recorded in the
     export by the compiler: useful MACs, each input and output byte once), the fraction
     of it reached, and whether the MAC peak or DRAM bandwidth bounds it."""
@@ -129,13 +128,11 @@ def dispatch_rows(trace_events: list[dict], machine=DEFAULT_MACHINE) -> list[dic
         args = event.get("args", {})
         if event.get("ph") != "X" or "roofline_cycles" not in args:
             continue
-        dtype = dtype_of(event["name"])
         roofline = args["roofline_cycles"]
-        mac_cycles = args["useful_macs"] / machine.peak_macs_per_cycle(dtype)
-        rows.append({"name": event["name"], "dtype": dtype, "npu_cycles": args["cycles"],
-                     "roofline_cycles": round(roofline),
+        rows.append({"name": event["name"], "dtype": dtype_of(event["name"]),
+                     "npu_cycles": args["cycles"], "roofline_cycles": round(roofline),
                      "utilization": roofline / args["cycles"] if args["cycles"] else 0.0,
-                     "compute_bound": mac_cycles > 0 and mac_cycles >= roofline,
+                     "compute_bound": args["roofline_bound"] == "MACs",
                      "macs": args["macs"], "useful_macs": args["useful_macs"],
                      "dram_bytes": args["dram_read_bytes"] + args["dram_write_bytes"],
                      "sram_peak_bytes": args["sram_peak_bytes"]})

@@ -35,8 +35,10 @@ def test_roofline_cycles_are_the_largest_bound():
     m = MachineConfig()
     assert BOUND.cycles(m) == max((1 << 20) / m.peak_macs_per_cycle("i8"),
                                   4096 / m.dram_bytes_per_cycle, 8192 / m.dram_bytes_per_cycle)
+    assert BOUND.bound(m) == "MACs"
     memory_bound = Roofline(0, "f32", 1 << 20, 64)
     assert memory_bound.cycles(m) == (1 << 20) / m.dram_bytes_per_cycle
+    assert memory_bound.bound(m) == "DRAM"
     assert memory_bound.fraction(m, 2 * round(memory_bound.cycles(m))) == pytest.approx(0.5)
 
 
