@@ -75,6 +75,8 @@ class Flag(enum.IntFlag):
     # VREDUCE
     REDUCE_MAX = 1       # else sum
     REDUCE_MEAN = 2
+    # VCVT
+    TRUNCATE = 1         # to an integer: toward zero (arith.fptosi), else half to even
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,7 @@ OPCODE_LIST = (
     OpcodeInfo(72, "vcvt", Engine.VECTOR, _UNARY_FIELDS[:11] + ("scale", "src_dtype"), _ALL),
     _unary(73, "vsqrt"),
     _unary(74, "vrsqrt"),             # dst = 1 / sqrt(src), both rounded in f32
+    _unary(75, "vround"),             # dst = src rounded half to even (math.roundeven)
     OpcodeInfo(80, "vpool", Engine.VECTOR,
                ("dst", "src", "c", "hi", "wi", "ho", "wo",
                 "kh_kw", "sh_sw", "dh_dw", "pt_pl", "vh_vw"), _FLOAT),
@@ -180,6 +183,7 @@ OPCODE_FLAGS = {
     "dwconv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS},
     "vpool": {"avg": Flag.POOL_AVG, "count_include_pad": Flag.COUNT_INCLUDE_PAD},
     "vreduce": {"max": Flag.REDUCE_MAX, "mean": Flag.REDUCE_MEAN},
+    "vcvt": {"truncate": Flag.TRUNCATE},
 }
 
 # Fields in an opcode's list that it does not read (the unary vector ops share one field
@@ -187,6 +191,7 @@ OPCODE_FLAGS = {
 UNUSED_FIELDS = {
     "vcopy": ("p0", "p1"), "vrelu": ("p0", "p1"), "vsigmoid": ("p0", "p1"),
     "vtanh": ("p0", "p1"), "vexp": ("p0", "p1"), "vsqrt": ("p0", "p1"), "vrsqrt": ("p0", "p1"),
+    "vround": ("p0", "p1"),
     "vleakyrelu": ("p1",),
 }
 

@@ -41,6 +41,7 @@ enum {
   OP_VADD = 48, OP_VSUB = 49, OP_VMUL = 50, OP_VMAX = 51, OP_VMIN = 52, OP_VDIV = 53,
   OP_VCOPY = 64, OP_VRELU = 65, OP_VCLAMP = 66, OP_VLEAKYRELU = 67, OP_VSIGMOID = 68,
   OP_VTANH = 69, OP_VEXP = 70, OP_VSCALE = 71, OP_VCVT = 72, OP_VSQRT = 73, OP_VRSQRT = 74,
+  OP_VROUND = 75,
   OP_VPOOL = 80, OP_VREDUCE = 81,
 };
 
@@ -52,6 +53,7 @@ enum {
   FLAG_ACCUMULATE = 1, FLAG_BIAS = 2, FLAG_TRANSPOSE_A = 4, FLAG_TRANSPOSE_B = 8,
   FLAG_POOL_AVG = 1, FLAG_COUNT_INCLUDE_PAD = 2,
   FLAG_REDUCE_MAX = 1, FLAG_REDUCE_MEAN = 2,
+  FLAG_TRUNCATE = 1,
 };
 
 #define DTM(d) (1u << (d))
@@ -96,9 +98,10 @@ static const op_info_t OPS[256] = {
   [OP_VTANH] = {"vtanh", ENGINE_VECTOR, 11, DT_FLOAT, 0},
   [OP_VEXP] = {"vexp", ENGINE_VECTOR, 11, DT_FLOAT, 0},
   [OP_VSCALE] = {"vscale", ENGINE_VECTOR, 13, DT_FLOAT, 0},
-  [OP_VCVT] = {"vcvt", ENGINE_VECTOR, 13, DT_ALL, 0},
+  [OP_VCVT] = {"vcvt", ENGINE_VECTOR, 13, DT_ALL, FLAG_TRUNCATE},
   [OP_VSQRT] = {"vsqrt", ENGINE_VECTOR, 11, DT_FLOAT, 0},
   [OP_VRSQRT] = {"vrsqrt", ENGINE_VECTOR, 11, DT_FLOAT, 0},
+  [OP_VROUND] = {"vround", ENGINE_VECTOR, 11, DT_FLOAT, 0},
   [OP_VPOOL] = {"vpool", ENGINE_VECTOR, 12, DT_FLOAT,
                 FLAG_POOL_AVG | FLAG_COUNT_INCLUDE_PAD},
   [OP_VREDUCE] = {"vreduce", ENGINE_VECTOR, 4, DT_FLOAT,
@@ -1477,6 +1480,8 @@ static void unary_f32(int op, float p0, float p1, float* restrict v, size_t n) {
     case OP_VSQRT: for (size_t i = 0; i < n; i++) v[i] = sqrtf(v[i]); break;
     /* two f32 roundings, the square root then the division: 1 / sqrt(x) in f32 */
     case OP_VRSQRT: for (size_t i = 0; i < n; i++) v[i] = 1.0f / sqrtf(v[i]); break;
+    /* the default rounding mode: to nearest, ties to even (math.roundeven) */
+    case OP_VROUND: for (size_t i = 0; i < n; i++) v[i] = nearbyintf(v[i]); break;
     default: for (size_t i = 0; i < n; i++) v[i] = v[i] * p0 + p1; break;   /* vscale */
   }
 }
@@ -1520,7 +1525,7 @@ static int exec_unary(exec_t* x, const instr_t* in) {
 
 /* vcvt: v = x * scale (scale 0 means 1) in double; floats round to f32 (exactly the
  * f32 product for float sources) then to the destination; integers round half to
- * even and saturate (NaN becomes 0). */
+ * even (toward zero with FLAG_TRUNCATE) and saturate (NaN becomes 0). */
 static void cvt_load(int dtype, const uint8_t* base, size_t stride, size_t n,
                      double scale, double* restrict out) {
   switch (dtype) {
@@ -1543,13 +1548,17 @@ static void cvt_load(int dtype, const uint8_t* base, size_t stride, size_t n,
   }
 }
 
+static double cvt_round(double v, bool truncate) {
+  return v != v ? 0.0 : truncate ? trunc(v) : rint(v);
+}
+
 static void cvt_store(int dtype, uint8_t* base, size_t stride, size_t n,
-                      const double* restrict in) {
+                      const double* restrict in, bool truncate) {
   switch (dtype) {
     case DT_I8: {
       int8_t* d = (int8_t*)base;
       for (size_t i = 0; i < n; i++) {
-        double v = in[i] != in[i] ? 0.0 : rint(in[i]);
+        double v = cvt_round(in[i], truncate);
         d[i * stride] = (int8_t)(v < -128.0 ? -128.0 : v > 127.0 ? 127.0 : v);
       }
       break;
@@ -1557,7 +1566,7 @@ static void cvt_store(int dtype, uint8_t* base, size_t stride, size_t n,
     case DT_I32: {
       int32_t* d = (int32_t*)base;
       for (size_t i = 0; i < n; i++) {
-        double v = in[i] != in[i] ? 0.0 : rint(in[i]);
+        double v = cvt_round(in[i], truncate);
         d[i * stride] = (int32_t)(v < -2147483648.0 ? -2147483648.0
                                   : v > 2147483647.0 ? 2147483647.0 : v);
       }
@@ -1589,7 +1598,8 @@ static int exec_vcvt(exec_t* x, const instr_t* in) {
       for (size_t j = 0; j < counts[2]; j += CHUNK) {
         size_t len = counts[2] - j < CHUNK ? counts[2] - j : CHUNK;
         cvt_load(src.dtype, sp + j * src.strides[2] * selem, src.strides[2], len, scale, v);
-        cvt_store(dst.dtype, dp + j * dst.strides[2] * delem, dst.strides[2], len, v);
+        cvt_store(dst.dtype, dp + j * dst.strides[2] * delem, dst.strides[2], len, v,
+                  in->flags & FLAG_TRUNCATE);
       }
     }
   }
@@ -1702,7 +1712,7 @@ static int execute_instruction(exec_t* x, const instr_t* in) {
     case OP_MATMUL: return exec_matmul(x, in);
     case OP_CONV2D: case OP_DWCONV2D: return exec_conv2d(x, in);
     case OP_VCOPY: case OP_VRELU: case OP_VCLAMP: case OP_VLEAKYRELU: case OP_VSIGMOID:
-    case OP_VTANH: case OP_VEXP: case OP_VSCALE: case OP_VSQRT: case OP_VRSQRT:
+    case OP_VTANH: case OP_VEXP: case OP_VSCALE: case OP_VSQRT: case OP_VRSQRT: case OP_VROUND:
       return exec_unary(x, in);
     case OP_VCVT: return exec_vcvt(x, in);
     case OP_VPOOL: return exec_vpool(x, in);

@@ -11,16 +11,19 @@ tiles, never temporaries), where later nodes read them.
 from executable_format.isa import ACCUMULATOR, DTYPE_NAMES
 
 from .lower import NotLowerable
+from .ops import INT_NODES, LEAVES
 from .npu_ir import DTYPES, FLOATS, Buffer, Instr, dtype_bytes, value_bits
 from .tile import Slots, Sram, Streamed, dense_sram_strides, fill_instrs, store_instrs
 from .vector import Operand, binary, convert, unary
 
 BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax",
           "min": "vmin"}
+INT_BINARY = {"iadd": "vadd", "isub": "vsub", "imul": "vmul", "imax": "vmax", "imin": "vmin"}
+CONVERT = ("itof", "ftoi")        # vcvt between a node's i32 and f32
+INTS = ("i8", "i32")
 UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
          "scale": "vscale", "neg": "vscale", "abs": "vmax"}
-LEAVES = ("input", "acc", "const")
 
 
 def _last_uses(expr) -> dict[int, int]:
@@ -83,10 +86,32 @@ def fold_bias(expr, inputs, channel_dims: set[int], acc_dtype: str):
     return k, [("acc",) if i == add else node for i, node in enumerate(expr)]
 
 
+def float_dtype(*dtypes: str) -> str:
+    """The dtype the float nodes of an expression over these tensors compute in: the
+    first float among them, f32 for a quantized (integer-only) op."""
+    return next((d for d in dtypes if d in FLOATS), "f32")
+
+
+def node_dtypes(expr, input_dtypes, acc_dtype: str | None, floats: str) -> list[str]:
+    """The dtype each node computes in (ops.py): i32 for integer nodes and an integer
+    accumulator, inputs the dtype they are loaded as, `floats` for the others."""
+    def dtype(node) -> str:
+        if node[0] in INT_NODES:
+            return "i32"
+        if node[0] == "input":
+            return input_dtypes[node[1]]
+        if node[0] == "acc":
+            return "i32" if acc_dtype in INTS else floats
+        return floats
+    return [dtype(node) for node in expr]
+
+
 def temp_count(expr, stored=frozenset()) -> int:
-    """SRAM temporaries (of the tile size) the expression needs."""
+    """SRAM temporaries (of the tile size) the expression needs (an integer and a float
+    temporary are both counted; an expression with integer nodes computes floats in f32,
+    so every temporary has the size of the widest)."""
     slots = _assign_temps(expr, stored)
-    return max(slots.values(), default=-1) + 1 + any(node[0] == "abs" for node in expr)
+    return len(set(slots.values())) + any(node[0] == "abs" for node in expr)
 
 
 def bytes_per_element(expr, inputs, dtype: str) -> int:
@@ -98,54 +123,74 @@ def bytes_per_element(expr, inputs, dtype: str) -> int:
                                       for k in used_inputs(expr))
 
 
-def _assign_temps(expr, stored=frozenset()) -> dict[int, int]:
-    """Temp index per intermediate node (not the last, not a leaf, not a `stored` node
-    writing an output of its own), linear scan."""
+def _assign_temps(expr, stored=frozenset()) -> dict[int, tuple[bool, int]]:
+    """Temp (is_int, index) per intermediate node (not the last, not a leaf, not a
+    `stored` node writing an output of its own), linear scan; integer and float nodes
+    take temporaries of their own."""
     last = _last_uses(expr)
-    free: list[int] = []
-    used = 0
-    slot_of: dict[int, int] = {}
+    free: dict[bool, list[int]] = {False: [], True: []}
+    used = {False: 0, True: 0}
+    slot_of: dict[int, tuple[bool, int]] = {}
     final = len(expr) - 1
     for index, node in enumerate(expr):
         if node[0] in LEAVES:
             continue
         for arg in set(node[1]):
             if last.get(arg) == index and arg in slot_of:
-                free.append(slot_of[arg])
+                is_int, slot = slot_of[arg]
+                free[is_int].append(slot)
         if index != final and index not in stored:
-            if free:
-                slot_of[index] = free.pop()
+            is_int = node[0] in INT_NODES
+            if free[is_int]:
+                slot_of[index] = (is_int, free[is_int].pop())
             else:
-                slot_of[index] = used
-                used += 1
+                slot_of[index] = (is_int, used[is_int])
+                used[is_int] += 1
     return slot_of
 
 
 class EpiloguePlan:
-    """Temporaries and constant cells of one expression, `dtype` throughout. `stored`:
-    the nodes besides the last one that `emit` writes to operands it is given."""
+    """Temporaries and constant cells of one expression. `dtype` is the accumulator's
+    (or, without one, the op's) dtype; `input_dtypes` the dtypes the inputs are loaded
+    as (default: `dtype`). Integer nodes compute in i32, float nodes in `dtype` or, for
+    an integer `dtype`, in f32. `stored`: the nodes besides the last one that `emit`
+    writes to operands it is given."""
 
     def __init__(self, expr, sram: Sram, dtype: str, max_elements: int, name: str = "epi",
-                 stored=frozenset()):
+                 stored=frozenset(), input_dtypes=None):
         for node in expr:
-            if node[0] not in LEAVES and node[0] not in BINARY and node[0] not in UNARY:
+            if node[0] not in LEAVES and node[0] not in BINARY and node[0] not in UNARY and \
+                    node[0] not in INT_BINARY and node[0] not in CONVERT + ("round",):
                 raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
-        if dtype not in FLOATS and any(expr[i][0] not in LEAVES for i in reachable(expr)):
-            raise NotLowerable(f"{dtype} elementwise expressions are not supported (floats only)")
-        self.expr, self.dtype = expr, dtype
+        copies = all(node[0] in LEAVES for node in expr)   # in the op's dtype, whatever it is
+        floats = dtype if copies else float_dtype(dtype)
+        self.expr, self.dtype = expr, floats
+        if input_dtypes is None:
+            input_dtypes = [dtype] * (1 + max((n[1] for n in expr if n[0] == "input"), default=0))
+        self.dtypes = node_dtypes(expr, input_dtypes, dtype, floats)
+        if "i32" in self.dtypes and floats != "f32" and any(
+                self.dtypes[i] != "i32" for i in reachable(expr)):
+            raise NotLowerable(f"integer arithmetic with {floats} values")
         self.setup: list[Instr] = []
         self.consts: dict[int, Buffer] = {}
         for index, node in enumerate(expr):
-            if node[0] == "const":
-                cell = sram.alloc(f"{name}.const{index}", dtype, (1,))
+            if node[0] in ("const", "iconst"):
+                cell_dtype = self.dtypes[index]
+                cell = sram.alloc(f"{name}.const{index}", cell_dtype, (1,))
                 self.consts[index] = cell
-                self.setup += fill_instrs(cell, 0, [(1, 1)], value_bits(dtype, float(node[1])),
+                self.setup += fill_instrs(cell, 0, [(1, 1)], value_bits(cell_dtype, node[1]),
                                           note=f"constant {node[1]}")
         self.slot_of = _assign_temps(expr, stored)
-        count = max(self.slot_of.values(), default=-1) + 1
-        self.temps = [sram.alloc(f"{name}.tmp{i}", dtype, (max_elements,)) for i in range(count)]
-        self.scratch = sram.alloc(f"{name}.neg", dtype, (max_elements,)) \
+        self.temps = {slot: sram.alloc(f"{name}.{'itmp' if slot[0] else 'tmp'}{slot[1]}",
+                                       "i32" if slot[0] else floats, (max_elements,))
+                      for slot in sorted(set(self.slot_of.values()))}
+        self.scratch = sram.alloc(f"{name}.neg", floats, (max_elements,)) \
             if any(node[0] == "abs" for node in expr) else None
+
+    @property
+    def result_dtype(self) -> str:
+        """The dtype of the last node: the destination `emit` writes."""
+        return self.dtypes[-1]
 
     def emit(self, box: tuple[int, int, int], dst: Operand, inputs: list[Operand],
              acc: Operand | None, note: str,
@@ -162,38 +207,54 @@ class EpiloguePlan:
                 values[index] = inputs[node[1]]
             elif kind == "acc":
                 values[index] = acc
-            elif kind == "const":
+            elif kind in ("const", "iconst"):
                 values[index] = Operand(self.consts[index], (0, 0, 0))
             else:
                 target = targets[index] if index in targets else \
                     Operand(self.temps[self.slot_of[index]], dense)
                 args = [values[a] for a in node[1]]
-                instrs += self._node(kind, node[2:], target, args, box, note)
+                instrs += self._node(kind, node[2:], self.dtypes[index], target, args, box,
+                                     note)
                 values[index] = target
         for index, target in targets.items():
             if self.expr[index][0] in LEAVES and values[index] != target:
-                instrs.append(unary("vcopy", self.dtype, target, values[index], box, note))
+                instrs.append(unary("vcopy", self.dtypes[index], target, values[index], box,
+                                    note))
         return instrs
 
-    def _node(self, kind, params, target: Operand, args: list[Operand], box, note) -> list[Instr]:
+    def _node(self, kind, params, dtype, target: Operand, args: list[Operand], box,
+              note) -> list[Instr]:
         scratch = Operand(self.scratch, tuple(dense_sram_strides(list(box)))) \
             if self.scratch is not None else None
-        return node_instrs(kind, params, self.dtype, target, args, box, scratch, note)
+        return node_instrs(kind, params, dtype, target, args, box, scratch, note)
 
 
 def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], box,
                 scratch: Operand | None, note: str) -> list[Instr]:
-    """The vector instructions of one expression node over `box` (`abs` needs a
-    `scratch` operand of the box's size)."""
+    """The vector instructions of one expression node computing in `dtype` over `box`
+    (`abs` needs a `scratch` operand of the box's size)."""
     if kind in BINARY:
         return [binary(BINARY[kind], dtype, target, args[0], args[1], box, note)]
+    if kind in INT_BINARY:
+        return [binary(INT_BINARY[kind], "i32", target, args[0], args[1], box, note)]
     src = args[0]
+    if kind in CONVERT:
+        return [convert(target, src, box, note, truncate=kind == "ftoi")]
+    if kind == "round":
+        return [unary("vround", dtype, target, src, box, note)]
     if kind == "neg":
         return [unary("vscale", dtype, target, src, box, note, -1.0, 0.0)]
     if kind == "abs":
         return [unary("vscale", dtype, scratch, src, box, note, -1.0, 0.0),
                 binary("vmax", dtype, target, src, scratch, box, note)]
     return [unary(UNARY[kind], dtype, target, src, box, note, *params)]
+
+
+def load_dtype(dtype: str, compute_dtype: str) -> str:
+    """The dtype an input of `dtype` is loaded as for an expression computing floats in
+    `compute_dtype`: i32 for an integer input (the integer nodes' dtype), else
+    `compute_dtype` (an integer one meaning f32)."""
+    return "i32" if dtype in INTS else float_dtype(compute_dtype)
 
 
 class EpilogueInputs:
@@ -204,8 +265,10 @@ class EpilogueInputs:
     def __init__(self, sram: Sram, tensors: dict[str, Buffer], used: list[int], count: int,
                  max_counts: list[int], compute_dtype: str):
         self.count = count
+        self.dtypes = [load_dtype(tensors[f"epilogue.{k}"].dtype, compute_dtype)
+                       for k in range(count)]
         self.streams = {k: Streamed(sram, tensors[f"epilogue.{k}"], max_counts,
-                                    compute_dtype=compute_dtype) for k in used}
+                                    compute_dtype=self.dtypes[k]) for k in used}
 
     def load(self, starts: list[int], counts: list[int], note: str,
              box_strides) -> tuple[list[Instr], list[Operand | None]]:
@@ -227,17 +290,23 @@ def without_batch(_, strides) -> tuple[int, ...]:
 
 
 class OutputStage:
-    """The end of every output tile: the epilogue on the accumulator tile (in place), a
-    conversion to the output dtype when it differs (vcvt into a double-buffered tile),
-    and the store."""
+    """The end of every output tile: the epilogue on the accumulator tile (in place, or
+    into a tile of its own when its result has another dtype, as a requantized i32
+    accumulator's f32 result), a conversion to the output dtype when that differs (vcvt
+    into a double-buffered tile: floats to floats, or an integer result saturated to a
+    narrower integer, the range the analysis proved), and the store."""
 
-    def __init__(self, sram: Sram, expr, acc_dtype: str, out: Buffer, max_elements: int):
-        if out.dtype != acc_dtype and not (out.dtype in FLOATS and acc_dtype in FLOATS):
-            raise NotLowerable(f"{out.dtype} output from a {acc_dtype} result needs a "
-                               "requantization the NPU lowering does not do")
+    def __init__(self, sram: Sram, expr, acc_dtype: str, out: Buffer, max_elements: int,
+                 input_dtypes=None):
         self.out = out
-        self.plan = EpiloguePlan(expr, sram, acc_dtype, max_elements)
-        self.cast = Slots(sram, "out", out.dtype, (max_elements,)) if out.dtype != acc_dtype \
+        self.plan = EpiloguePlan(expr, sram, acc_dtype, max_elements, input_dtypes=input_dtypes)
+        result = self.plan.result_dtype
+        if out.dtype != result and not (out.dtype in FLOATS and result in FLOATS) and \
+                not (out.dtype in INTS and result in INTS):
+            raise NotLowerable(f"{out.dtype} output from a {result} result")
+        self.result = Slots(sram, "res", result, (max_elements,)) if result != acc_dtype \
+            else None
+        self.cast = Slots(sram, "out", out.dtype, (max_elements,)) if out.dtype != result \
             else None
 
     @property
@@ -246,11 +315,12 @@ class OutputStage:
 
     def emit(self, box, acc: Operand, inputs: list[Operand | None], starts, counts,
              sram_strides, note: str) -> list[Instr]:
-        instrs = self.plan.emit(box, acc, inputs, acc, note)
-        result = acc.buffer
+        dst = acc if self.result is None else Operand(self.result.acquire(None)[0], acc.strides)
+        instrs = self.plan.emit(box, dst, inputs, acc, note)
+        result = dst.buffer
         if self.cast is not None:
             result, _ = self.cast.acquire(None)
-            instrs.append(convert(Operand(result, acc.strides), acc, box, note + " convert"))
+            instrs.append(convert(Operand(result, acc.strides), dst, box, note + " convert"))
         return instrs + store_instrs(self.out, starts, counts, result, sram_strides, note)
 
 

@@ -8,6 +8,7 @@ from .ops import Conv2D, Elementwise, NpuOp, Pool2D, Reduce, TensorRef
 DTYPES = ("f32", "f16", "bf16", "i8", "i32")      # the element types ops.py describes
 POOL_KINDS = ("max", "avg", "sum")
 REDUCE_KINDS = ("sum", "max", "mean")
+QUANTIZED = {"f32", "i8", "i32"}     # a quantized graph mixes these (integer expression nodes)
 
 
 def legalize(analysis: Analysis, machine) -> str:
@@ -25,7 +26,7 @@ def _problem(op: NpuOp) -> str:
     unsupported = [f"{ref.dtype} ({role})" for role, ref in refs if ref.dtype not in DTYPES]
     if unsupported:
         return f"unsupported element type {unsupported[0]}"
-    if len(dtypes) > 1:
+    if len(dtypes) > 1 and not set(dtypes) <= QUANTIZED:
         return f"mixed element types {'/'.join(dtypes)}"
     for role, ref in refs:
         if 0 in ref.shape:

@@ -113,8 +113,8 @@ def expr_text(expr) -> list[str]:
             body = f"input({node[1]})"
         elif kind == "acc":
             body = "acc"
-        elif kind == "const":
-            body = f"const({node[1]})"
+        elif kind in ("const", "iconst"):
+            body = f"{kind}({node[1]})"
         else:
             args = ", ".join(f"%{a}" for a in node[1])
             params = "".join(f", {p}" for p in node[2:])

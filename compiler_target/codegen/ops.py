@@ -37,7 +37,18 @@ class TensorRef:
 #   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, sqrt, rsqrt (1/sqrt), neg,
 #                             abs, clamp(lo, hi), leakyrelu(alpha), scale(mul, add)
 #   ("reduce", (a,), kind)    Rowwise only: the row's sum or max of node a
+# Integer nodes (quantized graphs) compute on i32 values; i8 inputs are read as i32:
+#   ("iconst", value)         an i32 scalar
+#   (iop, (a, b))             iadd isub imul imax imin: i32 arithmetic, wrapping
+#   ("itof", (a,))            i32 -> f32, rounded to nearest even (arith.sitofp)
+#   ("ftoi", (a,), bits)      f32 -> i32 toward zero, saturating (arith.fptosi to `bits`
+#                             bits; the value is in that range or the IR's is poison)
+#   ("round", (a,))           f32 rounded half to even (math.roundeven)
+# A node's dtype follows from its kind: integer nodes, iconst, and inputs or an
+# accumulator of an integer dtype are i32; every other node is of the float dtype.
 ExprNode = tuple
+LEAVES = ("input", "acc", "const", "iconst")
+INT_NODES = frozenset({"iadd", "isub", "imul", "imax", "imin", "ftoi", "iconst"})
 
 
 @dataclass
@@ -134,7 +145,7 @@ def varies_along_rows(expr: list[ExprNode], inputs: list[TensorRef]) -> list[boo
         kind = node[0]
         if kind == "input":
             varies.append(inputs[node[1]].strides[1] != 0 and inputs[node[1]].shape[1] > 1)
-        elif kind in ("const", "acc", "reduce"):
+        elif kind in ("const", "iconst", "acc", "reduce"):
             varies.append(False)
         else:
             varies.append(any(varies[a] for a in node[1]))

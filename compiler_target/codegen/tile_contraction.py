@@ -323,7 +323,8 @@ class ContractionEmitter:
         self.epi = EpilogueInputs(sram, self.tensors, tiler.used, tiler.epilogue_count,
                                   counts, tiler.acc_dtype)
         self.output = OutputStage(sram, tiler.expr, tiler.acc_dtype, self.tensors["out"],
-                                  mt * nt)
+                                  mt * nt,
+                                  input_dtypes=self.epi.dtypes)
 
     def run(self) -> TiledProgram:
         p, t = self.p, self.t

@@ -102,7 +102,8 @@ class DepthwiseEmitter:
         tile = [1, t.cb, t.rows, t.cols]
         self.epi = EpilogueInputs(sram, self.tensors, job.inputs_used,
                                   len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype)
-        self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"], out_elems)
+        self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"], out_elems,
+                                  input_dtypes=self.epi.dtypes)
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t

@@ -17,10 +17,11 @@ import itertools
 
 from executable_format.machine import MachineConfig
 
-from .epilogue import EpiloguePlan, temp_count, used_inputs
+from .epilogue import EpiloguePlan, float_dtype, load_dtype, temp_count, used_inputs
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, busy_cycles, dtype_bytes
-from .vector import Operand
+from .ops import LEAVES
+from .vector import Operand, convert
 from .tile import (SRAM_ALIGN, Dim, dma_instrs, Slots, Sram, Streamed, TiledProgram, ceil_div,
                    dense_sram_strides, prod, store_instrs)
 from .tiler import Candidate
@@ -113,22 +114,28 @@ class ElementwiseTiler:
         self.stored = {node for _, node in self.outputs}    # each has its own output tiles
         used = used_inputs(op.expr, self.stored)
         ins = [lowered.tensors[f"in.{k}"] for k in range(len(op.inputs))]
-        if any(ins[k].dtype != out.dtype and
-               FLOATS.count(ins[k].dtype) + FLOATS.count(out.dtype) < 2 for k in used):
-            raise NotLowerable("elementwise inputs and output differ in dtype (not both floats)")
         if any(dram.dtype != out.dtype for dram, _ in self.outputs):
             raise NotLowerable("elementwise outputs differ in dtype")
         self.dtype = out.dtype
+        copies = all(node[0] in LEAVES for node in op.expr)
+        if copies and any(ins[k].dtype != out.dtype and
+                          FLOATS.count(ins[k].dtype) + FLOATS.count(out.dtype) < 2 for k in used):
+            raise NotLowerable("elementwise copy between dtypes (not both floats)")
+        # Inputs are loaded as the dtype the expression reads them in (integers as i32).
+        self.floats = out.dtype if copies else float_dtype(out.dtype, *(i.dtype for i in ins))
+        self.load_dtypes = [i.dtype if copies else load_dtype(i.dtype, self.floats) for i in ins]
         self.shape, strides = simplify(out.shape, [dram.strides for dram, _ in self.outputs] +
                                        [ins[k].strides for k in used])
         self.out_views = [view(dram, self.shape, st)
                           for (dram, _), st in zip(self.outputs, strides)]
         self.in_views = {k: view(ins[k], self.shape, st)
                          for k, st in zip(used, strides[len(self.outputs):])}
-        elem = dtype_bytes(out.dtype)
-        per_element = elem * (2 * len(self.stored) + temp_count(op.expr, self.stored)) + sum(
-            2 * dtype_bytes(ins[k].dtype) + (2 * elem if ins[k].dtype != out.dtype else 0)
-            for k in used)
+        elem = max(dtype_bytes(out.dtype), dtype_bytes(self.floats))
+        result_tiles = 2 if self.floats != out.dtype else 0    # converted to the output's
+        per_element = elem * ((2 + result_tiles) * len(self.stored) +
+                              temp_count(op.expr, self.stored)) + sum(
+            2 * dtype_bytes(ins[k].dtype) + (2 * elem if ins[k].dtype != self.load_dtypes[k]
+                                             else 0) for k in used)
         slack = 8 + 4 * len(used) + 2 * len(self.stored) + len(op.expr)  # alignment, SRAM_ALIGNs
         self.budget = (m.sram_bytes - SRAM_ALIGN * slack) // per_element
         if self.budget < 1:
@@ -167,15 +174,17 @@ class ElementwiseTiler:
         tile_counts = self.tile_counts(k, chunk)
         tile_elems = prod(tile_counts)
         sram = Sram(self.m.sram_bytes)
-        streams = {i: Streamed(sram, v, tile_counts, compute_dtype=self.dtype)
+        streams = {i: Streamed(sram, v, tile_counts, compute_dtype=self.load_dtypes[i])
                    for i, v in self.in_views.items()}
         names: dict[int, str] = {}            # stored node -> its first output's name
         for dram, node in self.outputs:
             names.setdefault(node, dram.name)
+        plan = EpiloguePlan(op.expr, sram, self.floats, tile_elems,
+                            stored=self.stored - {len(op.expr) - 1}, input_dtypes=self.load_dtypes)
+        results = {node: Slots(sram, f"{name}.res", plan.dtypes[node], (tile_elems,))
+                   for node, name in names.items() if plan.dtypes[node] != self.dtype}
         outs = {node: Slots(sram, f"{name}.tile", self.dtype, (tile_elems,))
                 for node, name in names.items()}
-        plan = EpiloguePlan(op.expr, sram, self.dtype, tile_elems,
-                            stored=self.stored - {len(op.expr) - 1})
         instrs = list(plan.setup)
         outer = shape[:k]
         for index in range(prod(outer)):
@@ -193,8 +202,13 @@ class ElementwiseTiler:
                     instrs += loads
                     loaded[i] = (buf, st)
                 dsts = {node: slots.acquire(None)[0] for node, slots in outs.items()}
+                computed = {node: results[node].acquire(None)[0] if node in results else dst
+                            for node, dst in dsts.items()}
                 dense = dense_sram_strides(counts)
-                instrs += _compute(plan, counts, dsts, dense, loaded, len(op.inputs), note)
+                instrs += _compute(plan, counts, computed, dense, loaded, len(op.inputs), note)
+                for node in results:   # e.g. a quantized i8 output of an i32 result
+                    instrs.append(convert(Operand.flat(dsts[node]), Operand.flat(computed[node]),
+                                          (1, 1, prod(counts)), note + " convert"))
                 for out_view, (_, node) in zip(self.out_views, self.outputs):
                     instrs += store_instrs(out_view, starts, counts, dsts[node], dense, note)
         tiles = "x".join(map(str, tile_counts))

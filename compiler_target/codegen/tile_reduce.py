@@ -81,7 +81,8 @@ class ReduceEmitter:
         self.partial = sram.alloc("partial", self.dtype, (ot,))
         self.epi = EpilogueInputs(sram, self.tensors, used, len(self.op.epilogue_inputs), [ot],
                                   self.dtype)
-        self.output = OutputStage(sram, self.op.epilogue, self.dtype, self.tensors["out"], ot)
+        self.output = OutputStage(sram, self.op.epilogue, self.dtype, self.tensors["out"], ot,
+                                  input_dtypes=self.epi.dtypes)
 
     def run(self) -> TiledProgram:
         outer, inner = self.op.input.shape

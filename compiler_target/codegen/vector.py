@@ -2,7 +2,7 @@
 element stride per box dimension (0 broadcasts)."""
 from dataclasses import dataclass
 
-from executable_format.isa import f32_bits
+from executable_format.isa import Flag, f32_bits
 
 from .npu_ir import DTYPES, Buffer, Instr, dtype_bytes
 
@@ -46,12 +46,13 @@ def unary(op, dtype, dst: Operand, src: Operand, box, note, *params) -> Instr:
     return Instr(op, dtype, fields, reads=(src.buffer,), writes=(dst.buffer,), note=note)
 
 
-def convert(dst: Operand, src: Operand, box, note) -> Instr:
-    """vcvt of a box from src's dtype to dst's (scale 1)."""
+def convert(dst: Operand, src: Operand, box, note, truncate: bool = False) -> Instr:
+    """vcvt of a box from src's dtype to dst's (scale 1); to an integer dtype rounded
+    half to even, or toward zero with `truncate`."""
     fields = {"dst": _addr(dst), "src": _addr(src)}
     _box(fields, box)
     fields.update({f"dst_s{i}": s for i, s in enumerate(dst.strides)})
     fields.update({f"src_s{i}": s for i, s in enumerate(src.strides)})
     fields["src_dtype"] = int(DTYPES[src.buffer.dtype])
-    return Instr("vcvt", dst.buffer.dtype, fields, reads=(src.buffer,), writes=(dst.buffer,),
-                 note=note)
+    return Instr("vcvt", dst.buffer.dtype, fields, flags=int(Flag.TRUNCATE) if truncate else 0,
+                 reads=(src.buffer,), writes=(dst.buffer,), note=note)

@@ -310,3 +310,31 @@ def test_in_place_elementwise(core, rng):
                          instr("vadd", dst=addr, lhs=addr, rhs=addr, n0=1, n1=1, n2=300,
                                dst_s2=1, lhs_s2=1, rhs_s2=1))
     np.testing.assert_array_equal(result.view(addr, "f32", 300), 2 * np.maximum(x, 0))
+
+
+def test_vround_rounds_half_to_even(core, rng):
+    x = (rng.standard_normal(4000) * 300).astype(np.float32)
+    x[:8] = [0.5, 1.5, 2.5, -0.5, -2.5, 1e30, -0.0, 8388609.0]
+    x[8:400] = np.round(x[8:400] * 2) / 2            # many ties
+    image = SramImage()
+    s_addr, d_addr = image.put(x), image.reserve(x.size * 4)
+    result = run_on_sram(core, image, instr(
+        "vround", "f32", dst=d_addr, src=s_addr, n0=1, n1=1, n2=x.size, dst_s2=1, src_s2=1))
+    out = result.view(d_addr, "f32", x.shape)
+    np.testing.assert_array_equal(out.view(np.uint32), np.rint(x).view(np.uint32))
+
+
+@pytest.mark.parametrize("dst", ["i8", "i32"])
+def test_vcvt_truncate_rounds_toward_zero_and_saturates(core, rng, dst):
+    """arith.fptosi: toward zero; out of range saturates (the IR's value is poison)."""
+    x = (rng.standard_normal(3000) * 100).astype(np.float32)
+    x[:6] = [2.9, -2.9, 127.99, -128.99, 1e10, np.nan]
+    image = SramImage()
+    s_addr, d_addr = image.put(x), image.reserve(x.size * 4)
+    result = run_on_sram(core, image, instr(
+        "vcvt", dst, flags=int(F.TRUNCATE), dst=d_addr, src=s_addr, n0=1, n1=1, n2=x.size,
+        dst_s2=1, src_s2=1, src_dtype=int(isa.DType.F32)))
+    info = np.iinfo(NP_DTYPES[dst])
+    expected = np.clip(np.trunc(np.nan_to_num(x, nan=0.0)).astype(np.float64), info.min,
+                       info.max).astype(NP_DTYPES[dst])
+    np.testing.assert_array_equal(result.view(d_addr, dst, x.shape), expected)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from iree.compiler import ir
 
-from ..ops import TensorRef
+from ..ops import LEAVES, TensorRef
 from .errors import NotSupported
 from .indexing import row_major
 from .values import Empty, Scalar, View
@@ -20,9 +20,12 @@ UNARY = {"arith.negf": "neg", "math.absf": "abs", "math.tanh": "tanh", "math.exp
 # arith.cmpf predicates: the comparison is `lhs > rhs` or `lhs < rhs` (NaN order ignored).
 CMPF_GREATER = {2, 3, 9, 10}   # ogt oge ugt uge
 CMPF_LESS = {4, 5, 11, 12}     # olt ole ult ule
+# Integer arithmetic on the vector engine's i32 values (i8/i16 values are held as i32;
+# arithmetic narrower than 32 bits is taken only where it provably cannot wrap).
+INT_BINARY = {"arith.addi": "iadd", "arith.subi": "isub", "arith.muli": "imul",
+              "arith.maxsi": "imax", "arith.minsi": "imin"}
 CONVERSIONS = {"arith.extf", "arith.truncf", "arith.extsi", "arith.extui", "arith.trunci",
                "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui"}
-LEAVES = ("input", "acc", "const")
 F32_MAX = float(np.finfo(np.float32).max)
 
 _same = lambda a: a  # noqa: E731
@@ -113,7 +116,7 @@ def pruned_to(nodes: list, inputs: list[TensorRef], roots: list[int]):
         node = nodes[i]
         if node[0] == "input":
             expr.append(("input", input_index[node[1]]))
-        elif node[0] in ("acc", "const"):
+        elif node[0] in ("acc", "const", "iconst"):
             expr.append(node)
         else:
             expr.append((node[0], tuple(renumber[a] for a in node[1])) + tuple(node[2:]))
@@ -353,6 +356,8 @@ def reduction_kind(generic) -> str:
     data = [arg for arg, operand in zip(args, generic.inputs)
             if not isinstance(operand.value, Empty)]
     yielded = body[-1].operands[0]
+    if integer_mac(body, data, out):
+        return "mac"
     conversions = sorted({name for name in names if name in CONVERSIONS})
     if conversions and {"arith.mulf", "arith.muli"} & set(names):
         raise NotSupported(f"{generic.name}: mixed-precision body ({', '.join(conversions)}); "
@@ -370,6 +375,21 @@ def reduction_kind(generic) -> str:
         raise NotSupported(f"{generic.name}: pooling body ({', '.join(names[:-1])}) "
                            "is not a sum or max of its input")
     return "rows"
+
+
+def integer_mac(body, data, out) -> bool:
+    """Whether the body is out + extsi(a)·extsi(b) in i32 of two i8 operands (an i8 x i8
+    -> i32 contraction, as IREE fuses a quantized conv or matmul)."""
+    names = [op.name for op in body]
+    if names != ["arith.extsi", "arith.extsi", "arith.muli", "arith.addi", "linalg.yield"] \
+            or len(data) != 2 or any(str(arg.type) != "i8" for arg in data) or \
+            str(out.type) != "i32":
+        return False
+    ext_a, ext_b, mul, add, yielded = body
+    extends_both = combines(ext_a, data[0]) and combines(ext_b, data[1]) or \
+        combines(ext_a, data[1]) and combines(ext_b, data[0])
+    return extends_both and combines(mul, ext_a.results[0], ext_b.results[0]) and \
+        combines(add, out, mul.results[0]) and yielded.operands[0] == add.results[0]
 
 
 def combines(op, *values) -> bool:

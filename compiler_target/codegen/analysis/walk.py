@@ -21,7 +21,7 @@ from iree.compiler import ir
 from ..ops import Elementwise, NpuOp, TensorRef
 from . import contraction, convolution, elementwise, gather, pooling, reduction
 from .errors import NotSupported
-from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, UNARY, constant,
+from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, INT_BINARY, UNARY, constant,
                           index_arithmetic, pruned, pruned_to, reduction_kind, simplified,
                           splat)
 from .indexing import (ELEMENT_BYTES, Generic, Operand, linear, logical_strides, row_major,
@@ -329,7 +329,13 @@ class Walk:
     def body_op(self, op, node_of, nodes, name: str):
         kind = op.name
         if kind == "arith.constant":
+            if _int_bits(op.results[0].type) is not None:
+                return self.add(("iconst", int(constant(op).value)))
             return self.add(("const", float(constant(op).value)))
+        if kind in INT_BINARY or kind in INT_CONVERSIONS:
+            return self.integer_op(op, node_of, name)
+        if kind == "math.roundeven":
+            return self.add(("round", (node_of(op.operands[0]),)))
         if kind in BINARY:
             return self.add((BINARY[kind], (node_of(op.operands[0]), node_of(op.operands[1]))))
         if kind in UNARY:
@@ -346,6 +352,59 @@ class Walk:
         if kind in ("math.fpowi", "math.powf"):
             return self.power(node_of(op.operands[0]), self.values.get(op.operands[1]), name)
         raise NotSupported(f"{name}: {kind} in an elementwise body has no NPU equivalent")
+
+    def integer_op(self, op, node_of, name: str) -> int:
+        """Integer arithmetic and conversions of a quantized body on i32 values. An op on
+        narrower integers is taken where its operands' ranges show it cannot wrap (i8
+        and i16 values are held as i32, so extsi is the value itself)."""
+        kind = op.name
+        bits = _int_bits(op.results[0].type)
+        if kind == "arith.sitofp":
+            return self.add(("itof", (self.int_node(op.operands[0], node_of),)))
+        if kind == "arith.fptosi":
+            if bits is None or bits > 32:
+                raise NotSupported(f"{name}: arith.fptosi to {op.results[0].type}")
+            return self.add(("ftoi", (node_of(op.operands[0]),), bits))
+        if bits is None or bits > 32:
+            raise NotSupported(f"{name}: {kind} on {op.results[0].type}")
+        if kind == "arith.extsi":
+            return self.int_node(op.operands[0], node_of)
+        args = tuple(self.int_node(v, node_of) for v in op.operands)
+        node = self.add((INT_BINARY[kind], args))
+        if bits < 32 and not _fits(self.int_range(node), bits):
+            raise NotSupported(f"{name}: {kind} on i{bits} may wrap (range "
+                               f"{self.int_range(node)})")
+        return node
+
+    def int_node(self, value, node_of) -> int:
+        """The node of an integer value (MLIR's types say it is one); a scalar constant
+        becomes an iconst."""
+        known = self.values.get(value)
+        if isinstance(known, Scalar):
+            return self.add(("iconst", int(known.value)))
+        return node_of(value)
+
+    def int_range(self, node: int) -> tuple[int, int]:
+        """Bounds of an integer node's value (i32's for values nothing bounds)."""
+        kind, *rest = self.nodes[node]
+        if kind == "iconst":
+            return rest[0], rest[0]
+        if kind == "input":
+            return INT_RANGES.get(self.inputs[rest[0]].dtype, INT_RANGES["i32"])
+        if kind == "ftoi":
+            return INT_RANGES[f"i{rest[1]}"] if f"i{rest[1]}" in INT_RANGES else INT_RANGES["i32"]
+        if kind in ("iadd", "isub", "imul", "imax", "imin"):
+            (a_lo, a_hi), (b_lo, b_hi) = (self.int_range(a) for a in rest[0])
+            if kind == "iadd":
+                return a_lo + b_lo, a_hi + b_hi
+            if kind == "isub":
+                return a_lo - b_hi, a_hi - b_lo
+            if kind == "imul":
+                products = [a * b for a in (a_lo, a_hi) for b in (b_lo, b_hi)]
+                return min(products), max(products)
+            pick = max if kind == "imax" else min
+            return pick(a_lo, b_lo), pick(a_hi, b_hi)
+        return INT_RANGES["i32"]
 
     def power(self, base: int, exponent, name: str) -> int:
         """x ** n for a constant n: products for small integers, sqrt/rsqrt for ±0.5."""
@@ -382,6 +441,8 @@ class Walk:
                                        "different index orders")
             return value.node
         if splat(value) is not None:
+            if isinstance(value, View) and value.ref.dtype in INT_RANGES:
+                return self.add(("iconst", int(splat(value).value)))
             return self.add(("const", float(splat(value).value)))
         if isinstance(value, View):
             return self.add(("input", self.add_input(value.ref, operand, generic.extents,
@@ -434,8 +495,10 @@ class Walk:
         else:
             self.start(pooling.recognise(generic, kind), generic.op)
         loop_to_logical = self.main.loop_to_logical
-        acc = self.with_initial(generic, self.add(("acc",)), "max" if kind == "max" else "add",
-                                loop_to_logical)
+        combine = "max" if kind == "max" else "add"
+        if _int_bits(ir.ShapedType(generic.op.results[0].type).element_type) is not None:
+            combine = "i" + combine
+        acc = self.with_initial(generic, self.add(("acc",)), combine, loop_to_logical)
         return [Result(acc, [loop_to_logical[single_loop(t)] for t in generic.output.terms])]
 
     def reduction(self, generic: Generic) -> list[Result]:
@@ -476,9 +539,11 @@ class Walk:
     def with_initial(self, generic: Generic, acc: int, combine: str, loop_to_logical) -> int:
         """The accumulated node combined with the output's initial value."""
         init = splat(generic.output.value) or generic.output.value
-        identity = -math.inf if combine == "max" else 0.0
+        identity = -math.inf if combine == "max" else -2 ** 31 if combine == "imax" else 0.0
         if isinstance(init, Scalar) and float(init.value) != identity:
-            return self.add((combine, (acc, self.add(("const", float(init.value))))))
+            leaf = ("iconst", int(init.value)) if combine.startswith("i") else \
+                ("const", float(init.value))
+            return self.add((combine, (acc, self.add(leaf))))
         if isinstance(init, View):
             init_node = self.add(("input", self.add_input(init.ref, generic.output,
                                                           generic.extents, loop_to_logical)))
@@ -536,6 +601,21 @@ class Walk:
 
 
 # ---- helpers --------------------------------------------------------------------------
+
+INT_CONVERSIONS = {"arith.extsi", "arith.sitofp", "arith.fptosi"}
+INT_RANGES = {"i8": (-2 ** 7, 2 ** 7 - 1), "i16": (-2 ** 15, 2 ** 15 - 1),
+              "i32": (-2 ** 31, 2 ** 31 - 1)}
+
+
+def _int_bits(type_) -> int | None:
+    match = re.fullmatch(r"i(\d+)", str(type_))
+    return int(match.group(1)) if match else None
+
+
+def _fits(bounds: tuple[int, int], bits: int) -> bool:
+    lo, hi = INT_RANGES.get(f"i{bits}", (0, -1))
+    return lo <= bounds[0] and bounds[1] <= hi
+
 
 def dispatch_tensor_type(type_) -> ir.ShapedType:
     text = str(type_)

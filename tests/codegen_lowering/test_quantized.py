@@ -1,0 +1,89 @@
+"""Quantized (int8) ops as IREE fuses a QDQ graph: expressions mixing i32 and f32 nodes
+(iadd/isub/imul, itof, round, ftoi) on the vector engine and i8 x i8 -> i32 MAC ops
+with requantizing epilogues, run on the native NPU core against numpy computing the
+same steps in the same types (the results must be identical: integers, and f32 with
+one rounding per op)."""
+import numpy as np
+import pytest
+
+from compiler_target.codegen.ops import Conv2D, Elementwise, Matmul
+
+from . import reference
+from .helpers import Bindings, compile_and_run
+
+F32 = np.float32
+
+
+def quantize_expr(x: int, scale: float, zero_point: int) -> list:
+    """clamp(roundeven(x / scale) + zp, -128, 127) -> i8, as IREE imports QuantizeLinear."""
+    return [("const", scale), ("div", (x, x + 1)), ("round", (x + 2,)),
+            ("const", float(zero_point)), ("add", (x + 3, x + 4)),
+            ("clamp", (x + 5,), -128.0, 127.0), ("ftoi", (x + 6,), 8)]
+
+
+def quantize_numpy(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    q = np.rint(x.astype(F32) / F32(scale)) + F32(zero_point)
+    return np.clip(q, F32(-128), F32(127)).astype(np.int8)
+
+
+@pytest.mark.parametrize("shape", [(3, 48, 192), (7, 33)])
+def test_quantize_f32_to_i8(rng, shape):
+    b = Bindings()
+    x = (rng.standard_normal(shape) * 2).astype(F32)
+    x.ravel()[:4] = [0.0039215686 * 2.5, -0.0039215686 * 0.5, 1e9, -1e9]   # ties, saturation
+    out = b.output(shape, np.int8)
+    scale, zero_point = 0.0078430846, -3
+    op = Elementwise(out, [b.add(x)], [("input", 0)] + quantize_expr(0, scale, zero_point))
+    compiled, stats = compile_and_run(op, b)
+    np.testing.assert_array_equal(b.read(out), quantize_numpy(x, scale, zero_point))
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_dequantize_i8_to_f32(rng):
+    """(extsi(q) - zp) as i32, sitofp, * scale."""
+    b = Bindings()
+    q = rng.integers(-128, 128, (9, 130), dtype=np.int8)
+    out = b.output(q.shape)
+    expr = [("input", 0), ("iconst", -128), ("isub", (0, 1)), ("itof", (2,)),
+            ("const", 0.027965717), ("mul", (3, 4))]
+    op = Elementwise(out, [b.add(q)], expr)
+    compile_and_run(op, b)
+    expected = (q.astype(np.int32) + 128).astype(F32) * F32(0.027965717)
+    np.testing.assert_array_equal(b.read(out), expected)
+
+
+def test_i8_matmul_requantized_to_i8(rng):
+    """acc - (row_sum * zp_b + col_term) in i32, then f32 scale and requantization."""
+    b = Bindings()
+    a = rng.integers(-128, 128, (1, 40, 200), dtype=np.int8)
+    w = rng.integers(-128, 128, (1, 200, 24), dtype=np.int8)
+    row_sum = a.astype(np.int32).sum(axis=2, keepdims=True, dtype=np.int32)   # (1, 40, 1)
+    col_term = rng.integers(-5000, 5000, (1, 1, 24), dtype=np.int32)
+    out = b.output((1, 40, 24), np.int8)
+    expr = [("acc",), ("input", 0), ("iconst", 3), ("imul", (1, 2)), ("input", 1),
+            ("iadd", (3, 4)), ("isub", (0, 5)), ("itof", (6,)), ("const", 0.00065),
+            ("mul", (7, 8))] + quantize_expr(9, 0.05, 7)
+    op = Matmul(b.add(a), b.add(w), out, epilogue=expr,
+                epilogue_inputs=[b.add_broadcast(row_sum, (1, 40, 24)),
+                                 b.add_broadcast(col_term, (1, 40, 24))])
+    compiled, stats = compile_and_run(op, b)
+    acc = np.einsum("bmk,bkn->bmn", a.astype(np.int64), w.astype(np.int64)).astype(np.int32)
+    corrected = acc - (row_sum * 3 + col_term)
+    expected = quantize_numpy(corrected.astype(F32) * F32(0.00065), 0.05, 7)
+    np.testing.assert_array_equal(b.read(out), expected)
+    assert "matmul.i8" in compiled.asm
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_i8_conv_dequantized_to_f32(rng):
+    b = Bindings()
+    x = rng.integers(-128, 128, (1, 8, 18, 18), dtype=np.int8)
+    w = rng.integers(-128, 128, (16, 8, 3, 3), dtype=np.int8)
+    out = b.output((1, 16, 16, 16))
+    expr = [("acc",), ("itof", (0,)), ("const", 1.5e-4), ("mul", (1, 2)), ("relu", (3,))]
+    op = Conv2D(b.add(x), b.add(w), out, epilogue=expr)
+    compiled, stats = compile_and_run(op, b)
+    acc = reference.conv2d(x.astype(np.int64), w.astype(np.int64)).astype(np.int32)
+    expected = np.maximum(acc.astype(F32) * F32(1.5e-4), F32(0))
+    np.testing.assert_array_equal(b.read(out), expected)
+    assert compiled.estimated_cycles == stats.total_cycles
