@@ -348,7 +348,8 @@ def averaged(kind: str, expr: list, inputs: list, count: int, average: str):
 
 def reduction_kind(generic) -> str:
     """"mac" (out + a*b), a pooling "sum" or "max" (out + x or max(out, x) with a window
-    operand, a tensor.empty of the kernel's shape), or "rows": any other reduction,
+    operand, a tensor.empty of the kernel's shape), a "window isum" (an i8 window's sum
+    in i32, over channels too), or "rows": any other reduction,
     whose body the walk translates as an expression reduced along the rows."""
     body = generic.body
     names = [op.name for op in body]
@@ -358,6 +359,8 @@ def reduction_kind(generic) -> str:
     yielded = body[-1].operands[0]
     if integer_mac(body, data, out):
         return "mac"
+    if len(data) < len(generic.inputs) and integer_sum(body, data, out):
+        return "window isum"
     conversions = sorted({name for name in names if name in CONVERSIONS})
     if conversions and {"arith.mulf", "arith.muli"} & set(names):
         raise NotSupported(f"{generic.name}: mixed-precision body ({', '.join(conversions)}); "
@@ -390,6 +393,18 @@ def integer_mac(body, data, out) -> bool:
         combines(ext_a, data[1]) and combines(ext_b, data[0])
     return extends_both and combines(mul, ext_a.results[0], ext_b.results[0]) and \
         combines(add, out, mul.results[0]) and yielded.operands[0] == add.results[0]
+
+
+def integer_sum(body, data, out) -> bool:
+    """Whether the body is out + extsi(x) in i32 of one i8 operand (the sums of a
+    quantized input IREE computes for a zero-point correction)."""
+    names = [op.name for op in body]
+    if names != ["arith.extsi", "arith.addi", "linalg.yield"] or len(data) != 1 or \
+            str(data[0].type) != "i8" or str(out.type) != "i32":
+        return False
+    ext, add, yielded = body
+    return combines(ext, data[0]) and combines(add, out, ext.results[0]) and \
+        yielded.operands[0] == add.results[0]
 
 
 def combines(op, *values) -> bool:

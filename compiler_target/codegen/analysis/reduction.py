@@ -10,14 +10,17 @@ input (global average pooling, ReduceSum) becomes a `Reduce`; anything else a `R
 import math
 from dataclasses import dataclass, field
 
-from ..ops import Reduce, Rowwise, TensorRef, varies_along_rows
+import numpy as np
+
+from ..ops import Matmul, Reduce, Rowwise, TensorRef, varies_along_rows
 from .errors import NotSupported
 from .expressions import LEAVES, averaged, pruned
 from .indexing import Generic, flattened, single_loop, strides_over_loops, view_ref
 from .main_op import MainOp, extents_text, label
 from .values import View
 
-COMBINE = {"arith.addf": "sum", "arith.maximumf": "max", "arith.maxnumf": "max"}
+COMBINE = {"arith.addf": "sum", "arith.maximumf": "max", "arith.maxnumf": "max",
+           "arith.addi": "isum"}
 
 
 @dataclass
@@ -51,6 +54,8 @@ class ReductionMain(MainOp):
         if len(reduces) == 1 and expr[expr[reduces[0]][1][0]][0] == "input" and \
                 not varies_along_rows(expr, matrices)[-1]:
             return self._reduce(out, expr, inputs, reduces[0])
+        if any(expr[i][2] == "isum" for i in reduces):
+            raise NotSupported(f"{self.name}: an i32 sum within a row-wise expression")
         self.built = "rowwise " + " ".join(node[2] if node[0] == "reduce" else node[0]
                                            for node in expr if node[0] not in LEAVES)
         return Rowwise(self._matrix(out), matrices, expr)
@@ -78,8 +83,27 @@ class ReductionMain(MainOp):
             size, stride = flattened(ref, range(self.kept_rank), self.name)
             return view_ref(ref, (size,), (stride,))
 
+        if kind == "isum":
+            return self._ones_matmul(self._matrix(source), vector(out), epilogue,
+                                     [vector(ref) for ref in epilogue_inputs])
         return Reduce(self._matrix(source), vector(out), kind, epilogue,
                       [vector(ref) for ref in epilogue_inputs])
+
+    def _ones_matmul(self, source: TensorRef, out: TensorRef, epilogue, epilogue_inputs):
+        """An i32 sum of i8 rows on the MAC array: out[o] = Σ_i 1 · source[o][i], a
+        matmul of a row of ones (M = 1, K = I) by the source seen as (K = I, N = O)."""
+        if source.dtype != "i8":
+            raise NotSupported(f"{self.name}: a sum of {source.dtype} values in i32 (the MAC "
+                               "array sums i8)")
+        rows, columns = source.shape
+        self.built = "sum reduction (MAC array, by ones)"
+        ones = TensorRef("i8", (1, 1, columns), (0, 0, 1), -1, 0, np.ones(columns, np.int8))
+
+        def row(ref: TensorRef) -> TensorRef:
+            return view_ref(ref, (1, 1, rows), (0, 0, ref.strides[0]))
+
+        b = view_ref(source, (1, columns, rows), (0, source.strides[1], source.strides[0]))
+        return Matmul(ones, b, row(out), epilogue, [row(ref) for ref in epilogue_inputs])
 
 
 def _reordered(expr, order: list[int]):

@@ -13,7 +13,7 @@ Named linalg ops are first generalized (on a clone), so every structured op is a
 """
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from iree.compiler import ir
@@ -298,16 +298,16 @@ class Walk:
         raise NotSupported(f"{generic.name}: body without yield")
 
     def row_reduction(self, generic: Generic, op, accumulator, node_of, loop_to_logical) -> int:
-        """The reduction body's combine (`out + x` or `max(out, x)`) as a reduce node of
-        x over the rows, combined with the output's initial value."""
+        """The reduction body's combine (`out + x`, `max(out, x)`, or an i32 sum) as a
+        reduce node of x over the rows, combined with the output's initial value."""
         kind = reduction.COMBINE.get(op.name)
         others = [v for v in op.operands if v != accumulator]
         uses = sum(accumulator == v for o in generic.body for v in o.operands)
         if kind is None or len(others) != 1 or uses != 1:
             raise NotSupported(f"{generic.name}: reduction body combines with {op.name}")
         reduced = self.add(("reduce", (node_of(others[0]),), kind))
-        return self.with_initial(generic, reduced, "max" if kind == "max" else "add",
-                                 loop_to_logical)
+        combine = {"max": "max", "sum": "add", "isum": "iadd"}[kind]
+        return self.with_initial(generic, reduced, combine, loop_to_logical)
 
     def positional_input(self, array: np.ndarray, type_, generic: Generic,
                          loop_to_logical) -> int:
@@ -489,14 +489,16 @@ class Walk:
         for operand in generic.inputs:
             if isinstance(operand.value, Result):
                 raise NotSupported(f"{generic.name} consumes a value computed in the dispatch")
-        if kind == "mac":
+        if kind == "window isum":
+            self.start(convolution.recognise(with_ones_filter(generic)), generic.op)
+        elif kind == "mac":
             windowed = any(len(c) > 1 for operand in generic.inputs for c, _ in operand.terms)
             self.start((convolution if windowed else contraction).recognise(generic), generic.op)
         else:
             self.start(pooling.recognise(generic, kind), generic.op)
         loop_to_logical = self.main.loop_to_logical
         combine = "max" if kind == "max" else "add"
-        if _int_bits(ir.ShapedType(generic.op.results[0].type).element_type) is not None:
+        if kind == "window isum" or _int_bits(ir.ShapedType(generic.op.results[0].type).element_type) is not None:
             combine = "i" + combine
         acc = self.with_initial(generic, self.add(("acc",)), combine, loop_to_logical)
         return [Result(acc, [loop_to_logical[single_loop(t)] for t in generic.output.terms])]
@@ -635,6 +637,24 @@ def kept_dims(sizes: list[int], shape) -> list[int]:
         elif n != 1:
             raise NotSupported(f"slice sizes {sizes} do not match the value shape {list(shape)}")
     return kept
+
+
+def with_ones_filter(generic: Generic) -> Generic:
+    """A window sum over channels (out[y][x] = Σ_c,ky,kx in[c][s·y + ky][s·x + kx]) as
+    the convolution with a filter of ones it is: the window operand (a tensor.empty of
+    the kernel's shape) becomes an i8 constant of ones indexed by the channel loops too
+    (every image loop that is a reduction and not a window's)."""
+    image = next(o for o in generic.inputs if not isinstance(o.value, Empty))
+    window = next(o for o in generic.inputs if isinstance(o.value, Empty))
+    windowed = window.loops()
+    channels = [({loop: 1}, 0) for loop in sorted(image.loops() & set(generic.reductions))
+                if loop not in windowed and not any(loop in c and len(c) > 1
+                                                    for c, _ in image.terms)]
+    terms = channels + window.terms
+    shape = tuple(generic.extents[single_loop(t)] for t in terms)
+    ones = TensorRef("i8", shape, (0,) * len(shape), -1, 0, np.ones(1, np.int8))
+    filter_ = Operand(View(ones), terms)
+    return replace(generic, inputs=[filter_ if o is window else o for o in generic.inputs])
 
 
 def split_dims(ref: TensorRef, split) -> TensorRef:

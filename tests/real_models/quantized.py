@@ -1,0 +1,144 @@
+"""Int8 versions of the real networks, made as a user makes them: onnxruntime's
+`quantize_static` (QDQ format, QInt8 activations and weights, per-tensor scales) with
+fixed-seed calibration data. Each is imported to MLIR once and that MLIR is compiled
+for npu and for stock llvm-cpu; npu-sim's outputs are compared with the stock
+runtime's (bit for bit: IREE computes a quantized graph in integers and f32 with
+exact rounding steps) and with onnxruntime's execution of the QDQ model.
+
+    python -m tests.real_models.quantized [name ...]   # a table of every (or the named) model
+
+The quantized model is cached beside the float one (<name>.int8.onnx).
+"""
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                      quantize_static)
+
+from compiler_target import compile_file
+from tests.real_models.fetch import cache_dir, prepared_model
+from tests.real_models.measure import (ExecutedMacs, compile_npu, executed_macs, model_input,
+                                       onnxruntime_outputs, relative_error, run_npu)
+from tests.real_models.models import MODELS, RealModel
+
+CALIBRATION_SEED = 0
+CALIBRATION_SAMPLES = 4
+
+
+@dataclass(frozen=True)
+class QuantizedResult:
+    name: str
+    npu_dispatches: int                 # per call
+    host_dispatches: int
+    macs: ExecutedMacs                  # integer contraction MACs of the dispatches run
+    stock_mismatches: list[int]         # per output: elements that differ from stock llvm-cpu
+    stock_relative_errors: list[float]  # per output: max |npu - stock| / max |stock|
+    ort_relative_errors: list[float]    # per output: against onnxruntime's QDQ execution
+    top1_agrees: bool                   # argmax of the first output, against onnxruntime's
+    npu_cycles: int
+    roofline_fraction: float
+    compile_seconds: float
+
+    @property
+    def npu_dispatch_share(self) -> float:
+        return self.npu_dispatches / (self.npu_dispatches + self.host_dispatches)
+
+
+class _Calibration(CalibrationDataReader):
+    def __init__(self, input_name: str, shape: tuple[int, ...]):
+        rng = np.random.default_rng(CALIBRATION_SEED)
+        self.batches = [{input_name: rng.uniform(-1, 1, shape).astype(np.float32)}
+                        for _ in range(CALIBRATION_SAMPLES)]
+
+    def get_next(self):
+        return self.batches.pop(0) if self.batches else None
+
+
+def quantized_model(model: RealModel) -> Path:
+    """The QDQ int8 version of the prepared model (made once, cached)."""
+    target = cache_dir() / f"{model.name}.int8.onnx"
+    if target.exists():
+        return target
+    source = prepared_model(model)
+    graph = onnx.load(str(source)).graph
+    initializers = {i.name for i in graph.initializer}
+    [input_name] = [i.name for i in graph.input if i.name not in initializers]
+    partial = target.with_suffix(".partial.onnx")
+    quantize_static(str(source), str(partial), _Calibration(input_name, model.input_shape),
+                    quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+                    weight_type=QuantType.QInt8)
+    partial.rename(target)
+    return target
+
+
+def import_mlir(onnx_path: Path, work_dir: Path) -> Path:
+    """The model as torch-dialect MLIR, imported once by the wheel's iree-import-onnx."""
+    mlir = work_dir / f"{onnx_path.stem}.mlir"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    tool = Path(sys.executable).with_name("iree-import-onnx")
+    subprocess.run([str(tool), str(onnx_path), "-o", str(mlir)], check=True,
+                   capture_output=True)
+    return mlir
+
+
+def run_stock(mlir: Path, x: np.ndarray, function: str) -> list[np.ndarray]:
+    import iree.runtime
+    vmfb = compile_file(str(mlir), target_backends=["llvm-cpu"],
+                        extra_args=["--iree-llvmcpu-target-cpu=host"])
+    module = iree.runtime.load_vm_flatbuffer(vmfb, driver="local-task")
+    outputs = getattr(module, function)(x)
+    outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    return [np.asarray(o.to_host()) for o in outputs]
+
+
+def measure_quantized(model: RealModel, work_dir: Path) -> QuantizedResult:
+    onnx_path = quantized_model(model)
+    mlir = import_mlir(onnx_path, work_dir)
+    x = model_input(model)
+    start = time.perf_counter()
+    build = compile_npu(mlir, work_dir / model.name)
+    compile_seconds = time.perf_counter() - start
+    run = run_npu(build.vmfb, x, calls=1)
+    outputs = [np.asarray(o) for o in run.outputs]
+    stock = run_stock(mlir, x, _function_name(build))
+    ort = onnxruntime_outputs(onnx_path, x)
+    stats = run.stats
+    return QuantizedResult(
+        name=model.name, npu_dispatches=stats.npu_dispatches,
+        host_dispatches=stats.host_dispatches,
+        macs=executed_macs(build.tasks, stats.device.dispatch_counts),
+        stock_mismatches=[int(np.sum(a != s)) for a, s in zip(outputs, stock, strict=True)],
+        stock_relative_errors=[relative_error(a, s) for a, s in zip(outputs, stock)],
+        ort_relative_errors=[relative_error(a, o) for a, o in zip(outputs, ort, strict=True)],
+        top1_agrees=bool(np.argmax(outputs[0]) == np.argmax(ort[0])),
+        npu_cycles=stats.npu_cycles,
+        roofline_fraction=stats.device.roofline_cycles / stats.npu_cycles
+        if stats.npu_cycles else 0.0,
+        compile_seconds=compile_seconds)
+
+
+def _function_name(build) -> str:
+    """The synchronous entry point: the graph's name (the dispatch names start with it)."""
+    return build.tasks[0]["name"].split("$")[0]
+
+
+def main(names: list[str]) -> None:
+    import tempfile
+    print("| model | npu/host dispatches | NPU share of integer MACs | elements != stock | "
+          "max rel err vs onnxruntime QDQ | top-1 = ort | true roofline fraction |")
+    print("|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as work:
+        for name in names or MODELS:
+            r = measure_quantized(MODELS[name], Path(work))
+            print(f"| {name} | {r.npu_dispatches}/{r.host_dispatches} | {r.macs.npu_share:.4f} | "
+                  f"{sum(r.stock_mismatches)} | {max(r.ort_relative_errors):.2e} | "
+                  f"{r.top1_agrees} | {r.roofline_fraction:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
