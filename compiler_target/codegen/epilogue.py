@@ -123,6 +123,12 @@ def bytes_per_element(expr, inputs, dtype: str) -> int:
                                       for k in used_inputs(expr))
 
 
+def quantized_output_bytes(out_dtype: str, dtype: str) -> int:
+    """SRAM bytes per output element OutputStage adds when an epilogue computing in
+    `dtype` stores another dtype: two i32 result tiles and two output tiles."""
+    return 0 if out_dtype == dtype else 2 * (4 + dtype_bytes(out_dtype))
+
+
 def _assign_temps(expr, stored=frozenset()) -> dict[int, tuple[bool, int]]:
     """Temp (is_int, index) per intermediate node (not the last, not a leaf, not a
     `stored` node writing an output of its own), linear scan; integer and float nodes

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from executable_format.isa import Flag, pack_pair
 from executable_format.machine import MachineConfig
 
-from .epilogue import EpilogueInputs, OutputStage, bytes_per_element, used_inputs, without_batch
+from .epilogue import (EpilogueInputs, OutputStage, bytes_per_element, quantized_output_bytes,
+                       used_inputs, without_batch)
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Instr, dtype_bytes, value_bits
 from .vector import Operand, unary
@@ -51,13 +52,15 @@ class PoolTiler:
     def __init__(self, lowered: Lowered, m: MachineConfig):
         op = lowered.op
         dtype = op.input.dtype
-        if dtype not in FLOATS or op.out.dtype != dtype:
-            raise NotLowerable(f"{dtype} -> {op.out.dtype} pooling is not supported (floats only)")
+        if dtype not in FLOATS or (op.out.dtype != dtype and op.out.dtype in FLOATS):
+            raise NotLowerable(f"{dtype} -> {op.out.dtype} pooling is not supported (floats, "
+                               "or floats quantized by the epilogue)")
         if op.kind not in ("max", "avg", "sum"):
             raise NotLowerable(f"pooling kind '{op.kind}' is not supported")
         self.lowered, self.m, self.g = lowered, m, PoolGeometry(op)
         self.e = dtype_bytes(dtype)
-        self.per_out_extra = bytes_per_element(op.epilogue, op.epilogue_inputs, dtype)
+        self.per_out_extra = bytes_per_element(op.epilogue, op.epilogue_inputs, dtype) + \
+            quantized_output_bytes(op.out.dtype, dtype)
 
     def fits(self, t: PoolTiling) -> bool:
         g, e = self.g, self.e

@@ -9,7 +9,8 @@ results are combined with vadd / vmax (mean divides by I at the end with vscale)
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
-from .epilogue import EpilogueInputs, OutputStage, bytes_per_element, used_inputs
+from .epilogue import (EpilogueInputs, OutputStage, bytes_per_element, quantized_output_bytes,
+                       used_inputs)
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr, dtype_bytes
 from .vector import Operand, binary, unary
@@ -27,9 +28,9 @@ class ReduceTiler:
     def __init__(self, lowered: Lowered, m: MachineConfig):
         op = lowered.op
         dtype = op.input.dtype
-        if dtype not in FLOATS or op.out.dtype != dtype:
+        if dtype not in FLOATS or (op.out.dtype != dtype and op.out.dtype in FLOATS):
             raise NotLowerable(f"{dtype} -> {op.out.dtype} reductions are not supported "
-                               "(floats only)")
+                               "(floats, or floats quantized by the epilogue)")
         if op.kind not in ("sum", "max", "mean"):
             raise NotLowerable(f"reduction kind '{op.kind}' is not supported")
         self.lowered, self.m = lowered, m
@@ -43,7 +44,8 @@ class ReduceTiler:
         # Per input element: 2 load slots (+1 relayout buffer); per output element: 2 result
         # slots, a partial, the epilogue's temps and inputs.
         per_in = e * (3 if self.transposed else 2)
-        per_out = e * 3 + bytes_per_element(op.epilogue, op.epilogue_inputs, op.input.dtype)
+        per_out = e * 3 + bytes_per_element(op.epilogue, op.epilogue_inputs, op.input.dtype) + \
+            quantized_output_bytes(op.out.dtype, op.input.dtype)
         budget = m.sram_bytes - SRAM_ALIGN * 16
         if per_in * min(inner, 64) + per_out > budget:
             raise NotLowerable("does not fit SRAM even tiled")

@@ -16,40 +16,48 @@ from dataclasses import dataclass
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
-from .epilogue import BINARY, LEAVES, UNARY, node_instrs
+from .epilogue import (BINARY, CONVERT, INT_BINARY, LEAVES, UNARY, float_dtype, load_dtype,
+                       node_dtypes, node_instrs)
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr, value_bits
 from .ops import varies_along_rows
 from .tile import Slots, Sram, Streamed, TiledProgram, ceil_div, fill_instrs, store_instrs
 from .tiler import Candidate, pipelined_cycles
-from .vector import Operand, unary
+from .vector import Operand, convert, unary
 
 REDUCE_FLAGS = {"sum": Flag.NONE, "max": Flag.REDUCE_MAX}
 
 
 @dataclass
 class RowwisePlan:
-    """What is fixed for the dispatch: per node whether it varies along I, and the
-    temporary each computed node writes (index within its class)."""
+    """What is fixed for the dispatch: per node whether it varies along I, its dtype,
+    and the temporary each computed node writes (index within its class: a tile or a
+    row vector, of integers or floats)."""
     varies: list[bool]
+    dtypes: list[str]
     slot: dict[int, int]
-    full_slots: int
-    row_slots: int
+    slots: dict[tuple[bool, str], int]     # (varies, dtype) -> temporaries of that class
     scratch: bool          # a scratch tile: for `abs`, or to make a reduced input dense
 
 
-def plan(expr, inputs) -> RowwisePlan:
+def plan(expr, inputs, load_dtypes: list[str], floats: str) -> RowwisePlan:
+    """`load_dtypes`: the dtype each input is loaded as; `floats`: the float nodes'."""
     varies = varies_along_rows(expr, inputs)
-    for node in expr:
-        if node[0] not in LEAVES + ("reduce",) and node[0] not in BINARY and node[0] not in UNARY:
+    dtypes = node_dtypes(expr, load_dtypes, None, floats)
+    for index, node in enumerate(expr):
+        if node[0] not in LEAVES + ("reduce",) and node[0] not in BINARY and \
+                node[0] not in UNARY and node[0] not in INT_BINARY and \
+                node[0] not in CONVERT + ("round",):
             raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
+        if node[0] == "reduce" and dtypes[node[1][0]] not in FLOATS:
+            raise NotLowerable("a row sum of integers (vreduce sums floats)")
     last_use = {}
     for index, node in enumerate(expr):
         if node[0] not in LEAVES:
             for arg in node[1]:
                 last_use[arg] = index
-    free: dict[bool, list[int]] = {True: [], False: []}
-    used = {True: 0, False: 0}
+    free: dict[tuple[bool, str], list[int]] = {}
+    used: dict[tuple[bool, str], int] = {}
     slot = {}
     final = len(expr) - 1
     for index, node in enumerate(expr):
@@ -57,18 +65,19 @@ def plan(expr, inputs) -> RowwisePlan:
             continue
         for arg in set(node[1]):
             if last_use.get(arg) == index and arg in slot:
-                free[varies[arg]].append(slot[arg])
+                free.setdefault((varies[arg], dtypes[arg]), []).append(slot[arg])
         if index == final and node[0] != "reduce":
             continue
-        cls = varies[index]
-        slot[index] = free[cls].pop() if free[cls] else used[cls]
-        used[cls] = max(used[cls], slot[index] + 1)
+        cls = (varies[index], dtypes[index])
+        pool = free.setdefault(cls, [])
+        slot[index] = pool.pop() if pool else used.get(cls, 0)
+        used[cls] = max(used.get(cls, 0), slot[index] + 1)
     sparse_reduced = any(
         node[0] == "reduce" and expr[node[1][0]][0] == "input" and
         0 in inputs[expr[node[1][0]][1]].strides for node in expr)
     if any(node[0] == "reduce" and not varies[node[1][0]] for node in expr):
         raise NotLowerable("a reduction of a value that does not vary along the row")
-    return RowwisePlan(varies, slot, used[True], used[False],
+    return RowwisePlan(varies, dtypes, slot, used,
                        sparse_reduced or any(node[0] == "abs" for node in expr))
 
 
@@ -76,7 +85,7 @@ class RowwiseEmitter:
     def __init__(self, lowered: Lowered, m: MachineConfig, plan_: RowwisePlan, rows: int):
         op = lowered.op
         self.op, self.m, self.plan, self.rows = op, m, plan_, rows
-        self.dtype = op.out.dtype
+        self.dtype = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs))
         self.columns = op.out.shape[1]
         self.tensors = lowered.tensors
         sram = Sram(m.sram_bytes)
@@ -84,20 +93,27 @@ class RowwiseEmitter:
         full, row = rows * self.columns, rows
         used = sorted({node[1] for node in op.expr if node[0] == "input"})
         self.streams = {k: Streamed(sram, self.tensors[f"in.{k}"], [rows, self.columns],
-                                    compute_dtype=self.dtype) for k in used}
-        self.full = [sram.alloc(f"tile{i}", self.dtype, (full,)) for i in range(plan_.full_slots)]
-        self.row = [sram.alloc(f"row{i}", self.dtype, (row,)) for i in range(plan_.row_slots)]
+                                    compute_dtype=load_dtype(op.inputs[k].dtype, self.dtype))
+                        for k in used}
+        self.temps = {(varies, dtype, i): sram.alloc(
+            f"{'tile' if varies else 'row'}{'' if dtype == self.dtype else '.' + dtype}{i}",
+            dtype, (full if varies else row,))
+            for (varies, dtype), count in plan_.slots.items() for i in range(count)}
         self.scratch = sram.alloc("scratch", self.dtype, (full,)) if plan_.scratch else None
         out_varies = op.out.strides[1] != 0
-        self.outs = Slots(sram, "out", self.dtype, (full if out_varies else row,))
+        result = plan_.dtypes[-1]
+        self.outs = Slots(sram, "out", op.out.dtype, (full if out_varies else row,))
+        self.results = Slots(sram, "res", result, (full if out_varies else row,)) \
+            if result != op.out.dtype else None
         self.out_varies = out_varies
         self.setup: list[Instr] = []
         self.consts: dict[int, Buffer] = {}
         for index, node in enumerate(op.expr):
-            if node[0] == "const":
-                cell = sram.alloc(f"const{index}", self.dtype, (1,))
+            if node[0] in ("const", "iconst"):
+                dtype = plan_.dtypes[index]
+                cell = sram.alloc(f"const{index}", dtype, (1,))
                 self.consts[index] = cell
-                self.setup += fill_instrs(cell, 0, [(1, 1)], value_bits(self.dtype, float(node[1])),
+                self.setup += fill_instrs(cell, 0, [(1, 1)], value_bits(dtype, node[1]),
                                           f"constant {node[1]}")
 
     def run(self) -> TiledProgram:
@@ -114,7 +130,8 @@ class RowwiseEmitter:
         full_box, row_box = (1, rows, columns), (1, rows, 1)
         instrs: list[Instr] = []
         values: dict[int, Operand] = {}
-        out, _ = self.outs.acquire(None)
+        stored, _ = self.outs.acquire(None)
+        out = self.results.acquire(None)[0] if self.results is not None else stored
         final = len(expr) - 1
         for index, node in enumerate(expr):
             kind = node[0]
@@ -122,7 +139,7 @@ class RowwiseEmitter:
                 buf, strides, loads = self.streams[node[1]].load([r0, 0], [rows, columns], note)
                 instrs += loads
                 values[index] = Operand(buf, (0, strides[0], strides[1]))
-            elif kind == "const":
+            elif kind in ("const", "iconst"):
                 values[index] = Operand(self.consts[index], (0, 0, 0))
             elif kind == "reduce":
                 values[index] = self.row_value(index, rows)
@@ -132,20 +149,25 @@ class RowwiseEmitter:
                 box = full_box if varies else row_box
                 target = self.target(index, out, rows)
                 scratch = Operand(self.scratch, (0, columns, 1)) if self.scratch else None
-                instrs += node_instrs(kind, node[2:], self.dtype, target,
+                instrs += node_instrs(kind, node[2:], self.plan.dtypes[index], target,
                                       [values[a] for a in node[1]], box, scratch, note)
                 values[index] = target
         result = values[final]
         if expr[final][0] in LEAVES + ("reduce",):
             box = full_box if self.out_varies else row_box
             target = Operand(out, (0, columns, 1) if self.out_varies else (0, 1, 0))
-            instrs.append(unary("vcopy", self.dtype, target, result, box, note))
+            instrs.append(unary("vcopy", self.plan.dtypes[final], target, result, box, note))
         counts = [rows, columns if self.out_varies else 1]
+        if out is not stored:   # an integer result to a narrower integer output
+            instrs.append(convert(Operand.flat(stored), Operand.flat(out),
+                                  (1, 1, counts[0] * counts[1]), note + " convert"))
         sram_strides = [columns, 1] if self.out_varies else [1, 0]
-        return instrs + store_instrs(self.tensors["out"], [r0, 0], counts, out, sram_strides, note)
+        return instrs + store_instrs(self.tensors["out"], [r0, 0], counts, stored, sram_strides,
+                                     note)
 
     def row_value(self, index: int, rows: int) -> Operand:
-        return Operand(self.row[self.plan.slot[index]], (0, 1, 0))
+        key = (False, self.plan.dtypes[index], self.plan.slot[index])
+        return Operand(self.temps[key], (0, 1, 0))
 
     def target(self, index: int, out: Buffer, rows: int) -> Operand:
         """Where node `index` writes: the output tile for the last node, else its temp."""
@@ -155,7 +177,8 @@ class RowwiseEmitter:
                 raise NotLowerable("a result varying along the row is stored one per row")
             return Operand(out, (0, self.columns, 1) if varies else (0, 1, 0))
         if varies:
-            return Operand(self.full[self.plan.slot[index]], (0, self.columns, 1))
+            key = (True, self.plan.dtypes[index], self.plan.slot[index])
+            return Operand(self.temps[key], (0, self.columns, 1))
         return self.row_value(index, rows)
 
     def reduce(self, target: Operand, source: Operand, kind: str, rows: int, note: str) -> list[Instr]:
@@ -178,11 +201,13 @@ class RowwiseTiler:
 
     def __init__(self, lowered: Lowered, m: MachineConfig):
         op = lowered.op
-        if op.out.dtype not in FLOATS or any(ref.dtype not in FLOATS for ref in op.inputs):
-            raise NotLowerable(f"{op.out.dtype} rowwise expressions are not supported "
-                               "(floats only)")
+        floats = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs))
         self.lowered, self.m = lowered, m
-        self.plan = plan(op.expr, op.inputs)
+        self.plan = plan(op.expr, op.inputs, [load_dtype(ref.dtype, floats) for ref in op.inputs],
+                         floats)
+        if self.plan.dtypes[-1] != op.out.dtype and \
+                FLOATS.count(self.plan.dtypes[-1]) + FLOATS.count(op.out.dtype) == 1:
+            raise NotLowerable(f"{op.out.dtype} output from a {self.plan.dtypes[-1]} result")
 
     def candidates(self) -> list[Candidate]:
         """1/1, 1/2, ... 1/256 of the rows, those whose tile the emitter can write (its

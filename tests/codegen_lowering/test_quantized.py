@@ -6,7 +6,7 @@ one rounding per op)."""
 import numpy as np
 import pytest
 
-from compiler_target.codegen.ops import Conv2D, Elementwise, Matmul
+from compiler_target.codegen.ops import Conv2D, Elementwise, Matmul, Rowwise
 
 from . import reference
 from .helpers import Bindings, compile_and_run
@@ -86,4 +86,28 @@ def test_i8_conv_dequantized_to_f32(rng):
     acc = reference.conv2d(x.astype(np.int64), w.astype(np.int64)).astype(np.int32)
     expected = np.maximum(acc.astype(F32) * F32(1.5e-4), F32(0))
     np.testing.assert_array_equal(b.read(out), expected)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+@pytest.mark.parametrize("rows, columns", [(8, 1152), (200, 192)])
+def test_quantized_mean_of_rows(rng, rows, columns):
+    """Dequantize, mean along the rows, requantize: an i8 global average pool as IREE
+    fuses it (Rowwise with integer and float nodes, one i8 result per row)."""
+    b = Bindings()
+    q = rng.integers(-128, 128, (rows, columns), dtype=np.int8)
+    out = b.output((rows, 1), np.int8)
+    out = type(out)(out.dtype, (rows, columns), (out.strides[0], 0), out.binding, out.offset)
+    expr = [("input", 0), ("iconst", -128), ("isub", (0, 1)), ("itof", (2,)),
+            ("const", 0.027965717), ("mul", (3, 4)), ("reduce", (5,), "sum"),
+            ("const", float(columns)), ("div", (6, 7))] + quantize_expr(8, 0.0061906809, -128)
+    compiled, stats = compile_and_run(Rowwise(out, [b.add(q)], expr), b)
+    dequantized = (q.astype(np.int32) + 128).astype(F32) * F32(0.027965717)
+    lanes = np.zeros((rows, 16), F32)     # vreduce's order: 16 lanes, then lane by lane
+    for k in range(0, columns, 16):
+        lanes += dequantized[:, k:k + 16]
+    sums = lanes[:, 0].copy()
+    for lane in range(1, 16):
+        sums += lanes[:, lane]
+    expected = quantize_numpy(sums / F32(columns), 0.0061906809, -128)
+    np.testing.assert_array_equal(b.read(out)[:, 0], expected)
     assert compiled.estimated_cycles == stats.total_cycles

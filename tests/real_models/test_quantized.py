@@ -7,14 +7,14 @@ from tests.real_models.models import MODELS
 from tests.real_models.quantized import measure_quantized
 
 MIN_MAC_SHARE = 0.99            # of the integer contraction MACs
-MIN_NPU_DISPATCH_SHARE = 0.90
+MIN_NPU_DISPATCH_SHARE = 1.00       # 128 of 128 when set; the issue asks for 0.90
 
 
 def test_int8_classifier_matches_stock_and_runs_on_the_npu(tmp_path):
     result = measure_quantized(MODELS["ppocr_cls"], tmp_path)
     assert result.stock_mismatches == [0] * len(result.stock_mismatches), \
         f"elements differing from stock llvm-cpu per output: {result.stock_mismatches}"
-    assert result.top1_agrees
+    assert result.argmax_agreement == 1.0
     assert result.macs.npu_share >= MIN_MAC_SHARE, result.macs
     assert result.npu_dispatch_share >= MIN_NPU_DISPATCH_SHARE, \
         f"{result.npu_dispatches} npu / {result.host_dispatches} host dispatches"

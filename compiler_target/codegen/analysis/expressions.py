@@ -362,7 +362,7 @@ def reduction_kind(generic) -> str:
     if len(data) < len(generic.inputs) and integer_sum(body, data, out):
         return "window isum"
     conversions = sorted({name for name in names if name in CONVERSIONS})
-    if conversions and {"arith.mulf", "arith.muli"} & set(names):
+    if conversions and {"arith.mulf", "arith.muli"} & set(names) and len(data) == 2:
         raise NotSupported(f"{generic.name}: mixed-precision body ({', '.join(conversions)}); "
                            "an NPU op has one element type")
     if names == ["arith.mulf", "arith.addf", "linalg.yield"] and len(data) == 2 and \

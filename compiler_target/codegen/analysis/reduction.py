@@ -136,6 +136,19 @@ def recognise(generic: Generic) -> ReductionMain:
                          loop_to_logical, kept_rank=len(kept), dtype=dtype, sources=sources)
 
 
+def after_elementwise(main: MainOp, generic: Generic, loop_to_logical) -> ReductionMain:
+    """The rows of a reduction of values an elementwise computation made (a dequantized
+    tensor's mean): its kept loops must index the first logical dims of the elementwise
+    space, its reduced loops the others."""
+    kept = {loop_to_logical[l] for l, kind in enumerate(generic.iterators) if kind == "parallel"}
+    if kept != {(d, 1) for d in range(len(kept))} or \
+            any(m != 1 for _, m in loop_to_logical.values()):
+        raise NotSupported(f"{generic.name} reduces a computed value along dims other than "
+                           "its last ones")
+    return ReductionMain(main.name, main.shape, main.loop_to_logical, kept_rank=len(kept),
+                         dtype=main.dtype)
+
+
 def softmax(name: str, ref: TensorRef, dim: int) -> ReductionMain:
     """linalg.softmax of `ref` along `dim`: rows are the other dims."""
     order = [d for d in range(len(ref.shape)) if d != dim] + [dim]

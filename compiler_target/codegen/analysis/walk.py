@@ -509,8 +509,10 @@ class Walk:
         if self.main is None:
             self.start(reduction.recognise(generic), generic.op)
             loop_to_logical = self.main.loop_to_logical
-        elif isinstance(self.main, reduction.ReductionMain):
+        elif isinstance(self.main, (reduction.ReductionMain, elementwise.ElementwiseMain)):
             loop_to_logical = self.loops_to_logical(generic)
+            if isinstance(self.main, elementwise.ElementwiseMain):
+                self.main = reduction.after_elementwise(self.main, generic, loop_to_logical)
             rank = self.main.kept_rank
             if any((loop_to_logical[l][0] >= rank) != (kind == "reduction")
                    for l, kind in enumerate(generic.iterators)):
