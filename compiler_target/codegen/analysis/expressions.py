@@ -129,7 +129,9 @@ def simplified(nodes: list, kept=()) -> list:
     1 / (exp(-x) + 1) -> sigmoid(x); relu(x) + min(x, 0) * a -> leakyrelu(x, a);
     then folds chains of scalar affine steps into scale nodes (`_fold_affine_steps`,
     bit-exact) and the steps around a clamp and its product into them
-    (`_fold_clamp_products`: hardswish, hard sigmoid). `kept`: the nodes besides the last
+    (`_fold_clamp_products`: hardswish, hard sigmoid; not where the expression rounds to
+    integers, as a quantized graph does, whose results must be stock's bit for bit, an
+    ulp before a rounding being a step after it). `kept`: the nodes besides the last
     one whose values are read (stored results). Nodes that become dead are left for
     `pruned`."""
     nodes = list(nodes)
@@ -176,7 +178,8 @@ def simplified(nodes: list, kept=()) -> list:
                     if zero == 0.0 and x == nodes[r][1][0]:
                         nodes[i] = ("leakyrelu", (x,), alpha)
     _fold_affine_steps(nodes)
-    _fold_clamp_products(nodes, {*kept, len(nodes) - 1})
+    if not any(node[0] == "round" for node in nodes):   # quantized: every rounding as stock's
+        _fold_clamp_products(nodes, {*kept, len(nodes) - 1})
     return nodes
 
 
