@@ -1,8 +1,8 @@
 """`make bench`: the benchmark suite (tests/bench/models.py) compiled for npu and for
 stock llvm-cpu, run on npu-sim and on stock local-task in the same process (one
 process per model, `run_bench --model NAME`, so that a crash only loses that model);
-then the real trained networks of tests/real_models the same way
-(tests/bench/real_model_bench.py, `run_bench --real-model NAME`).
+then the real trained networks of tests/real_models the same way, and int8 versions of
+four of them (tests/bench/real_model_bench.py, `run_bench --real-model NAME[.int8]`).
 
 Writes build/bench/results.json, results.txt (the table printed here) and
 utilization.png (tests/bench/chart.py); traces of one npu-sim call per model in
@@ -128,8 +128,9 @@ def bench_one(option: str, name: str) -> int:
         result = bench_or_error(name, model.kind, lambda: bench_model(model))
     else:
         log(f"bench: {name}: compiling and running")
+        base = name.removesuffix(real_model_bench.INT8_SUFFIX)
         result = bench_or_error(name, "real", lambda: real_model_bench.bench_real_model(
-            REAL_MODELS[name], OUT))
+            REAL_MODELS[base], OUT, quantized=base != name))
     (OUT / "results" / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
     return 0
 
@@ -258,7 +259,9 @@ def main(argv: list[str]) -> int:
     log(measure.host_cpu_line(cpu))
     results = [bench_in_subprocess("--model", model.name, model.kind)
                for model in models.suite(OUT / "models")]
-    real_results = [bench_in_subprocess("--real-model", name, "real") for name in REAL_MODELS]
+    real_names = [*REAL_MODELS, *(name + real_model_bench.INT8_SUFFIX
+                                  for name in real_model_bench.QUANTIZED)]
+    real_results = [bench_in_subprocess("--real-model", name, "real") for name in real_names]
     log("bench: tiny model")
     tiny = bench_tiny()
     log("bench: native core GEMM against numpy.matmul")
