@@ -147,7 +147,7 @@ OPCODE_LIST = (
     OpcodeInfo(72, "vcvt", Engine.VECTOR, _UNARY_FIELDS[:11] + ("scale", "src_dtype"), _ALL),
     _unary(73, "vsqrt"),
     _unary(74, "vrsqrt"),             # dst = 1 / sqrt(src), both rounded in f32
-    _unary(75, "vround"),             # dst = src rounded half to even (math.roundeven)
+    _unary(75, "vround"),             # dst = clamp(src rounded half to even, p0, p1)
     OpcodeInfo(80, "vpool", Engine.VECTOR,
                ("dst", "src", "c", "hi", "wi", "ho", "wo",
                 "kh_kw", "sh_sw", "dh_dw", "pt_pl", "vh_vw"), _FLOAT),
@@ -191,7 +191,6 @@ OPCODE_FLAGS = {
 UNUSED_FIELDS = {
     "vcopy": ("p0", "p1"), "vrelu": ("p0", "p1"), "vsigmoid": ("p0", "p1"),
     "vtanh": ("p0", "p1"), "vexp": ("p0", "p1"), "vsqrt": ("p0", "p1"), "vrsqrt": ("p0", "p1"),
-    "vround": ("p0", "p1"),
     "vleakyrelu": ("p1",),
 }
 

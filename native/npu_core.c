@@ -101,7 +101,7 @@ static const op_info_t OPS[256] = {
   [OP_VCVT] = {"vcvt", ENGINE_VECTOR, 13, DT_ALL, FLAG_TRUNCATE},
   [OP_VSQRT] = {"vsqrt", ENGINE_VECTOR, 11, DT_FLOAT, 0},
   [OP_VRSQRT] = {"vrsqrt", ENGINE_VECTOR, 11, DT_FLOAT, 0},
-  [OP_VROUND] = {"vround", ENGINE_VECTOR, 11, DT_FLOAT, 0},
+  [OP_VROUND] = {"vround", ENGINE_VECTOR, 13, DT_FLOAT, 0},
   [OP_VPOOL] = {"vpool", ENGINE_VECTOR, 12, DT_FLOAT,
                 FLAG_POOL_AVG | FLAG_COUNT_INCLUDE_PAD},
   [OP_VREDUCE] = {"vreduce", ENGINE_VECTOR, 4, DT_FLOAT,
@@ -1480,8 +1480,13 @@ static void unary_f32(int op, float p0, float p1, float* restrict v, size_t n) {
     case OP_VSQRT: for (size_t i = 0; i < n; i++) v[i] = sqrtf(v[i]); break;
     /* two f32 roundings, the square root then the division: 1 / sqrt(x) in f32 */
     case OP_VRSQRT: for (size_t i = 0; i < n; i++) v[i] = 1.0f / sqrtf(v[i]); break;
-    /* the default rounding mode: to nearest, ties to even (math.roundeven) */
-    case OP_VROUND: for (size_t i = 0; i < n; i++) v[i] = nearbyintf(v[i]); break;
+    /* the default rounding mode: to nearest, ties to even (math.roundeven); then vclamp's */
+    case OP_VROUND:
+      for (size_t i = 0; i < n; i++) {
+        float t = NPU_MAX(nearbyintf(v[i]), p0);
+        v[i] = NPU_MIN(t, p1);
+      }
+      break;
     default: for (size_t i = 0; i < n; i++) v[i] = v[i] * p0 + p1; break;   /* vscale */
   }
 }

@@ -23,7 +23,7 @@ CONVERT = ("itof", "ftoi")        # vcvt between a node's i32 and f32
 INTS = ("i8", "i32")
 UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
-         "scale": "vscale", "neg": "vscale", "abs": "vmax"}
+         "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround"}
 
 
 def _last_uses(expr) -> dict[int, int]:
@@ -166,7 +166,7 @@ class EpiloguePlan:
                  stored=frozenset(), input_dtypes=None):
         for node in expr:
             if node[0] not in LEAVES and node[0] not in BINARY and node[0] not in UNARY and \
-                    node[0] not in INT_BINARY and node[0] not in CONVERT + ("round",):
+                    node[0] not in INT_BINARY and node[0] not in CONVERT:
                 raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
         copies = all(node[0] in LEAVES for node in expr)   # in the op's dtype, whatever it is
         floats = dtype if copies else float_dtype(dtype)
@@ -246,8 +246,6 @@ def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], 
     src = args[0]
     if kind in CONVERT:
         return [convert(target, src, box, note, truncate=kind == "ftoi")]
-    if kind == "round":
-        return [unary("vround", dtype, target, src, box, note)]
     if kind == "neg":
         return [unary("vscale", dtype, target, src, box, note, -1.0, 0.0)]
     if kind == "abs":

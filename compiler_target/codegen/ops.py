@@ -43,7 +43,8 @@ class TensorRef:
 #   ("itof", (a,))            i32 -> f32, rounded to nearest even (arith.sitofp)
 #   ("ftoi", (a,), bits)      f32 -> i32 toward zero, saturating (arith.fptosi to `bits`
 #                             bits; the value is in that range or the IR's is poison)
-#   ("round", (a,))           f32 rounded half to even (math.roundeven)
+#   ("round", (a,), lo, hi)   f32 rounded half to even (math.roundeven), clamped to
+#                             [lo, hi] (-inf, inf unless a quantizer's clamp folded in)
 # A node's dtype follows from its kind: integer nodes, iconst, and inputs or an
 # accumulator of an integer dtype are i32; every other node is of the float dtype.
 ExprNode = tuple

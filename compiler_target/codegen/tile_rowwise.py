@@ -47,7 +47,7 @@ def plan(expr, inputs, load_dtypes: list[str], floats: str) -> RowwisePlan:
     for index, node in enumerate(expr):
         if node[0] not in LEAVES + ("reduce",) and node[0] not in BINARY and \
                 node[0] not in UNARY and node[0] not in INT_BINARY and \
-                node[0] not in CONVERT + ("round",):
+                node[0] not in CONVERT:
             raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
         if node[0] == "reduce" and dtypes[node[1][0]] not in FLOATS:
             raise NotLowerable("a row sum of integers (vreduce sums floats)")

@@ -6,7 +6,8 @@ one rounding per op)."""
 import numpy as np
 import pytest
 
-from compiler_target.codegen.ops import Conv2D, Elementwise, Matmul, Rowwise
+from compiler_target.codegen.analysis.expressions import pruned, simplified
+from compiler_target.codegen.ops import LEAVES, Conv2D, Elementwise, Matmul, Rowwise
 
 from . import reference
 from .helpers import Bindings, compile_and_run
@@ -16,7 +17,7 @@ F32 = np.float32
 
 def quantize_expr(x: int, scale: float, zero_point: int) -> list:
     """clamp(roundeven(x / scale) + zp, -128, 127) -> i8, as IREE imports QuantizeLinear."""
-    return [("const", scale), ("div", (x, x + 1)), ("round", (x + 2,)),
+    return [("const", scale), ("div", (x, x + 1)), ("round", (x + 2,), -np.inf, np.inf),
             ("const", float(zero_point)), ("add", (x + 3, x + 4)),
             ("clamp", (x + 5,), -128.0, 127.0), ("ftoi", (x + 6,), 8)]
 
@@ -111,3 +112,22 @@ def test_quantized_mean_of_rows(rng, rows, columns):
     expected = quantize_numpy(sums / F32(columns), 0.0061906809, -128)
     np.testing.assert_array_equal(b.read(out)[:, 0], expected)
     assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_qdq_pair_folds_to_divide_round_multiply_exactly(rng):
+    """IREE's quantize-dequantize pair, div round add clamp ftoi isub itof mul, is
+    div round(bounds) mul after simplification, with identical results."""
+    b = Bindings()
+    x = (rng.standard_normal((16, 300)) * 3).astype(F32)
+    x.ravel()[:3] = [0.05 * 2.5, 0.05 * -126.5, 1e9]            # ties and saturation
+    scale, zero_point = 0.05, -2
+    qdq = [("input", 0)] + quantize_expr(0, scale, zero_point) + [
+        ("iconst", zero_point), ("isub", (7, 8)), ("itof", (9,)), ("const", scale),
+        ("mul", (10, 11))]
+    expr, inputs = pruned(simplified(qdq), [b.add(x)])
+    assert [n[0] for n in expr if n[0] not in LEAVES] == ["div", "round", "mul"]
+    out = b.output(x.shape)
+    compile_and_run(Elementwise(out, inputs, expr), b)
+    q = quantize_numpy(x, scale, zero_point)
+    expected = (q.astype(np.int32) - zero_point).astype(F32) * F32(scale)
+    np.testing.assert_array_equal(b.read(out), expected)

@@ -312,16 +312,19 @@ def test_in_place_elementwise(core, rng):
     np.testing.assert_array_equal(result.view(addr, "f32", 300), 2 * np.maximum(x, 0))
 
 
-def test_vround_rounds_half_to_even(core, rng):
+@pytest.mark.parametrize("lo, hi", [(-np.inf, np.inf), (-125.0, 130.0)])
+def test_vround_rounds_half_to_even_and_clamps(core, rng, lo, hi):
     x = (rng.standard_normal(4000) * 300).astype(np.float32)
     x[:8] = [0.5, 1.5, 2.5, -0.5, -2.5, 1e30, -0.0, 8388609.0]
     x[8:400] = np.round(x[8:400] * 2) / 2            # many ties
     image = SramImage()
     s_addr, d_addr = image.put(x), image.reserve(x.size * 4)
     result = run_on_sram(core, image, instr(
-        "vround", "f32", dst=d_addr, src=s_addr, n0=1, n1=1, n2=x.size, dst_s2=1, src_s2=1))
+        "vround", "f32", dst=d_addr, src=s_addr, n0=1, n1=1, n2=x.size, dst_s2=1, src_s2=1,
+        p0=isa.f32_bits(lo), p1=isa.f32_bits(hi)))
     out = result.view(d_addr, "f32", x.shape)
-    np.testing.assert_array_equal(out.view(np.uint32), np.rint(x).view(np.uint32))
+    expected = np.minimum(np.maximum(np.rint(x), np.float32(lo)), np.float32(hi))
+    np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
 
 
 @pytest.mark.parametrize("dst", ["i8", "i32"])

@@ -178,7 +178,9 @@ def simplified(nodes: list, kept=()) -> list:
                     if zero == 0.0 and x == nodes[r][1][0]:
                         nodes[i] = ("leakyrelu", (x,), alpha)
     _fold_affine_steps(nodes)
-    if not any(node[0] == "round" for node in nodes):   # quantized: every rounding as stock's
+    if any(node[0] == "round" for node in nodes):   # quantized: every rounding as stock's
+        _fold_quantizers(nodes, {*kept, len(nodes) - 1})
+    else:
         _fold_clamp_products(nodes, {*kept, len(nodes) - 1})
     return nodes
 
@@ -256,6 +258,69 @@ def _fold_affine_steps(nodes: list) -> None:
             continue
         if _in_f32(*folded):
             nodes[i] = ("scale", (x,)) + folded
+
+
+def _integral(*values: float) -> bool:
+    return all(math.isfinite(v) and v == int(v) and abs(v) <= 2 ** 24 for v in values)
+
+
+def _fold_quantizers(nodes: list, kept: set[int]) -> None:
+    """A quantizer clamp(round(y) + zp, lo, hi) (integral zp, lo, hi) is one vround of y
+    with the bounds lo - zp, hi - zp, plus zp (none if zp = 0); a dequantizer of its
+    value, itof(ftoi(q) - zp'), is that rounded value plus zp - zp'. Exact: the values
+    are integers, below 2^24 in magnitude or saturated alike. A QDQ pair of IREE's
+    (div, round, add, clamp, ftoi, isub, itof, mul) becomes div, round, mul."""
+    for c in range(len(nodes)):
+        if nodes[c][0] != "clamp" or not _integral(*nodes[c][2:]):
+            continue
+        users = _live_users(nodes, kept)
+        lo, hi = nodes[c][2:]
+        a = nodes[c][1][0]
+        step = _affine(nodes, a)
+        if nodes[a][0] == "round":
+            r, zp = a, 0.0
+        elif step is not None and step[1] == 1.0 and _integral(step[2]) and \
+                nodes[step[0]][0] == "round" and len(users[a]) == 1 and a not in kept:
+            r, zp = step[0], step[2] + 0.0
+        else:
+            continue
+        if len(users[r]) != 1 or r in kept or nodes[r][2:] != (-math.inf, math.inf):
+            continue
+        y = nodes[r][1][0]
+        if zp == 0:
+            nodes[c] = ("round", (y,), lo, hi)
+            r = c
+        else:
+            nodes[r] = ("round", (y,), lo - zp, hi - zp)
+            nodes[c] = ("scale", (r,), 1.0, zp)
+        _fold_dequantizers(nodes, kept, c, r, zp, (lo, hi))
+
+
+def _fold_dequantizers(nodes: list, kept: set[int], q: int, r: int, zp: float, bounds) -> None:
+    """Every itof(ftoi(q) ∓ k) of the quantized value q = r + zp (integral, within
+    `bounds`) as r + zp ∓ k in f32 (users redirected to r where that is r itself)."""
+    users = _live_users(nodes, kept)
+    for f in users[q]:
+        if nodes[f][0] != "ftoi" or not -2 ** (nodes[f][2] - 1) <= bounds[0] <= bounds[1] \
+                < 2 ** (nodes[f][2] - 1):
+            continue
+        for d in users[f]:
+            if nodes[d][0] not in ("iadd", "isub"):
+                continue
+            lhs, rhs = nodes[d][1]
+            if lhs != f or nodes[rhs][0] != "iconst" or not _integral(nodes[rhs][1]):
+                continue
+            shift = zp + (nodes[rhs][1] if nodes[d][0] == "iadd" else -nodes[rhs][1])
+            for t in users[d]:
+                if nodes[t][0] != "itof":
+                    continue
+                if shift == 0 and t not in kept:
+                    for user in _live_users(nodes, kept)[t]:
+                        nodes[user] = (nodes[user][0], tuple(r if arg == t else arg
+                                                             for arg in nodes[user][1])) + \
+                            tuple(nodes[user][2:])
+                else:
+                    nodes[t] = ("scale", (r,), 1.0, shift + 0.0 if shift else -0.0)
 
 
 def _live_users(nodes: list, roots: set[int]) -> dict[int, list[int]]:

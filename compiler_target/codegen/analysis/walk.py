@@ -335,7 +335,7 @@ class Walk:
         if kind in INT_BINARY or kind in INT_CONVERSIONS:
             return self.integer_op(op, node_of, name)
         if kind == "math.roundeven":
-            return self.add(("round", (node_of(op.operands[0]),)))
+            return self.add(("round", (node_of(op.operands[0]),), -math.inf, math.inf))
         if kind in BINARY:
             return self.add((BINARY[kind], (node_of(op.operands[0]), node_of(op.operands[1]))))
         if kind in UNARY:
