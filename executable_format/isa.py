@@ -77,6 +77,8 @@ class Flag(enum.IntFlag):
     REDUCE_MEAN = 2
     # VCVT
     TRUNCATE = 1         # to an integer: toward zero (arith.fptosi), else half to even
+    # FILL
+    PUSH_CONSTANT = 1    # the value is push constant number `value` (32-bit dtypes)
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,7 @@ OPCODE_FLAGS = {
     "vpool": {"avg": Flag.POOL_AVG, "count_include_pad": Flag.COUNT_INCLUDE_PAD},
     "vreduce": {"max": Flag.REDUCE_MAX, "mean": Flag.REDUCE_MEAN},
     "vcvt": {"truncate": Flag.TRUNCATE},
+    "fill": {"push_constant": Flag.PUSH_CONSTANT},
 }
 
 # Fields in an opcode's list that it does not read (the unary vector ops share one field

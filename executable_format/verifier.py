@@ -101,7 +101,8 @@ def _check_export(index: int, export, machine: MachineConfig, constants_size: in
     windows = [(b.MinSize(), bool(b.Flags() & READ_ONLY)) for b in bindings]
     windows += _views(where, export, windows)
     program = export.Program()
-    limits = _Limits(machine, program.SramBytes(), constants_size, windows)
+    limits = _Limits(machine, program.SramBytes(), constants_size, windows,
+                     export.ConstantCount())
     instructions = program.InstructionsAsNumpy() if program.InstructionsLength() else b""
     _check_program(where, bytes(instructions), limits)
 
@@ -126,8 +127,9 @@ class _Limits:
     """What a program's accesses are checked against."""
 
     def __init__(self, machine: MachineConfig, sram_bytes: int, constants_size: int,
-                 bindings: list[tuple[int, bool]]):
+                 bindings: list[tuple[int, bool]], constant_count: int = 0):
         self.machine = machine
+        self.constant_count = constant_count      # the export's push constants
         self.sram_bytes = sram_bytes
         self.constants_size = constants_size
         self.bindings = bindings          # (min_size, read_only) per binding, then per view
@@ -178,6 +180,10 @@ def _check_instruction(opcode: int, dtype: int, flags: int, a: list[int], limits
         if fields[name]:
             raise FormatError(f"unused field {name} is {fields[name]}, must be 0")
     _SHAPE_CHECKS.get(info.name, _no_check)(fields, flags, DType(dtype))
+    if info.name == "fill" and flags & Flag.PUSH_CONSTANT and \
+            fields["value"] >= limits.constant_count:
+        raise FormatError(f"fills push constant {fields['value']} "
+                          f"({limits.constant_count} constants)")
     if info.name == "signal":
         semaphores.signal(fields["engine"], fields["sem"])
     elif info.name == "wait":
@@ -310,6 +316,10 @@ def _check_dma(fields: dict, flags: int, dtype: DType) -> None:
 
 def _check_fill(fields: dict, flags: int, dtype: DType) -> None:
     _positive(fields, "n0", "n1", "n2", "n3")
+    if flags & Flag.PUSH_CONSTANT:
+        if DTYPE_BYTES[dtype] != 4:
+            raise FormatError(f"a push constant fills 32-bit elements, not {DTYPE_NAMES[dtype]}")
+        return      # the ordinal is checked against the export's constant count
     if fields["value"] >> (8 * DTYPE_BYTES[dtype]):
         raise FormatError(f"value 0x{fields['value']:x} does not fit {DTYPE_NAMES[dtype]}")
 

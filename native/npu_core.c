@@ -54,6 +54,7 @@ enum {
   FLAG_POOL_AVG = 1, FLAG_COUNT_INCLUDE_PAD = 2,
   FLAG_REDUCE_MAX = 1, FLAG_REDUCE_MEAN = 2,
   FLAG_TRUNCATE = 1,
+  FLAG_PUSH_CONSTANT = 1,
 };
 
 #define DTM(d) (1u << (d))
@@ -77,7 +78,7 @@ static const op_info_t OPS[256] = {
   [OP_BARRIER] = {"barrier", ENGINE_CONTROL, 0, DT_ALL, 0},
   [OP_DMA_LOAD] = {"dma.load", ENGINE_DMA_IN, 15, DT_ALL, 0},
   [OP_DMA_STORE] = {"dma.store", ENGINE_DMA_OUT, 15, DT_ALL, 0},
-  [OP_FILL] = {"fill", ENGINE_DMA_IN, 10, DT_ALL, 0},
+  [OP_FILL] = {"fill", ENGINE_DMA_IN, 10, DT_ALL, FLAG_PUSH_CONSTANT},
   [OP_MATMUL] = {"matmul", ENGINE_MAC, 10, DT_FLOAT | DTM(DT_I8),
                  FLAG_ACCUMULATE | FLAG_BIAS | FLAG_TRANSPOSE_A | FLAG_TRANSPOSE_B},
   [OP_CONV2D] = {"conv2d", ENGINE_MAC, 14, DT_FLOAT | DTM(DT_I8),
@@ -601,6 +602,8 @@ typedef struct exec_t {
   size_t index;
   const op_info_t* op;    /* NULL while the opcode is unknown */
   pool_t* pool;           /* NULL: every instruction runs on the caller */
+  const uint32_t* constants;     /* the dispatch's push constants (fill push_constant) */
+  size_t constant_count;
 } exec_t;
 
 static int fail(exec_t* x, int status, const char* format, ...) {
@@ -822,7 +825,16 @@ static int check_counts(exec_t* x, const instr_t* in, int first, int count) {
 
 static int check_fill(exec_t* x, const instr_t* in) {
   unsigned bits = DTYPE_BYTES[in->dtype] * 8;
-  if (bits < 32 && (in->a[9] >> bits)) {
+  if (in->flags & FLAG_PUSH_CONSTANT) {
+    if (bits != 32) {
+      return fail(x, NPU_STATUS_INVALID_ARGUMENT, "a push constant fills 32-bit elements, not %s",
+                  DTYPE_NAMES[in->dtype]);
+    }
+    if (in->a[9] >= x->constant_count) {
+      return fail(x, NPU_STATUS_INVALID_ARGUMENT, "fills push constant %u (%zu constants)",
+                  in->a[9], x->constant_count);
+    }
+  } else if (bits < 32 && (in->a[9] >> bits)) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT, "value 0x%x does not fit %s", in->a[9],
                 DTYPE_NAMES[in->dtype]);
   }
@@ -1062,11 +1074,12 @@ static int exec_fill(exec_t* x, const instr_t* in) {
   const uint32_t* s = a + 5;
   CHECK(check_sram(x, "sram", a[0], box_extent(counts, s, 4, elem), elem));
   uint8_t* base = x->core->sram + a[0];
+  uint32_t value = (in->flags & FLAG_PUSH_CONSTANT) ? x->constants[a[9]] : a[9];
   for (size_t i0 = 0; i0 < counts[0]; i0++) {
     for (size_t i1 = 0; i1 < counts[1]; i1++) {
       for (size_t i2 = 0; i2 < counts[2]; i2++) {
         size_t d = (i0 * s[0] + i1 * s[1] + i2 * s[2]) * elem;
-        fill_run(base + d, s[3], counts[3], elem, a[9]);
+        fill_run(base + d, s[3], counts[3], elem, value);
       }
     }
   }
@@ -1872,12 +1885,10 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
                      const uint32_t* constants, size_t constant_count,
                      npu_stats_t* stats, npu_trace_event_t* trace,
                      size_t trace_capacity, char* error, size_t error_capacity) {
-  (void)constants;
-  (void)constant_count;
   memset(stats, 0, sizeof(*stats));
   if (error && error_capacity) error[0] = 0;
   exec_t x = {core, bindings, binding_count, const_pool, const_pool_bytes, stats,
-              error, error_capacity, 0, NULL, NULL};
+              error, error_capacity, 0, NULL, NULL, constants, constant_count};
   if (program_bytes == 0 || program_bytes % NPU_INSTRUCTION_BYTES) {
     snprintf(error, error_capacity, "program size %zu is not a positive multiple of %d bytes",
              program_bytes, NPU_INSTRUCTION_BYTES);

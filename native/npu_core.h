@@ -77,7 +77,7 @@ npu_core_t* npu_core_create(const npu_machine_config_t* config);
 void npu_core_destroy(npu_core_t* core);
 
 /* Runs `program` (program_bytes / 64 instruction records, ending with END).
- * `constants` are the dispatch's push constants; no instruction reads them yet.
+ * `constants` are the dispatch's push constants (read by `fill` with flag push_constant).
  * Returns NPU_STATUS_OK, or a failure status with a message in `error` naming the
  * instruction index, opcode and offending range. `stats` is always written (partial
  * on failure); `trace` may be NULL. */

@@ -8,10 +8,10 @@ strides, 0 where it broadcasts. The last node writes the destination operand; th
 `stored` nodes of a multi-output expression write operands of their own (their output
 tiles, never temporaries), where later nodes read them.
 """
-from executable_format.isa import ACCUMULATOR, DTYPE_NAMES
+from executable_format.isa import ACCUMULATOR, DTYPE_NAMES, Flag
 
 from .lower import NotLowerable
-from .ops import INT_NODES, LEAVES
+from .ops import INT_NODES, LEAVES, SCALARS
 from .npu_ir import DTYPES, FLOATS, Buffer, Instr, dtype_bytes, value_bits
 from .tile import Slots, Sram, Streamed, dense_sram_strides, fill_instrs, store_instrs
 from .vector import Operand, binary, convert, unary
@@ -84,6 +84,16 @@ def fold_bias(expr, inputs, channel_dims: set[int], acc_dtype: str):
     if any(ref.strides[d] == 0 and ref.shape[d] != 1 for d in channel_dims):
         return None, expr   # one value for every channel: BIAS reads one per channel
     return k, [("acc",) if i == add else node for i, node in enumerate(expr)]
+
+
+def scalar_fill(cell: Buffer, node) -> list[Instr]:
+    """The fill of a scalar leaf's one-element cell: a constant's value, or a push
+    constant (read at dispatch time)."""
+    if node[0] == "pconst":
+        return fill_instrs(cell, 0, [(1, 1)], node[1], note=f"push constant {node[1]}",
+                           flags=int(Flag.PUSH_CONSTANT))
+    return fill_instrs(cell, 0, [(1, 1)], value_bits(cell.dtype, node[1]),
+                       note=f"constant {node[1]}")
 
 
 def float_dtype(*dtypes: str) -> str:
@@ -180,12 +190,10 @@ class EpiloguePlan:
         self.setup: list[Instr] = []
         self.consts: dict[int, Buffer] = {}
         for index, node in enumerate(expr):
-            if node[0] in ("const", "iconst"):
-                cell_dtype = self.dtypes[index]
-                cell = sram.alloc(f"{name}.const{index}", cell_dtype, (1,))
+            if node[0] in SCALARS:
+                cell = sram.alloc(f"{name}.const{index}", self.dtypes[index], (1,))
                 self.consts[index] = cell
-                self.setup += fill_instrs(cell, 0, [(1, 1)], value_bits(cell_dtype, node[1]),
-                                          note=f"constant {node[1]}")
+                self.setup += scalar_fill(cell, node)
         self.slot_of = _assign_temps(expr, stored)
         self.temps = {slot: sram.alloc(f"{name}.{'itmp' if slot[0] else 'tmp'}{slot[1]}",
                                        "i32" if slot[0] else floats, (max_elements,))
@@ -213,7 +221,7 @@ class EpiloguePlan:
                 values[index] = inputs[node[1]]
             elif kind == "acc":
                 values[index] = acc
-            elif kind in ("const", "iconst"):
+            elif kind in SCALARS:
                 values[index] = Operand(self.consts[index], (0, 0, 0))
             else:
                 target = targets[index] if index in targets else \

@@ -15,7 +15,8 @@ import numpy as np
 from executable_format.isa import CONST_POOL
 
 from .npu_ir import Buffer, dispatch_text, dtype_bytes, op_line
-from .ops import Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce, Rowwise, TensorRef
+from .ops import (SCALARS, Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce, Rowwise,
+                  TensorRef)
 
 CONSTANT_ALIGN = 64
 NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32}
@@ -113,7 +114,7 @@ def expr_text(expr) -> list[str]:
             body = f"input({node[1]})"
         elif kind == "acc":
             body = "acc"
-        elif kind in ("const", "iconst"):
+        elif kind in SCALARS:
             body = f"{kind}({node[1]})"
         else:
             args = ", ".join(f"%{a}" for a in node[1])

@@ -39,6 +39,8 @@ class TensorRef:
 #   ("reduce", (a,), kind)    Rowwise only: the row's sum or max of node a
 # Integer nodes (quantized graphs) compute on i32 values; i8 inputs are read as i32:
 #   ("iconst", value)         an i32 scalar
+#   ("pconst", k)             the dispatch's i32 push constant k (a scalar IREE passes per
+#                             call, such as a quantized input's sum)
 #   (iop, (a, b))             iadd isub imul imax imin: i32 arithmetic, wrapping
 #   ("itof", (a,))            i32 -> f32, rounded to nearest even (arith.sitofp)
 #   ("ftoi", (a,), bits)      f32 -> i32 toward zero, saturating (arith.fptosi to `bits`
@@ -48,8 +50,9 @@ class TensorRef:
 # A node's dtype follows from its kind: integer nodes, iconst, and inputs or an
 # accumulator of an integer dtype are i32; every other node is of the float dtype.
 ExprNode = tuple
-LEAVES = ("input", "acc", "const", "iconst")
-INT_NODES = frozenset({"iadd", "isub", "imul", "imax", "imin", "ftoi", "iconst"})
+LEAVES = ("input", "acc", "const", "iconst", "pconst")
+INT_NODES = frozenset({"iadd", "isub", "imul", "imax", "imin", "ftoi", "iconst", "pconst"})
+SCALARS = ("const", "iconst", "pconst")    # leaves held in a one-element SRAM cell
 
 
 @dataclass
@@ -146,7 +149,7 @@ def varies_along_rows(expr: list[ExprNode], inputs: list[TensorRef]) -> list[boo
         kind = node[0]
         if kind == "input":
             varies.append(inputs[node[1]].strides[1] != 0 and inputs[node[1]].shape[1] > 1)
-        elif kind in ("const", "iconst", "acc", "reduce"):
+        elif kind in SCALARS + ("acc", "reduce"):
             varies.append(False)
         else:
             varies.append(any(varies[a] for a in node[1]))

@@ -206,8 +206,9 @@ def dma_instrs(op: str, dram: Buffer, dram_elem_offset: int, sram: Buffer, sram_
 
 
 def fill_instrs(sram: Buffer, elem_offset: int, dims: list[tuple[int, int]], value_bits: int,
-                note: str) -> list[Instr]:
-    """fill of an SRAM box given as (count, element stride) dims."""
+                note: str, flags: int = 0) -> list[Instr]:
+    """fill of an SRAM box given as (count, element stride) dims (`flags`: the fill's,
+    e.g. push_constant with the constant's number as `value_bits`)."""
     if any(count == 0 for count, _ in dims):
         return []
     box = _canonical([Dim(count, stride, stride) for count, stride in dims]) or [Dim(1, 1, 1)]
@@ -220,7 +221,7 @@ def fill_instrs(sram: Buffer, elem_offset: int, dims: list[tuple[int, int]], val
         for i, d in enumerate(padded):
             fields[f"s{i}"] = d.sram
         fields["value"] = value_bits
-        instrs.append(Instr("fill", sram.dtype, fields, writes=(sram,), note=note))
+        instrs.append(Instr("fill", sram.dtype, fields, flags=flags, writes=(sram,), note=note))
     return instrs
 
 

@@ -17,10 +17,10 @@ from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
 from .epilogue import (BINARY, CONVERT, INT_BINARY, LEAVES, UNARY, float_dtype, load_dtype,
-                       node_dtypes, node_instrs)
+                       node_dtypes, node_instrs, scalar_fill)
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr, value_bits
-from .ops import varies_along_rows
+from .ops import SCALARS, varies_along_rows
 from .tile import Slots, Sram, Streamed, TiledProgram, ceil_div, fill_instrs, store_instrs
 from .tiler import Candidate, pipelined_cycles
 from .vector import Operand, convert, unary
@@ -109,12 +109,10 @@ class RowwiseEmitter:
         self.setup: list[Instr] = []
         self.consts: dict[int, Buffer] = {}
         for index, node in enumerate(op.expr):
-            if node[0] in ("const", "iconst"):
-                dtype = plan_.dtypes[index]
-                cell = sram.alloc(f"const{index}", dtype, (1,))
+            if node[0] in SCALARS:
+                cell = sram.alloc(f"const{index}", plan_.dtypes[index], (1,))
                 self.consts[index] = cell
-                self.setup += fill_instrs(cell, 0, [(1, 1)], value_bits(dtype, node[1]),
-                                          f"constant {node[1]}")
+                self.setup += scalar_fill(cell, node)
 
     def run(self) -> TiledProgram:
         instrs = list(self.setup)
@@ -139,7 +137,7 @@ class RowwiseEmitter:
                 buf, strides, loads = self.streams[node[1]].load([r0, 0], [rows, columns], note)
                 instrs += loads
                 values[index] = Operand(buf, (0, strides[0], strides[1]))
-            elif kind in ("const", "iconst"):
+            elif kind in SCALARS:
                 values[index] = Operand(self.consts[index], (0, 0, 0))
             elif kind == "reduce":
                 values[index] = self.row_value(index, rows)

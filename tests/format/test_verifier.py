@@ -398,3 +398,10 @@ def test_shared_objects_cannot_multiply_work():
         field = export._tab.Pos + export._tab.Offset(8)
         data[field:field + 4] = struct.pack("<I", shared - field)
     rejects(bytes(data), "objects overlap (their sizes add up to more than the")
+
+
+def test_fill_of_a_push_constant_the_export_does_not_take():
+    """relu_executable's export takes no push constants."""
+    fill = OPCODES_BY_NAME["fill"].code
+    data = with_extra(lambda p: p.emit_raw(fill, 4, 1, [0, 1, 1, 1, 1] + [0] * 10))
+    rejects(data, "instruction 7 (fill): fills push constant 0 (0 constants)")

@@ -161,6 +161,12 @@ MALFORMED_CASES = [
     (program(instr("vreduce", outer=2)), "instruction 0 (vreduce): inner must be at least 1"),
     (program(instr("fill", "f16", sram_addr=0, n0=1, n1=1, n2=1, n3=1, value=0x10000)),
      "instruction 0 (fill): value 0x10000 does not fit f16"),
+    (program(instr("fill", "i32", int(isa.Flag.PUSH_CONSTANT), sram_addr=0, n0=1, n1=1, n2=1,
+                   n3=1, value=0)),
+     "instruction 0 (fill): fills push constant 0 (0 constants)"),
+    (program(instr("fill", "i8", int(isa.Flag.PUSH_CONSTANT), sram_addr=0, n0=1, n1=1, n2=1,
+                   n3=1, value=0)),
+     "instruction 0 (fill): a push constant fills 32-bit elements, not i8"),
     (program(instr("matmul", a=0, b=256, out=32, m=4, n=4, k=4, lda=4, ldb=4, ldo=4)),
      "instruction 0 (matmul): out SRAM range [32, 96) overlaps a SRAM range [0, 64)"),
     (program(instr("fill", sram_addr=0, n0=1 << 16, n1=1 << 16, n2=2, n3=1, s3=1)),
@@ -251,3 +257,13 @@ def test_garbage_programs_never_crash():
     assert result.returncode == 0, result.stderr[-2000:]
     ok, failed = (int(v) for v in result.stdout.split())
     assert ok > 40 and failed > 1000, (ok, failed)      # ok: 60-100 of 2000 over seeds
+
+
+def test_fill_from_push_constant(core):
+    """fill push_constant writes the dispatch's push constant `value` (a scalar operand)."""
+    out = np.zeros(4 * 8, np.uint8)
+    prog = program(instr("fill", "i32", int(isa.Flag.PUSH_CONSTANT), sram_addr=0, n0=1, n1=1,
+                         n2=1, n3=8, s3=1, value=1),
+                   dma("dma.store", 0, 0, 0, (1, 1, 1, 8), (0, 0, 0, 1), (0, 0, 0, 1), "i32"))
+    core.execute(prog, [out], constants=[7, 0xFFFF5920])
+    np.testing.assert_array_equal(out.view(np.int32), np.full(8, -42720, np.int32))

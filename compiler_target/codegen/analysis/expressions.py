@@ -7,7 +7,7 @@ import math
 import numpy as np
 from iree.compiler import ir
 
-from ..ops import LEAVES, TensorRef
+from ..ops import LEAVES, SCALARS, TensorRef
 from .errors import NotSupported
 from .indexing import row_major
 from .values import Empty, Scalar, View
@@ -116,7 +116,7 @@ def pruned_to(nodes: list, inputs: list[TensorRef], roots: list[int]):
         node = nodes[i]
         if node[0] == "input":
             expr.append(("input", input_index[node[1]]))
-        elif node[0] in ("acc", "const", "iconst"):
+        elif node[0] in ("acc",) + SCALARS:
             expr.append(node)
         else:
             expr.append((node[0], tuple(renumber[a] for a in node[1])) + tuple(node[2:]))

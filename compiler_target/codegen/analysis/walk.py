@@ -440,6 +440,8 @@ class Walk:
                     raise NotSupported(f"{generic.name} reads the computed value in two "
                                        "different index orders")
             return value.node
+        if isinstance(value, PushConstant) and not operand.terms:
+            return self.add(("pconst", value.ordinal))
         if splat(value) is not None:
             if isinstance(value, View) and value.ref.dtype in INT_RANGES:
                 return self.add(("iconst", int(splat(value).value)))
