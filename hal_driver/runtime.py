@@ -51,7 +51,15 @@ def buffer_view_from_array(device: Device, array: np.ndarray,
     buffer = device.allocator.allocate(INPUT_MEMORY_TYPE, INPUT_USAGE, array.nbytes,
                                        zeroed=False)
     buffer.view().view(array.dtype).reshape(array.shape)[...] = array
+    device.statistics.record_host_transfer(to_device=array.nbytes)
     return BufferView(buffer, array.shape, element_type)
+
+
+def array_from_buffer_view(device: Device, view: BufferView) -> np.ndarray:
+    """A numpy copy of the view's contents (counted as a device-to-host transfer)."""
+    array = view.to_numpy()
+    device.statistics.record_host_transfer(to_host=array.nbytes)
+    return array
 
 
 class ModuleFunction:
@@ -82,7 +90,7 @@ class ModuleFunction:
                               f"{self.name} takes {len(self.user_argument_types)} arguments, "
                               f"{len(args)} given")
         values = [self._to_vm(arg, kind) for arg, kind in zip(args, self.user_argument_types)]
-        results = [self._from_vm(r) for r in self.invoke(values)]
+        results = [self._from_vm(self.bound.device, r) for r in self.invoke(values)]
         return None if not results else results[0] if len(results) == 1 else tuple(results)
 
     def invoke(self, values: list) -> list:
@@ -107,8 +115,8 @@ class ModuleFunction:
         return arg
 
     @staticmethod
-    def _from_vm(value):
-        return value.to_numpy() if isinstance(value, BufferView) else value
+    def _from_vm(device: Device, value):
+        return array_from_buffer_view(device, value) if isinstance(value, BufferView) else value
 
 
 class BoundModule:

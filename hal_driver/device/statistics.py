@@ -16,6 +16,8 @@ class DeviceStatistics:
     useful_macs: int = 0            # the dispatches' math (their true rooflines)
     roofline_cycles: float = 0.0    # sum of the NPU dispatches' true roofline cycles
     sram_peak_bytes: int = 0
+    host_to_device_bytes: int = 0   # copied in by the Python API (numpy arguments)
+    device_to_host_bytes: int = 0   # copied out by the Python API (results read on the host)
     engine_busy_cycles: dict[str, int] = field(default_factory=dict)
     dispatch_counts: dict[str, int] = field(default_factory=dict)   # export name -> runs
 
@@ -58,6 +60,12 @@ class StatisticsRecorder:
             t.dispatches += 1
             t.host_dispatches += 1
             t.dispatch_counts[export_name] = t.dispatch_counts.get(export_name, 0) + 1
+
+    def record_host_transfer(self, to_device: int = 0, to_host: int = 0) -> None:
+        """Bytes the Python API copied between numpy and device memory."""
+        with self._lock:
+            self._totals.host_to_device_bytes += to_device
+            self._totals.device_to_host_bytes += to_host
 
     def record_npu_dispatch(self, export_name: str, stats) -> None:
         """Adds one DispatchStats (hal_driver/device/npu_core.py) of export `export_name`."""

@@ -67,6 +67,10 @@ class VmContext:
     def __init__(self, modules):
         self.modules = []
         self._states = {}
+        self.register_modules(modules)
+
+    def register_modules(self, modules) -> None:
+        """Registers further modules after those already in the context, in order."""
         for module in modules:
             self._register(module)
 
