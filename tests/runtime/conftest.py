@@ -73,6 +73,50 @@ func.func @main(%x: tensor<4x8xf32>) -> tensor<4x16xf32> {
 # A non-splat weight: stays a module constant (imported, or read through hal.file).
 MODELS["mlp"] = MODELS["mlp"].replace(
     "WEIGHTS", "0x" + (np.arange(128, dtype=np.float32) / 64 - 1).tobytes().hex().upper())
+# Two models of a pipeline (vm modules `det` and `rec`): det's output is rec's input.
+MODELS["det"] = "module @det {\n" + MODELS["mlp"] + "}\n"
+MODELS["rec"] = """
+module @rec {
+func.func @main(%f: tensor<4x16xf32>) -> tensor<4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<4xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%init : tensor<4xf32>) -> tensor<4xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                         iterator_types = ["parallel", "reduction"]}
+      ins(%f : tensor<4x16xf32>) outs(%fill : tensor<4xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %e = math.exp %x : f32
+    %s = arith.addf %acc, %e : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  return %sum : tensor<4xf32>
+}
+}
+"""
+# Weights outside the module: parameters `model::weight` and `model::bias`.
+MODELS["params"] = """
+util.global private @w = #flow.parameter.named<"model"::"weight"> : tensor<4x8xf32>
+util.global private @b = #flow.parameter.named<"model"::"bias"> : tensor<8xf32>
+func.func @main(%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
+  %w = util.global.load @w : tensor<4x8xf32>
+  %b = util.global.load @b : tensor<8xf32>
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<2x8xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%init : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %mm = linalg.matmul ins(%x, %w : tensor<2x4xf32>, tensor<4x8xf32>)
+                      outs(%fill : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %out = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>,
+                                          affine_map<(i, j) -> (j)>,
+                                          affine_map<(i, j) -> (i, j)>],
+                         iterator_types = ["parallel", "parallel"]}
+      ins(%mm, %b : tensor<2x8xf32>, tensor<8xf32>) outs(%init : tensor<2x8xf32>) {
+  ^bb0(%m: f32, %bias: f32, %o: f32):
+    %s = arith.addf %m, %bias : f32
+    linalg.yield %s : f32
+  } -> tensor<2x8xf32>
+  return %out : tensor<2x8xf32>
+}
+"""
 
 
 def compile_pair(name: str, directory: pathlib.Path,
@@ -118,3 +162,15 @@ def small_cnn(tmp_path_factory) -> pathlib.Path:
                     str(directory / "small_cnn.mlir")], check=True)
     MODELS["small_cnn"] = (directory / "small_cnn.mlir").read_text()
     return compile_pair("small_cnn", directory)[1]
+
+
+@pytest.fixture(scope="session")
+def parameter_archive(tmp_path_factory) -> pathlib.Path:
+    """model.irpa for MODELS["params"], written by the stock runtime: `weight` as data,
+    `bias` as a splat."""
+    import iree.runtime
+    path = tmp_path_factory.mktemp("parameters") / "model.irpa"
+    weight = np.random.default_rng(7).standard_normal((4, 8), np.float32)
+    iree.runtime.save_archive_file(
+        {"weight": weight, "bias": iree.runtime.SplatValue(np.float32(-1.5), 8)}, path)
+    return path
