@@ -47,9 +47,8 @@ def read_archive(path: str) -> list[ArchiveEntry]:
             size = os.fstat(f.fileno()).st_size
             contents = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)) \
                 if size else memoryview(b"")
-    except OSError as error:
-        raise StatusError(StatusCode.NOT_FOUND,
-                          f"failed to open file '{path}': {error.strerror}") from None
+    except OSError:
+        raise StatusError(StatusCode.NOT_FOUND, f"failed to open file '{path}'") from None
     entries, header = [], 0
     while True:
         next_offset = _read_header(contents, header, path, entries)

@@ -13,7 +13,7 @@ from hal_driver.tools.run_module import (annotate, choose_function, function_arg
                                          load_program, report)
 
 STOCK_TOOL = "iree-benchmark-module"
-FLAGS = {"device": [], "module": [], "function": "", "input": [],
+FLAGS = {"device": [], "module": [], "parameters": [], "function": "", "input": [],
          "benchmark_repetitions": 1, "benchmark_min_time": "0.5s", "print_statistics": False}
 RULE = "-" * 112
 

@@ -18,10 +18,11 @@ from hal_driver.tools.comparison import Tolerance, compare_results
 from hal_driver.tools.flags import (Flags, exec_stock_tool, flag_values, machine_from_overrides,
                                     stock_tool_path, wants_npu_sim)
 from hal_driver.tools.function_io import parse_inputs, print_results, to_host, write_outputs
+from hal_driver.tools.parameters import needs_parameters, parameters_module
 
 STOCK_TOOL = "iree-run-module"
 FLAGS = {
-    "device": [], "module": [], "function": "", "input": [], "output": [],
+    "device": [], "module": [], "parameters": [], "function": "", "input": [], "output": [],
     "expected_output": [], "output_max_element_count": 1024, "print_statistics": False,
     "equality_mode": "approximate", "expected_f16_threshold": 0.001,
     "expected_f32_threshold": 0.0001, "expected_f64_threshold": 0.0001,
@@ -105,6 +106,12 @@ def load_program(flags: Flags, device) -> BoundModule:
                               f"{error.strerror}; loading bytecode module at '{path}'") from None
         except StatusError as status:
             raise annotate(status, f"loading bytecode module at '{path}'") from None
+    if needs_parameters(modules):
+        try:
+            modules.insert(0, parameters_module(flags.parameters))
+        except StatusError as status:
+            raise annotate(status, f"resolving dependencies for '{modules[-1].name}'; "
+                                   f"creating VM context") from None
     return BoundModule(modules[-1], device, tuple(modules[:-1]))
 
 

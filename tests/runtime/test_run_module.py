@@ -183,3 +183,36 @@ def test_onnx_sample_matches_its_reference_outputs(capsys, small_cnn):
     assert out == ("EXEC @SmallCNN\n"
                    "[SUCCESS] all function outputs matched their expected values.\n")
     assert "host fallback: 9" in err
+
+
+PARAMETER_CASES = [
+    ["--parameters=model=ARCHIVE", "--input=2x4xf32=1 2 3 4 5 6 7 8"],
+    ["--parameters=ARCHIVE", "--input=2x4xf32=1"],                  # scope "" only
+    ["--input=2x4xf32=1"],                                          # no parameters
+    ["--parameters=model=missing.irpa", "--input=2x4xf32=1"],
+    ["--parameters=other=ARCHIVE", "--parameters=model=ARCHIVE", "--input=2x4xf32=-1",
+     "--expected_output=2x8xf32=0"],
+]
+
+
+@pytest.mark.parametrize("args", PARAMETER_CASES, ids=range(len(PARAMETER_CASES)))
+def test_parameter_archives_as_the_stock_tool(capsys, models, parameter_archive, args):
+    """--parameters=[scope=]file.irpa: same output and exit code as the stock tool; the
+    same first error (its status code and message, without the call context)."""
+    args = [a.replace("ARCHIVE", str(parameter_archive)) for a in args]
+    stock_vmfb, npu_vmfb = models["params"]
+    result = subprocess.run([str(STOCK), "--device=local-task", f"--module={stock_vmfb}", *args],
+                            capture_output=True, text=True)
+    code, out, err = ours(capsys, npu_vmfb, *args)
+    assert (code, out) == (result.returncode, result.stdout), err
+    if code and not out:
+        assert err.split(";")[0] == result.stderr.split(": ", 1)[1].split(";")[0]
+        assert _message(err) == _message(result.stderr)
+
+
+def _message(stderr: str) -> str:
+    """The error's own message: no source location, import annotation or context."""
+    text = stderr.split(": ", 1)[1] if stderr.startswith("c/") else stderr
+    parts = [p.strip() for p in text.split(";")]
+    message = parts[1]
+    return message.split("`: ", 1)[1] if message.startswith("while calling import") else message
