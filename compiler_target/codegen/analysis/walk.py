@@ -525,22 +525,43 @@ class Walk:
         return self.expression(generic, loop_to_logical)
 
     def softmax(self, op) -> Result:
-        """linalg.softmax: exp(x - max) / sum(exp(x - max)) along its dimension."""
+        """linalg.softmax: exp(x - max) / sum(exp(x - max)) along its dimension, of a
+        tensor or of the value an elementwise computation made (a dequantized one)."""
         source = self.values[op.operands[0]]
-        if self.main is not None or not isinstance(source, View):
-            raise NotSupported("linalg.softmax of a value computed in the dispatch")
         dim = ir.IntegerAttr(op.attributes["dimension"]).value
+        if isinstance(source, Result) and isinstance(self.main, elementwise.ElementwiseMain):
+            x, dims = self.computed_rows(source, dim)
+        elif self.main is not None or not isinstance(source, View):
+            raise NotSupported("linalg.softmax of a value computed in the dispatch")
+        else:
+            x, dims = self.softmax_rows(op, source, dim)
+        shifted = self.add(("sub", (x, self.add(("reduce", (x,), "max")))))
+        exponentials = self.add(("exp", (shifted,)))
+        total = self.add(("reduce", (exponentials,), "sum"))
+        return Result(self.add(("div", (exponentials, total))), [(d, 1) for d in dims])
+
+    def softmax_rows(self, op, source: View, dim: int) -> tuple[int, list[int]]:
+        """A softmax of a tensor: its rows (every dim but `dim`) and its input node."""
         self.start(reduction.softmax("linalg.softmax", source.ref, dim), op)
         (ref, dims), = self.main.sources
         strides = [0] * len(ref.shape)
         for stride, logical in zip(ref.strides, dims):
             strides[logical] = stride
         self.inputs.append(view_ref(ref, self.main.shape, strides))
-        x = self.add(("input", len(self.inputs) - 1))
-        shifted = self.add(("sub", (x, self.add(("reduce", (x,), "max")))))
-        exponentials = self.add(("exp", (shifted,)))
-        total = self.add(("reduce", (exponentials,), "sum"))
-        return Result(self.add(("div", (exponentials, total))), [(d, 1) for d in dims])
+        return self.add(("input", len(self.inputs) - 1)), dims
+
+    def computed_rows(self, source: Result, dim: int) -> tuple[int, list[int]]:
+        """A softmax of an elementwise result along its last logical dim: the
+        elementwise space becomes the rows of a reduction."""
+        dims = [d for d, _ in source.dims]
+        if source.split is not None or any(m != 1 for _, m in source.dims) or \
+                dims != list(range(len(self.main.shape))) or dim != len(dims) - 1:
+            raise NotSupported("linalg.softmax of a computed value along another dim than "
+                               "its last")
+        main = self.main
+        self.main = reduction.ReductionMain(main.name, main.shape, main.loop_to_logical,
+                                            kept_rank=len(dims) - 1, dtype=main.dtype)
+        return source.node, dims
 
     def with_initial(self, generic: Generic, acc: int, combine: str, loop_to_logical) -> int:
         """The accumulated node combined with the output's initial value."""
