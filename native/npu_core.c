@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) */
 #include "npu_core.h"
+#include "npu_isa.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -32,90 +33,9 @@
 
 typedef unsigned __int128 u128;
 
-/* ---- instruction set (executable_format/isa.py) ------------------------- */
-
-enum {
-  OP_END = 1, OP_SIGNAL = 2, OP_WAIT = 3, OP_BARRIER = 4,
-  OP_DMA_LOAD = 16, OP_DMA_STORE = 17, OP_FILL = 18,
-  OP_MATMUL = 32, OP_CONV2D = 33, OP_DWCONV2D = 34,
-  OP_VADD = 48, OP_VSUB = 49, OP_VMUL = 50, OP_VMAX = 51, OP_VMIN = 52, OP_VDIV = 53,
-  OP_VCOPY = 64, OP_VRELU = 65, OP_VCLAMP = 66, OP_VLEAKYRELU = 67, OP_VSIGMOID = 68,
-  OP_VTANH = 69, OP_VEXP = 70, OP_VSCALE = 71, OP_VCVT = 72, OP_VSQRT = 73, OP_VRSQRT = 74,
-  OP_VROUND = 75,
-  OP_VPOOL = 80, OP_VREDUCE = 81,
-};
-
-enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2, DT_I8 = 3, DT_I32 = 4, DT_COUNT = 5 };
-enum { ENGINE_DMA_IN = 0, ENGINE_DMA_OUT = 1, ENGINE_MAC = 2, ENGINE_VECTOR = 3,
-       ENGINE_CONTROL = 4 };
-
-enum {
-  FLAG_ACCUMULATE = 1, FLAG_BIAS = 2, FLAG_TRANSPOSE_A = 4, FLAG_TRANSPOSE_B = 8,
-  FLAG_POOL_AVG = 1, FLAG_COUNT_INCLUDE_PAD = 2,
-  FLAG_REDUCE_MAX = 1, FLAG_REDUCE_MEAN = 2,
-  FLAG_TRUNCATE = 1,
-  FLAG_PUSH_CONSTANT = 1,
-};
-
-#define DTM(d) (1u << (d))
-#define DT_ALL (DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32))
-#define DT_FLOAT (DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16))
-
-typedef struct op_info_t {
-  const char* name;      /* NULL: not an opcode */
-  uint8_t engine;
-  uint8_t used_fields;   /* a[used_fields..14] must be zero */
-  uint8_t dtypes;        /* DTM mask */
-  uint16_t flags;        /* allowed flag bits */
-} op_info_t;
-
-/* used_fields counts the operands the opcode reads; unary ops that take no
- * parameters leave p0/p1 (a[11], a[12]) zero. */
-static const op_info_t OPS[256] = {
-  [OP_END] = {"end", ENGINE_CONTROL, 0, DT_ALL, 0},
-  [OP_SIGNAL] = {"signal", ENGINE_CONTROL, 2, DT_ALL, 0},
-  [OP_WAIT] = {"wait", ENGINE_CONTROL, 3, DT_ALL, 0},
-  [OP_BARRIER] = {"barrier", ENGINE_CONTROL, 0, DT_ALL, 0},
-  [OP_DMA_LOAD] = {"dma.load", ENGINE_DMA_IN, 15, DT_ALL, 0},
-  [OP_DMA_STORE] = {"dma.store", ENGINE_DMA_OUT, 15, DT_ALL, 0},
-  [OP_FILL] = {"fill", ENGINE_DMA_IN, 10, DT_ALL, FLAG_PUSH_CONSTANT},
-  [OP_MATMUL] = {"matmul", ENGINE_MAC, 10, DT_FLOAT | DTM(DT_I8),
-                 FLAG_ACCUMULATE | FLAG_BIAS | FLAG_TRANSPOSE_A | FLAG_TRANSPOSE_B},
-  [OP_CONV2D] = {"conv2d", ENGINE_MAC, 14, DT_FLOAT | DTM(DT_I8),
-                 FLAG_ACCUMULATE | FLAG_BIAS},
-  [OP_DWCONV2D] = {"dwconv2d", ENGINE_MAC, 12, DT_FLOAT | DTM(DT_I8),
-                   FLAG_ACCUMULATE | FLAG_BIAS},
-  [OP_VADD] = {"vadd", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
-  [OP_VSUB] = {"vsub", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
-  [OP_VMUL] = {"vmul", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
-  [OP_VMAX] = {"vmax", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
-  [OP_VMIN] = {"vmin", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
-  [OP_VDIV] = {"vdiv", ENGINE_VECTOR, 15, DT_FLOAT | DTM(DT_I32), 0},
-  [OP_VCOPY] = {"vcopy", ENGINE_VECTOR, 11, DT_ALL, 0},
-  [OP_VRELU] = {"vrelu", ENGINE_VECTOR, 11, DT_FLOAT | DTM(DT_I32), 0},
-  [OP_VCLAMP] = {"vclamp", ENGINE_VECTOR, 13, DT_FLOAT, 0},
-  [OP_VLEAKYRELU] = {"vleakyrelu", ENGINE_VECTOR, 12, DT_FLOAT, 0},
-  [OP_VSIGMOID] = {"vsigmoid", ENGINE_VECTOR, 11, DT_FLOAT, 0},
-  [OP_VTANH] = {"vtanh", ENGINE_VECTOR, 11, DT_FLOAT, 0},
-  [OP_VEXP] = {"vexp", ENGINE_VECTOR, 11, DT_FLOAT, 0},
-  [OP_VSCALE] = {"vscale", ENGINE_VECTOR, 13, DT_FLOAT, 0},
-  [OP_VCVT] = {"vcvt", ENGINE_VECTOR, 13, DT_ALL, FLAG_TRUNCATE},
-  [OP_VSQRT] = {"vsqrt", ENGINE_VECTOR, 11, DT_FLOAT, 0},
-  [OP_VRSQRT] = {"vrsqrt", ENGINE_VECTOR, 11, DT_FLOAT, 0},
-  [OP_VROUND] = {"vround", ENGINE_VECTOR, 13, DT_FLOAT, 0},
-  [OP_VPOOL] = {"vpool", ENGINE_VECTOR, 12, DT_FLOAT,
-                FLAG_POOL_AVG | FLAG_COUNT_INCLUDE_PAD},
-  [OP_VREDUCE] = {"vreduce", ENGINE_VECTOR, 4, DT_FLOAT,
-                  FLAG_REDUCE_MAX | FLAG_REDUCE_MEAN},
-};
-
-static const unsigned DTYPE_BYTES[DT_COUNT] = {4, 2, 2, 1, 4};
-static const char* const DTYPE_NAMES[DT_COUNT] = {"f32", "f16", "bf16", "i8", "i32"};
-
-/* Per-instruction work bounds, per SRAM byte, so the core never loops for long: far
- * above what any tile that fits in SRAM needs (2^27 elements, 2^32 MACs at 2 MiB). */
-#define ELEMENTS_PER_SRAM_BYTE 64
-#define MACS_PER_SRAM_BYTE 2048
+/* ---- instruction set: native/npu_isa.h (opcodes, dtypes, engines, flags, the opcode
+ * table and the per-instruction work bounds per SRAM byte), generated from
+ * executable_format/isa.py ---------------------------------------------------------- */
 
 typedef struct instr_t {
   uint8_t opcode;
