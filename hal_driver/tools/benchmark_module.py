@@ -8,7 +8,8 @@ import time
 
 from hal_driver.device.driver import create_device
 from hal_driver.status import StatusCode, StatusError
-from hal_driver.tools.flags import Flags, exec_stock_tool, machine_from_overrides, wants_npu_sim
+from hal_driver.tools.flags import (Flags, exec_stock_tool, expand_flagfiles,
+                                    machine_from_overrides, wants_npu_sim)
 from hal_driver.tools.run_module import (annotate, choose_function, function_arguments,
                                          load_program, report)
 
@@ -19,10 +20,11 @@ RULE = "-" * 112
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    original = sys.argv[1:] if argv is None else argv
     try:
+        argv = expand_flagfiles(original, FLAGS)
         if not wants_npu_sim(argv):
-            exec_stock_tool(STOCK_TOOL, argv)
+            exec_stock_tool(STOCK_TOOL, original)
         return benchmark(Flags(argv, FLAGS))
     except StatusError as status:
         return report(status)

@@ -57,16 +57,29 @@ def parse_elements(text: str, element_type: int, count: int) -> np.ndarray:
     tokens = [t for t in _SEPARATORS.split(text) if t]
     if not tokens:
         return np.zeros(count, dtype)
+    if element_type == et.BOOL_8:   # not a number type: hex bytes, as string_util.c reads it
+        values = np.array([_parse_hex_byte(t) for t in tokens[:count]], np.uint8).view(dtype)
+    else:
+        values = np.array([_parse_element(t, element_type, dtype) for t in tokens[:count]],
+                          dtype=dtype)
     if len(tokens) > count:
         raise StatusError(StatusCode.OUT_OF_RANGE,
-                          f"output data buffer overflow: element_capacity={count} < "
-                          f"dst_i={count}+")
+                          f"output data overflow: element_capacity={count} < dst_i={count}")
     if 1 < len(tokens) < count:
         raise StatusError(StatusCode.OUT_OF_RANGE,
                           f"input data string underflow: dst_i={len(tokens)} < "
                           f"element_capacity={count}")
-    values = np.array([_parse_element(t, element_type, dtype) for t in tokens], dtype=dtype)
     return np.resize(values, count) if len(tokens) == 1 else values
+
+
+def _parse_hex_byte(token: str) -> int:
+    """Two hex digits; any other character reads as 0 (iree_hal_hex_string_to_bytes)."""
+    if len(token) != 2:
+        raise StatusError(StatusCode.INVALID_ARGUMENT,
+                          f"binary hex element count mismatch: buffer length={len(token)} < "
+                          f"expected=2")
+    nibbles = [int(c, 16) if c in "0123456789abcdefABCDEF" else 0 for c in token]
+    return nibbles[0] << 4 | nibbles[1]
 
 
 def _parse_element(token: str, element_type: int, dtype: np.dtype):
@@ -74,8 +87,6 @@ def _parse_element(token: str, element_type: int, dtype: np.dtype):
         if dtype.kind in "f":
             return float(token)
         value = int(token, 0)
-        if dtype.kind == "b":
-            return bool(value)
     except ValueError:
         raise StatusError(StatusCode.INVALID_ARGUMENT,
                           f"failed to parse `{token}` as {et.name(element_type)}") from None
@@ -124,7 +135,9 @@ def _read_binary(path: str, dtype: np.dtype, count: int) -> np.ndarray:
 def format_element(value, element_type: int) -> str:
     if et.numerical_type(element_type) in (0x21, 0x22):
         return "%G" % float(value)
-    if element_type == et.BOOL_8 or et.is_opaque(element_type):
+    if element_type == et.BOOL_8:
+        return "%02X" % int(value)
+    if et.is_opaque(element_type):
         return np.asarray(value).tobytes().hex().upper()
     return str(int(value))
 
@@ -133,6 +146,8 @@ def format_tensor(tensor: HostTensor, max_element_count: int = 1024) -> str:
     """`2x3xf32=[2 6 12][20 30 42]` (iree_hal_buffer_view_format)."""
     budget = [max_element_count]
     flat = tensor.array.reshape(tensor.array.shape or (1,))
+    if tensor.element_type == et.BOOL_8:
+        flat = flat.view(np.uint8)    # the stored bytes, not numpy's True/False
     body = _format_rows(flat, tensor.element_type, budget)
     return f"{tensor.describe()}={body}"
 

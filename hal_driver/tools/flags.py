@@ -17,6 +17,46 @@ def flag_values(argv: list[str], name: str) -> list[str]:
     return [a[len(prefix):] for a in argv if a.startswith(prefix)]
 
 
+def expand_flagfiles(argv: list[str], spec: dict) -> list[str]:
+    """`--flagfile=path` replaced in place by the flags in the file (iree/base/tooling/
+    flags.c): one `--name[=value]` per line, name and value trimmed; blank lines and
+    lines starting with `#` or `//` skipped; positional arguments are not allowed."""
+    expanded = []
+    for arg in argv:
+        name, _, path = arg.partition("=")
+        if name != "--flagfile":
+            expanded.append(arg)
+            continue
+        if not path:
+            raise StatusError(StatusCode.INVALID_ARGUMENT, "--flagfile= requires a file path")
+        expanded += expand_flagfiles(_flagfile_flags(path, spec), spec)
+    return expanded
+
+
+def _flagfile_flags(path: str, spec: dict) -> list[str]:
+    try:
+        with open(path) as f:
+            lines = f.read().split("\n")
+    except OSError:
+        raise StatusError(StatusCode.NOT_FOUND, f"failed to open file '{path}'; "
+                          f"while trying to parse flagfile") from None
+    flags = []
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "//")):
+            continue
+        if not line.startswith("--"):
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"{path}:{number}: positional arguments not allowed in flag files")
+        name, has_value, value = line[2:].partition("=")
+        name = name.strip()
+        if name not in spec and name != "flagfile" and not name.startswith(MACHINE_PREFIX):
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"{path}:{number}: flag '{name}' not recognized")
+        flags.append(f"--{name}={value.strip()}" if has_value else f"--{name}")
+    return flags
+
+
 def wants_npu_sim(argv: list[str]) -> bool:
     devices = flag_values(argv, "device")
     if any(is_npu_sim_uri(d) for d in devices) and len(devices) > 1:

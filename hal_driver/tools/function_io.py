@@ -62,7 +62,8 @@ class NpyStreams:
 
 def npy_tensor(array: np.ndarray) -> HostTensor:
     """numpy files carry signed integer types (numpy_io.c)."""
-    return HostTensor(np.ascontiguousarray(array), et.from_dtype(array.dtype, signless=False))
+    return HostTensor(np.asarray(array, order="C"),   # keeps rank 0 (ascontiguousarray would not)
+                      et.from_dtype(array.dtype, signless=False))
 
 
 def parse_inputs(specs: list[str], kinds: tuple, allow_ignored: bool = False) -> list:

@@ -15,8 +15,8 @@ from hal_driver.runtime import BoundModule, buffer_view_from_array
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.tools.buffer_view_text import HostTensor
 from hal_driver.tools.comparison import Tolerance, compare_results
-from hal_driver.tools.flags import (Flags, exec_stock_tool, flag_values, machine_from_overrides,
-                                    stock_tool_path, wants_npu_sim)
+from hal_driver.tools.flags import (Flags, exec_stock_tool, expand_flagfiles, flag_values,
+                                    machine_from_overrides, stock_tool_path, wants_npu_sim)
 from hal_driver.tools.function_io import parse_inputs, print_results, to_host, write_outputs
 from hal_driver.tools.parameters import needs_parameters, parameters_module
 
@@ -42,8 +42,9 @@ def report(status: StatusError) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    original = sys.argv[1:] if argv is None else argv
     try:
+        argv = expand_flagfiles(original, FLAGS)
         if "--help" in argv and wants_npu_sim(argv):
             return print_help()
         if "--list_drivers" in argv:
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         if any(a == "--list_devices" or a.startswith("--list_devices=") for a in argv):
             return list_devices(argv)
         if not wants_npu_sim(argv):
-            exec_stock_tool(STOCK_TOOL, argv)
+            exec_stock_tool(STOCK_TOOL, original)
         return run(Flags(argv, FLAGS))
     except StatusError as status:
         return report(status)

@@ -93,6 +93,12 @@ func.func @main(%f: tensor<4x16xf32>) -> tensor<4xf32> {
 }
 }
 """
+MODELS["bools"] = """
+func.func @main(%a: tensor<4xi1>) -> (tensor<4xi32>, tensor<4xi1>) {
+  %0 = arith.extui %a : tensor<4xi1> to tensor<4xi32>
+  return %0, %a : tensor<4xi32>, tensor<4xi1>
+}
+"""
 # Weights outside the module: parameters `model::weight` and `model::bias`.
 MODELS["params"] = """
 util.global private @w = #flow.parameter.named<"model"::"weight"> : tensor<4x8xf32>
