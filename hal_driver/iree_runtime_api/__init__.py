@@ -12,6 +12,7 @@ errors, with the npu-sim driver added. Other drivers are handed to the stock
 
 Names not defined here (HalElementType, BufferUsage, ...) are the stock runtime's.
 """
+from hal_driver.iree_runtime_api.benchmark import benchmark_module
 from hal_driver.iree_runtime_api.device_array import DeviceArray, asdevicearray
 from hal_driver.iree_runtime_api.drivers import (HalDriver, get_device, get_driver,
                                                  get_first_device, query_available_drivers)
@@ -25,7 +26,7 @@ from hal_driver.iree_runtime_api.system import (TARGET_BACKEND_TO_DRIVER, BoundM
 from hal_driver.iree_runtime_api.vm import VmFunction, VmInstance, VmModule
 from hal_driver.io_parameters import ParameterIndex, ParameterIndexEntry, ParameterProvider
 
-__all__ = ["DeviceArray", "asdevicearray", "HalDriver", "get_device", "get_driver",
+__all__ = ["benchmark_module", "DeviceArray", "asdevicearray", "HalDriver", "get_device", "get_driver",
            "get_first_device", "query_available_drivers", "FunctionInvoker",
            "TARGET_BACKEND_TO_DRIVER", "BoundModule", "Config", "SystemContext",
            "create_hal_module", "create_io_parameters_module", "load_vm_flatbuffer",

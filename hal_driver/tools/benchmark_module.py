@@ -2,6 +2,7 @@
 (Google Benchmark table) and reports simulated NPU time per iteration next to the
 wall time. Any device other than npu-sim execs the stock `iree-benchmark-module`.
 """
+import json
 import statistics
 import sys
 import time
@@ -15,7 +16,8 @@ from hal_driver.tools.run_module import (annotate, choose_function, function_arg
 
 STOCK_TOOL = "iree-benchmark-module"
 FLAGS = {"device": [], "module": [], "parameters": [], "function": "", "input": [],
-         "benchmark_repetitions": 1, "benchmark_min_time": "0.5s", "print_statistics": False}
+         "benchmark_repetitions": 1, "benchmark_min_time": "0.5s", "print_statistics": False,
+         "benchmark_out": "", "benchmark_out_format": "json"}
 RULE = "-" * 112
 
 
@@ -59,10 +61,14 @@ def benchmark(flags: Flags) -> int:
         name = f"BM_{function.name}/process_time/real_time"
         runs = [run_repetition(function, arguments, min_seconds, min_iterations)
                 for _ in range(max(1, flags.benchmark_repetitions))]
-        for run in runs:
-            print_row(name, run)
+        rows = [dict(run, name=name, run_type="iteration", repetition_index=i)
+                for i, run in enumerate(runs)]
         if len(runs) > 1:
-            print_aggregates(name, runs)
+            rows += aggregates(name, runs)
+        for row in rows:
+            print_row(row)
+        if flags.benchmark_out:
+            write_json(flags, rows, len(runs))
         if flags.print_statistics:
             sys.stderr.write(f"Device: {device.id}\n{device.allocator.format_statistics()}\n")
         return 0
@@ -88,20 +94,65 @@ def run_repetition(function, arguments: list, min_seconds: float, min_iterations
             "npu_cycles": cycles // iterations, "dispatches": dispatches // iterations}
 
 
-def print_row(name: str, run: dict, iterations_column=None) -> None:
-    iterations = run["iterations"] if iterations_column is None else iterations_column
-    print(f"{name:<40}{run['wall_ms']:>12.3f} ms{run['cpu_ms']:>12.3f} ms{iterations:>13} "
-          f"simulated_time={run['npu_ms']:.6f}ms npu_cycles={run['npu_cycles']} "
-          f"dispatches={run['dispatches']}")
+def print_row(row: dict) -> None:
+    if row.get("aggregate_unit") == "percentage":
+        times = f"{row['wall_ms'] * 100:>13.2f} %{row['cpu_ms'] * 100:>13.2f} %"
+    else:
+        times = f"{row['wall_ms']:>12.3f} ms{row['cpu_ms']:>12.3f} ms"
+    print(f"{row['name']:<40}{times}{row['iterations']:>13} "
+          f"simulated_time={row['npu_ms']:.6f}ms npu_cycles={_count(row['npu_cycles'])} "
+          f"dispatches={_count(row['dispatches'])}")
 
 
-def print_aggregates(name: str, runs: list[dict]) -> None:
+def _count(value) -> str:
+    """Counts print whole; the cv row's ratios with four digits."""
+    return str(value) if isinstance(value, int) else f"{value:.4g}"
+
+
+def aggregates(name: str, runs: list[dict]) -> list[dict]:
+    """mean, median, stddev and cv (stddev / mean) rows, as Google Benchmark reports them."""
+    rows = []
     for label, reduce in (("mean", statistics.mean), ("median", statistics.median),
                           ("stddev", statistics.stdev)):
-        row = {key: reduce([r[key] for r in runs]) for key in runs[0]}
-        row["npu_cycles"] = int(row["npu_cycles"])
-        row["dispatches"] = int(row["dispatches"])
-        print_row(f"{name}_{label}", row, iterations_column=len(runs))
+        row = {key: reduce([r[key] for r in runs]) for key in COUNTERS}
+        rows.append(dict(row, name=f"{name}_{label}", aggregate_name=label))
+    mean, stddev = rows[0], rows[2]
+    cv = {key: stddev[key] / mean[key] if mean[key] else 0.0 for key in COUNTERS}
+    rows.append(dict(cv, name=f"{name}_cv", aggregate_name="cv", aggregate_unit="percentage"))
+    for row in rows:
+        row.update(run_type="aggregate", iterations=len(runs))
+        if row["aggregate_name"] != "cv":
+            row.update(npu_cycles=int(row["npu_cycles"]), dispatches=int(row["dispatches"]))
+    return rows
+
+
+COUNTERS = ("wall_ms", "cpu_ms", "npu_ms", "npu_cycles", "dispatches")
+
+
+def write_json(flags: Flags, rows: list[dict], repetitions: int) -> None:
+    """--benchmark_out: Google Benchmark's JSON report (times in ms; the simulated NPU
+    time, cycles and dispatches per iteration as user counters)."""
+    if flags.benchmark_out_format != "json":
+        raise StatusError(StatusCode.UNIMPLEMENTED,
+                          f"--benchmark_out_format={flags.benchmark_out_format}: only json")
+    benchmarks = []
+    for row in rows:
+        entry = {"name": row["name"], "run_name": rows[0]["name"], "run_type": row["run_type"],
+                 "repetitions": repetitions, "threads": 1, "iterations": row["iterations"],
+                 "real_time": row["wall_ms"], "cpu_time": row["cpu_ms"], "time_unit": "ms",
+                 "simulated_time_ms": row["npu_ms"], "npu_cycles": row["npu_cycles"],
+                 "dispatches": row["dispatches"]}
+        for key in ("repetition_index", "aggregate_name", "aggregate_unit"):
+            if key in row:
+                entry[key] = row[key]
+        benchmarks.append(entry)
+    try:
+        with open(flags.benchmark_out, "w") as f:
+            json.dump({"context": {"executable": "iree-benchmark-module (npu-sim)"},
+                       "benchmarks": benchmarks}, f, indent=2)
+    except OSError as error:
+        raise StatusError(StatusCode.UNKNOWN, f"unable to open file `{flags.benchmark_out}`: "
+                          f"{error.strerror}") from None
 
 
 if __name__ == "__main__":

@@ -101,7 +101,8 @@ def load_program(flags: Flags, device) -> BoundModule:
     modules = []
     for path in flags.module:
         try:
-            modules.append(BytecodeModule.from_file(path))
+            modules.append(BytecodeModule.from_bytes(sys.stdin.buffer.read()) if path == "-"
+                           else BytecodeModule.from_file(path))
         except OSError as error:
             raise StatusError(StatusCode.NOT_FOUND, f"failed to open file '{path}': "
                               f"{error.strerror}; loading bytecode module at '{path}'") from None

@@ -17,7 +17,7 @@ def test_benchmark_table(capsys, models):
     assert out[1].split() == ["Benchmark", "Time", "CPU", "Iterations", "UserCounters..."]
     rows = [line.split() for line in out if line.startswith("BM_two/")]
     assert [r[0] for r in rows] == ["BM_two/process_time/real_time"] * 2 + [
-        f"BM_two/process_time/real_time_{s}" for s in ("mean", "median", "stddev")]
+        f"BM_two/process_time/real_time_{s}" for s in ("mean", "median", "stddev", "cv")]
     assert rows[0][5] == "3" and rows[0][6].startswith("simulated_time=")
     assert "dispatches=1" in rows[0]
 

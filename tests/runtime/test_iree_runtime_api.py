@@ -125,3 +125,20 @@ def test_drivers_and_errors():
     with pytest.raises(ValueError):
         npu_runtime.load_vm_flatbuffer(b"", driver=None)
     assert npu_runtime.HalElementType is iree.runtime.HalElementType
+
+
+def test_benchmark_module_reports_the_same_rows(models):
+    """benchmark_module on both runtimes: the same rows (Google Benchmark JSON); npu-sim's
+    also carry the simulated NPU time and dispatches per iteration."""
+    def rows(rt, driver, vmfb):
+        module = rt.VmModule.mmap(rt.Config(driver).vm_instance, str(vmfb))
+        results = rt.benchmark_module(module, "two", inputs=[np.arange(4, dtype=np.int32)],
+                                      device=driver, benchmark_repetitions=2,
+                                      benchmark_min_time="3x")
+        return results
+    stock = rows(iree.runtime, "local-task", models["elementwise"][0])
+    ours = rows(npu_runtime, "npu-sim", models["elementwise"][1])
+    assert [r.benchmark_name for r in ours] == [r.benchmark_name for r in stock]
+    assert [r.iterations for r in ours] == [r.iterations for r in stock]
+    assert ours[0].time.endswith(" ms") and ours[-1].time.endswith(" %")
+    assert ours[0].report["dispatches"] == 1 and "simulated_time_ms" in ours[0].report
