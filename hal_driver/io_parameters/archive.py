@@ -116,4 +116,5 @@ def _read_body(contents, table, body, kind, key, meta, storage_base, path):
         raise StatusError(StatusCode.UNIMPLEMENTED,
                           f"parameter `{key}` refers to an external file; only data and splat "
                           f"entries are supported")
-    raise StatusError(StatusCode.INVALID_ARGUMENT, f"parameter `{key}` has unknown entry type {kind}")
+    raise StatusError(StatusCode.INVALID_ARGUMENT,
+                      f"parameter `{key}` has unknown entry type {kind}")

@@ -26,8 +26,8 @@ from hal_driver.iree_runtime_api.system import (TARGET_BACKEND_TO_DRIVER, BoundM
 from hal_driver.iree_runtime_api.vm import VmFunction, VmInstance, VmModule
 from hal_driver.io_parameters import ParameterIndex, ParameterIndexEntry, ParameterProvider
 
-__all__ = ["benchmark_module", "DeviceArray", "asdevicearray", "HalDriver", "get_device", "get_driver",
-           "get_first_device", "query_available_drivers", "FunctionInvoker",
+__all__ = ["benchmark_module", "DeviceArray", "asdevicearray", "HalDriver", "get_device",
+           "get_driver", "get_first_device", "query_available_drivers", "FunctionInvoker",
            "TARGET_BACKEND_TO_DRIVER", "BoundModule", "Config", "SystemContext",
            "create_hal_module", "create_io_parameters_module", "load_vm_flatbuffer",
            "load_vm_flatbuffer_file", "load_vm_module", "load_vm_modules", "VmFunction",

@@ -131,7 +131,8 @@ def asdevicearray(device, a, dtype=None, *, implicit_host_transfer: bool = False
         return a
     a = np.asarray(a, dtype=dtype, order="C")
     try:
-        view = buffer_view_from_array(device, a, None if element_type is None else int(element_type))
+        view = buffer_view_from_array(device, a,
+                                      None if element_type is None else int(element_type))
     except StatusError:
         raise ValueError(f"Could not map dtype {a.dtype} to IREE element type") from None
     return DeviceArray(device, view, implicit_host_transfer=implicit_host_transfer,
