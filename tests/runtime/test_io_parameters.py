@@ -106,3 +106,14 @@ def test_unknown_scope_key_and_range(device):
     for scope, spans, message in cases:
         with pytest.raises(StatusError, match=message):
             load(device, -1, None, None, VmBuffer(scope), -1, memory, usage, *spans_args(spans))
+
+
+def test_exports_match_the_stock_module():
+    stock_index = iree.runtime.ParameterIndex()
+    stock = iree.runtime.create_io_parameters_module(iree.runtime.VmInstance(),
+                                                     stock_index.create_provider(scope="m"))
+    ours = create_io_parameters_module([])
+    assert (ours.name, ours.version) == (stock.name, stock.version)
+    assert sorted(ours.functions) == sorted(stock.function_names)
+    for name, function in ours.functions.items():
+        assert f"{name}({function.cconv})" in repr(stock.lookup_function(name))
