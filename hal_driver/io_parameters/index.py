@@ -2,6 +2,8 @@
 behaviour of iree.runtime's: an index maps keys to parameter contents (host buffers,
 splats, or entries of loaded .irpa archives); a provider serves one index under a scope.
 """
+import os
+
 import numpy as np
 
 from hal_driver.io_parameters.archive import ArchiveEntry, read_archive
@@ -88,10 +90,14 @@ class ParameterIndex:
 
     def load(self, file_path: str, format: str | None = None, readable: bool = True,
              writable: bool = False, mmap: bool | None = None, *, mode: str | None = None) -> None:
-        """Adds the entries of an .irpa archive (memory mapped, read-only)."""
-        if format not in (None, "irpa"):
+        """Adds the entries of an .irpa archive (memory mapped, read-only). The format
+        defaults to the file's extension; .gguf and .safetensors files convert to .irpa
+        with the wheel's iree-convert-parameters."""
+        format = format or os.path.splitext(str(file_path))[1].lstrip(".") or "irpa"
+        if format != "irpa":
             raise StatusError(StatusCode.UNIMPLEMENTED,
-                              f"unsupported parameter file format `{format}`; only irpa")
+                              f"parameter file format `{format}` is not supported on npu-sim; "
+                              f"convert it to .irpa with iree-convert-parameters")
         for entry in read_archive(str(file_path)):
             self._add(entry, False)
 

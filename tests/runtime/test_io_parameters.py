@@ -1,5 +1,6 @@
 """hal_driver.io_parameters: .irpa archives as the wheel's tools write them and the
 stock ParameterIndex reads them; the io_parameters imports on an npu-sim device."""
+import json
 import pathlib
 import struct
 import subprocess
@@ -33,11 +34,25 @@ def test_archives_of_the_wheel_tools_read_as_the_stock_index_reads_them(tmp_path
     saved = tmp_path / "saved.irpa"
     iree.runtime.save_archive_file({"w": np.arange(37, dtype=np.float32),
                                     "s": iree.runtime.SplatValue(np.int32(-3), 5)}, saved)
-    for path in (created, saved):
+    converted = tmp_path / "converted.irpa"
+    subprocess.run([str(BIN / "iree-convert-parameters"),
+                    f"--parameters={write_safetensors(tmp_path / 'w.safetensors')}",
+                    f"--output={converted}"], check=True, capture_output=True)
+    for path in (created, saved, converted):
         stock, ours = iree.runtime.ParameterIndex(), ParameterIndex()
         stock.load(str(path))
         ours.load(str(path))
         assert entries(ours) == entries(stock) and len(ours) == len(stock)
+
+
+def write_safetensors(path: pathlib.Path) -> pathlib.Path:
+    """A two-tensor .safetensors file (u64 header length, JSON header, data)."""
+    a, b = np.arange(12, dtype=np.float32), np.arange(5, dtype=np.int16)
+    header = json.dumps({"a": {"dtype": "F32", "shape": [12], "data_offsets": [0, 48]},
+                         "b": {"dtype": "I16", "shape": [5], "data_offsets": [48, 58]}}).encode()
+    header += b" " * (-len(header) % 8)
+    path.write_bytes(struct.pack("<Q", len(header)) + header + a.tobytes() + b.tobytes())
+    return path
 
 
 def test_a_file_that_is_not_an_archive(tmp_path):
@@ -117,3 +132,9 @@ def test_exports_match_the_stock_module():
     assert sorted(ours.functions) == sorted(stock.function_names)
     for name, function in ours.functions.items():
         assert f"{name}({function.cconv})" in repr(stock.lookup_function(name))
+
+
+def test_other_parameter_formats_point_to_the_converter(tmp_path):
+    with pytest.raises(StatusError, match="convert it to .irpa with iree-convert-parameters") as e:
+        ParameterIndex().load(str(tmp_path / "weights.safetensors"))
+    assert e.value.code == StatusCode.UNIMPLEMENTED
