@@ -1,15 +1,16 @@
-"""`FunctionInvoker`: calls one exported function the way iree.runtime's does. Arguments
-are numpy arrays (copied into npu-sim memory), DeviceArrays (passed as they are, no
-copy), Python numbers, lists (a `vm.list`) or VM refs; buffer view results come back as
-DeviceArrays that stay on the device. A failing call raises ValueError("Error invoking
-function: <status>"), as the stock runtime does."""
+"""`FunctionInvoker`: calls one exported function the way iree.runtime's does.
+
+Arguments are numpy arrays or other array-likes (copied into npu-sim memory),
+DeviceArrays (passed as they are, no copy), Python numbers, lists (a `vm.list`) or VM
+refs; buffer view results come back as DeviceArrays that stay on the device. A failing
+call raises ValueError("Error invoking function: <status>"), as the stock runtime does."""
 import numpy as np
 
 from hal_driver.device.buffer_view import BufferView
 from hal_driver.iree_runtime_api.device_array import DeviceArray
 from hal_driver.runtime import buffer_view_from_array
 from hal_driver.status import StatusError
-from hal_driver.vm import VmList
+from hal_driver.vm import VmList, VmRef
 
 
 class FunctionInvoker:
@@ -39,13 +40,13 @@ class FunctionInvoker:
     def _to_vm(self, arg):
         if isinstance(arg, DeviceArray):
             return arg.buffer_view
+        if arg is None or isinstance(arg, (int, float, VmRef)):
+            return arg
         if isinstance(arg, (list, tuple)):
             return VmList("?", [self._to_vm(item) for item in arg])
-        if isinstance(arg, (np.ndarray, np.generic)):
-            array = np.asarray(arg)
-            return buffer_view_from_array(self._device, array.astype(np.int8)
-                                          if array.dtype == bool else array)
-        return arg
+        array = np.asarray(arg)    # numpy values and other array-likes (copied to the device)
+        return buffer_view_from_array(self._device,
+                                      array.astype(np.int8) if array.dtype == bool else array)
 
     def _from_vm(self, value):
         if isinstance(value, BufferView):

@@ -142,3 +142,16 @@ def test_benchmark_module_reports_the_same_rows(models):
     assert [r.iterations for r in ours] == [r.iterations for r in stock]
     assert ours[0].time.endswith(" ms") and ours[-1].time.endswith(" %")
     assert ours[0].report["dispatches"] == 1 and "simulated_time_ms" in ours[0].report
+
+
+def test_arrays_of_another_runtime_are_copied_in(models):
+    """A local-task result fed to an npu-sim function is read once and copied in."""
+    stock = iree.runtime.load_vm_flatbuffer_file(str(models["det"][0]), driver="local-task")
+    rec = npu_runtime.load_vm_flatbuffer_file(str(models["rec"][1]), driver="npu-sim")
+    features = stock.main(np.ones((4, 8), np.float32))
+    device = npu_runtime.get_device("npu-sim")
+    before = device.statistics.snapshot()
+    scores = rec.main(features)
+    assert device.statistics.snapshot().minus(before).host_to_device_bytes == 4 * 16 * 4
+    expected = iree.runtime.load_vm_flatbuffer_file(str(models["rec"][0]), driver="local-task")
+    np.testing.assert_array_equal(scores.to_host(), expected.main(features).to_host())
