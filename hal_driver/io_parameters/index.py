@@ -48,11 +48,19 @@ class ParameterIndexEntry:
         return self._entry.pattern
 
     def contents(self) -> memoryview:
-        """All `length` bytes (a splat is expanded)."""
+        """The stored bytes; a splat has none (see `read`)."""
+        if not self.is_file:
+            raise ValueError("Entry is not file storage based")
+        return self._entry.data
+
+    def read(self, offset: int, length: int) -> memoryview:
+        """`length` bytes from `offset` (a splat's pattern repeated over just that range)."""
         if self.is_file:
-            return self._entry.data
-        repeats = self.length // len(self._entry.pattern)
-        return memoryview(self._entry.pattern * repeats)
+            return self._entry.data[offset:offset + length]
+        pattern = self._entry.pattern
+        start = offset % len(pattern)
+        repeats = -(-(start + length) // len(pattern))
+        return memoryview(pattern * repeats)[start:start + length]
 
     def __repr__(self) -> str:
         return f"<ParameterIndexEntry '{self.key}' {self.length} bytes>"

@@ -70,6 +70,10 @@ def scatter(providers, device, queue_affinity, wait, signal, source, scope, key_
     provider = _provider(providers, scope)
     transfers = [(entry, offset, source, buffer_offset, length) for entry, offset, buffer_offset,
                  length in _requests(provider, key_table, key_data, spans)]
+    for entry, *_ in transfers:
+        if not entry.writable:
+            raise StatusError(StatusCode.PERMISSION_DENIED,
+                              f"parameter `{entry.key}` is read-only; cannot scatter into it")
     _submit(device, wait, signal, transfers, _write)
 
 
@@ -113,14 +117,14 @@ def _requests(provider, key_table, key_data, spans) -> list:
 
 def _read(device, waits, signals, entry: ParameterIndexEntry, offset, buffer, buffer_offset,
           length):
-    device.queue_read(waits, signals, File(entry.contents(), MemoryAccess.READ), offset, buffer,
-                      buffer_offset, length)
+    device.queue_read(waits, signals, File(entry.read(offset, length), MemoryAccess.READ), 0,
+                      buffer, buffer_offset, length)
 
 
 def _write(device, waits, signals, entry: ParameterIndexEntry, offset, buffer, buffer_offset,
            length):
-    access = MemoryAccess.READ | (MemoryAccess.WRITE if entry.writable else 0)
-    device.queue_write(waits, signals, buffer, buffer_offset, File(entry.contents(), access),
+    device.queue_write(waits, signals, buffer, buffer_offset,
+                       File(entry.contents(), MemoryAccess.READ | MemoryAccess.WRITE),
                        offset, length)
 
 
