@@ -53,7 +53,8 @@ class VmModule:
     def wrap_buffer(instance, buffer, destroy_callback=None) -> "VmModule":
         if is_stock(instance):
             return stock.VmModule.wrap_buffer(instance, buffer, destroy_callback=destroy_callback)
-        return VmModule._from_bytes(bytes(buffer), "aligned memory")
+        return VmModule._released(VmModule._from_bytes(bytes(buffer), "aligned memory"),
+                                  destroy_callback)
 
     @staticmethod
     def mmap(instance, filepath: str, destroy_callback=None) -> "VmModule":
@@ -64,7 +65,14 @@ class VmModule:
                 data = f.read()
         except OSError as error:
             raise ValueError(f"Error mapping file '{filepath}': {error.strerror}") from None
-        return VmModule._from_bytes(data, "mapped file")
+        return VmModule._released(VmModule._from_bytes(data, "mapped file"), destroy_callback)
+
+    @staticmethod
+    def _released(module: "VmModule", destroy_callback) -> "VmModule":
+        """The module keeps a copy, so the caller's memory or file is released at once."""
+        if destroy_callback is not None:
+            destroy_callback()
+        return module
 
     @staticmethod
     def _from_bytes(data: bytes, source: str) -> "VmModule":

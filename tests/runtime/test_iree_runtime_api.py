@@ -155,3 +155,20 @@ def test_arrays_of_another_runtime_are_copied_in(models):
     assert device.statistics.snapshot().minus(before).host_to_device_bytes == 4 * 16 * 4
     expected = iree.runtime.load_vm_flatbuffer_file(str(models["rec"][0]), driver="local-task")
     np.testing.assert_array_equal(scores.to_host(), expected.main(features).to_host())
+
+
+def test_vm_module_constructors(models):
+    path = models["elementwise"][1]
+    instance = npu_runtime.VmInstance()
+    released = []
+    mapped = npu_runtime.VmModule.mmap(instance, str(path),
+                                       destroy_callback=lambda: released.append(1))
+    assert released == [1]    # the module holds its own copy
+    for make in (npu_runtime.VmModule.copy_buffer, npu_runtime.VmModule.from_flatbuffer,
+                 npu_runtime.VmModule.from_buffer):
+        module = make(instance, path.read_bytes())
+        assert (module.name, module.function_names) == (mapped.name, mapped.function_names)
+    stock = iree.runtime.VmModule.mmap(iree.runtime.VmInstance(), str(models["elementwise"][0]))
+    assert repr(mapped) == repr(stock)
+    assert mapped.lookup_function("nope") is None and stock.lookup_function("nope") is None
+    assert mapped.lookup_function("main").reflection == stock.lookup_function("main").reflection
