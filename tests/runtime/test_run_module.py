@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from hal_driver.tools import run_module
+from tests.runtime.conftest import compile_pair
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 STOCK = pathlib.Path(sys.executable).parent / "iree-run-module"
@@ -275,3 +276,15 @@ def test_a_flagfile_can_choose_the_device(tmp_path, models):
                             capture_output=True, text=True)
     assert result.returncode == 0 and "4xi32=2 4 6 8" in result.stdout
     assert "npu-sim statistics" in result.stderr
+
+
+def test_parameters_gathered_into_one_buffer(capsys, tmp_path, parameter_archive):
+    """The discrete memory model makes the compiler gather all parameters into one
+    buffer (io_parameters.gather instead of load)."""
+    stock_vmfb, npu_vmfb = compile_pair("params", tmp_path,
+                                        ("--iree-stream-resource-memory-model=discrete",))
+    args = [f"--parameters=model={parameter_archive}", "--input=2x4xf32=1 2 3 4 5 6 7 8"]
+    result = subprocess.run([str(STOCK), "--device=local-task", f"--module={stock_vmfb}", *args],
+                            capture_output=True, text=True)
+    code, out, err = ours(capsys, npu_vmfb, *args)
+    assert (code, out) == (0, result.stdout), err
