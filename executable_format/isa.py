@@ -138,6 +138,7 @@ OPCODE_LIST = (
     _binary(51, "vmax"),
     _binary(52, "vmin"),
     _binary(53, "vdiv"),
+    OpcodeInfo(54, "vfma", Engine.VECTOR, _BINARY_FIELDS, _FLOAT),   # dst = lhs·rhs + dst, one rounding
     _unary(64, "vcopy", _ALL),
     _unary(65, "vrelu", _FLOAT + (DType.I32,)),
     _unary(66, "vclamp"),             # p0 = min, p1 = max (f32 bits)

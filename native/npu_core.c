@@ -1334,6 +1334,8 @@ static uint8_t* box3_row(exec_t* x, const box3_t* b, size_t i0, size_t i1) {
 static void binary_f32(int op, float* restrict d, const float* restrict l,
                        const float* restrict r, size_t n) {
   switch (op) {
+    /* d holds the addend: lhs·rhs + d rounded once, as LLVM contracts fmul + fadd */
+    case OP_VFMA: for (size_t i = 0; i < n; i++) d[i] = fmaf(l[i], r[i], d[i]); break;
     case OP_VADD: for (size_t i = 0; i < n; i++) d[i] = l[i] + r[i]; break;
     case OP_VSUB: for (size_t i = 0; i < n; i++) d[i] = l[i] - r[i]; break;
     case OP_VMUL: for (size_t i = 0; i < n; i++) d[i] = l[i] * r[i]; break;
@@ -1388,6 +1390,7 @@ static int exec_binary(exec_t* x, const instr_t* in) {
         } else {
           load_f32(in->dtype, lp + lof, lhs.strides[2], len, l.f);
           load_f32(in->dtype, rp + rof, rhs.strides[2], len, r.f);
+          if (in->opcode == OP_VFMA) load_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);
           binary_f32(in->opcode, d.f, l.f, r.f, len);
           store_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);
         }
@@ -1749,6 +1752,7 @@ static uint64_t instruction_cycles(const npu_machine_config_t* m, const instr_t*
       return vector_cycles(m, (uint64_t)a[2] * a[3] * a[4], elem > src ? elem : src, 1);
     }
     case OP_VADD: case OP_VSUB: case OP_VMUL: case OP_VMAX: case OP_VMIN: case OP_VDIV:
+    case OP_VFMA:
       return vector_cycles(m, (uint64_t)a[3] * a[4] * a[5], elem, 1);
     case OP_VSIGMOID: case OP_VTANH: case OP_VEXP: case OP_VSQRT: case OP_VRSQRT:
       return vector_cycles(m, (uint64_t)a[2] * a[3] * a[4], elem, m->transcendental_factor);

@@ -121,7 +121,7 @@ def temp_count(expr, stored=frozenset()) -> int:
     temporary are both counted; an expression with integer nodes computes floats in f32,
     so every temporary has the size of the widest)."""
     slots = _assign_temps(expr, stored)
-    return len(set(slots.values())) + any(node[0] == "abs" for node in expr)
+    return len(set(slots.values())) + any(node[0] in ("abs", "fma") for node in expr)
 
 
 def bytes_per_element(expr, inputs, dtype: str) -> int:
@@ -176,7 +176,7 @@ class EpiloguePlan:
                  stored=frozenset(), input_dtypes=None):
         for node in expr:
             if node[0] not in LEAVES and node[0] not in BINARY and node[0] not in UNARY and \
-                    node[0] not in INT_BINARY and node[0] not in CONVERT:
+                    node[0] not in INT_BINARY and node[0] not in CONVERT + ("fma",):
                 raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
         copies = all(node[0] in LEAVES for node in expr)   # in the op's dtype, whatever it is
         floats = dtype if copies else float_dtype(dtype)
@@ -198,8 +198,8 @@ class EpiloguePlan:
         self.temps = {slot: sram.alloc(f"{name}.{'itmp' if slot[0] else 'tmp'}{slot[1]}",
                                        "i32" if slot[0] else floats, (max_elements,))
                       for slot in sorted(set(self.slot_of.values()))}
-        self.scratch = sram.alloc(f"{name}.neg", floats, (max_elements,)) \
-            if any(node[0] == "abs" for node in expr) else None
+        self.scratch = sram.alloc(f"{name}.scratch", floats, (max_elements,)) \
+            if any(node[0] in ("abs", "fma") for node in expr) else None
 
     @property
     def result_dtype(self) -> str:
@@ -249,6 +249,8 @@ def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], 
     (`abs` needs a `scratch` operand of the box's size)."""
     if kind in BINARY:
         return [binary(BINARY[kind], dtype, target, args[0], args[1], box, note)]
+    if kind == "fma":
+        return fma_instrs(dtype, target, args, box, scratch, note)
     if kind in INT_BINARY:
         return [binary(INT_BINARY[kind], "i32", target, args[0], args[1], box, note)]
     src = args[0]
@@ -267,6 +269,20 @@ def load_dtype(dtype: str, compute_dtype: str) -> str:
     `compute_dtype`: i32 for an integer input (the integer nodes' dtype), else
     `compute_dtype` (an integer one meaning f32)."""
     return "i32" if dtype in INTS else float_dtype(compute_dtype)
+
+
+def fma_instrs(dtype: str, target: Operand, args: list[Operand], box, scratch: Operand | None,
+               note: str) -> list[Instr]:
+    """a·b + c: vfma adds to its destination, so c goes there first; where the target is
+    a or b itself (in place), through the `scratch` operand."""
+    a, b, c = args
+    fma = lambda dst: binary("vfma", dtype, dst, a, b, box, note)  # noqa: E731
+    if target == c:
+        return [fma(target)]
+    if target.buffer not in (a.buffer, b.buffer, c.buffer):
+        return [unary("vcopy", dtype, target, c, box, note), fma(target)]
+    return [unary("vcopy", dtype, scratch, c, box, note), fma(scratch),
+            unary("vcopy", dtype, target, scratch, box, note)]
 
 
 class EpilogueInputs:

@@ -34,6 +34,8 @@ class TensorRef:
 #   ("acc",)                  the main op's accumulator (conv/matmul/pool results)
 #   ("const", value)          a scalar
 #   (op, (a, b))              binary: add sub mul div max min   (a, b: node indices)
+#   ("fma", (a, b, c))        a·b + c rounded once (an add of a product, contracted as
+#                             LLVM does stock's fmul + fadd)
 #   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, sqrt, rsqrt (1/sqrt), neg,
 #                             abs, clamp(lo, hi), leakyrelu(alpha), scale(mul, add)
 #   ("reduce", (a,), kind)    Rowwise only: the row's sum or max of node a

@@ -31,8 +31,8 @@ def binary(op, dtype, dst: Operand, lhs: Operand, rhs: Operand, box, note) -> In
     _box(fields, box)
     for name, operand in (("dst", dst), ("lhs", lhs), ("rhs", rhs)):
         fields.update({f"{name}_s{i}": s for i, s in enumerate(operand.strides)})
-    return Instr(op, dtype, fields, reads=(lhs.buffer, rhs.buffer), writes=(dst.buffer,),
-                 note=note)
+    reads = (lhs.buffer, rhs.buffer) + ((dst.buffer,) if op == "vfma" else ())   # its addend
+    return Instr(op, dtype, fields, reads=reads, writes=(dst.buffer,), note=note)
 
 
 def unary(op, dtype, dst: Operand, src: Operand, box, note, *params) -> Instr:

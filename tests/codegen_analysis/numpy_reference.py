@@ -66,6 +66,7 @@ OPS = {
     "clamp": lambda x, lo, hi: np.clip(x, lo, hi),
     "leakyrelu": lambda x, alpha: np.where(x > 0, x, alpha * x),
     "scale": lambda x, mul, add: x * mul + add,
+    "fma": lambda a, b, c: a * b + c,
 }
 
 

@@ -74,6 +74,9 @@ def expression(expr, inputs, acc=None):
                 values[node[1][0]], axis=1, keepdims=True))
         elif kind in BINARY:
             values.append(BINARY[kind](values[node[1][0]], values[node[1][1]]))
+        elif kind == "fma":
+            a, b, c = (values[i] for i in node[1])
+            values.append(a * b + c)
         else:
             values.append(UNARY[kind](values[node[1][0]], *node[2:]))
     return values[-1]

@@ -131,3 +131,19 @@ def test_qdq_pair_folds_to_divide_round_multiply_exactly(rng):
     q = quantize_numpy(x, scale, zero_point)
     expected = (q.astype(np.int32) - zero_point).astype(F32) * F32(scale)
     np.testing.assert_array_equal(b.read(out), expected)
+
+
+def test_dequantized_product_plus_bias_rounds_once(rng):
+    """q·s + bias in a quantized expression is one fma (stock's LLVM contracts IREE's
+    mulf + addf on an FMA machine): identical to the once-rounded numpy value."""
+    b = Bindings()
+    q = rng.integers(-128, 128, (12, 257), dtype=np.int8)
+    bias = rng.standard_normal((12, 1)).astype(F32)
+    expr = [("input", 0), ("itof", (0,)), ("const", 0.0203), ("mul", (1, 2)), ("input", 1),
+            ("add", (3, 4))] + quantize_expr(5, 0.031, 3)
+    expr, inputs = pruned(simplified(expr), [b.add(q), b.add_broadcast(bias, q.shape)])
+    assert "fma" in [n[0] for n in expr]
+    out = b.output(q.shape, np.int8)
+    compile_and_run(Elementwise(out, inputs, expr), b)
+    fused = (q.astype(np.float64) * np.float64(F32(0.0203)) + bias).astype(F32)
+    np.testing.assert_array_equal(b.read(out), quantize_numpy(fused, 0.031, 3))

@@ -341,3 +341,23 @@ def test_vcvt_truncate_rounds_toward_zero_and_saturates(core, rng, dst):
     expected = np.clip(np.trunc(np.nan_to_num(x, nan=0.0)).astype(np.float64), info.min,
                        info.max).astype(NP_DTYPES[dst])
     np.testing.assert_array_equal(result.view(d_addr, dst, x.shape), expected)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_vfma_rounds_once(core, rng, dtype):
+    """dst = lhs·rhs + dst with one rounding (numpy: the product and sum in f64, exact
+    for f32 operands but the sum, rounded once to f32 except at a double-rounding tie)."""
+    n = 3000
+    lhs, rhs, acc = (random_values(rng, dtype, n) for _ in range(3))
+    image = SramImage()
+    l_addr, r_addr, d_addr = image.put(lhs), image.put(rhs), image.put(acc)
+    result = run_on_sram(core, image, instr(
+        "vfma", dtype, dst=d_addr, lhs=l_addr, rhs=r_addr, n0=1, n1=1, n2=n, dst_s2=1,
+        lhs_s2=1, rhs_s2=1))
+    out = to_f32(result.view(d_addr, dtype, (n,)), dtype)
+    L, R, A = (to_f32(v, dtype).astype(np.float64) for v in (lhs, rhs, acc))
+    expected = _round((L * R + A).astype(np.float32), dtype)
+    assert np.mean(out == expected) > 0.999
+    separate = _round(to_f32(lhs, dtype) * to_f32(rhs, dtype), dtype)
+    if dtype == "f32":     # the fused result is not the twice-rounded one everywhere
+        assert np.any(out != _round(separate + to_f32(acc, dtype), dtype))

@@ -133,6 +133,9 @@ def _function_name(build) -> str:
 
 def main(names: list[str]) -> None:
     import tempfile
+
+    from tests.bench.measure import host_cpu, host_cpu_line
+    print(host_cpu_line(host_cpu()))
     print("| model | npu/host dispatches | NPU share of integer MACs | elements != stock "
           "(max rel err) | "
           "max abs err vs onnxruntime QDQ | argmax = onnxruntime's | true roofline fraction |")

@@ -129,9 +129,11 @@ def simplified(nodes: list, kept=()) -> list:
     1 / (exp(-x) + 1) -> sigmoid(x); relu(x) + min(x, 0) * a -> leakyrelu(x, a);
     then folds chains of scalar affine steps into scale nodes (`_fold_affine_steps`,
     bit-exact) and the steps around a clamp and its product into them
-    (`_fold_clamp_products`: hardswish, hard sigmoid; not where the expression rounds to
-    integers, as a quantized graph does, whose results must be stock's bit for bit, an
-    ulp before a rounding being a step after it). `kept`: the nodes besides the last
+    (`_fold_clamp_products`: hardswish, hard sigmoid). Where the expression rounds to
+    integers, as a quantized graph does, whose results must be stock's bit for bit (an
+    ulp before a rounding is a step after it), quantizers fold exactly instead
+    (`_fold_quantizers`) and products feeding adds fuse as stock's LLVM contracts them
+    (`_fuse_multiply_adds`). `kept`: the nodes besides the last
     one whose values are read (stored results). Nodes that become dead are left for
     `pruned`."""
     nodes = list(nodes)
@@ -180,6 +182,7 @@ def simplified(nodes: list, kept=()) -> list:
     _fold_affine_steps(nodes)
     if any(node[0] == "round" for node in nodes):   # quantized: every rounding as stock's
         _fold_quantizers(nodes, {*kept, len(nodes) - 1})
+        _fuse_multiply_adds(nodes, {*kept, len(nodes) - 1})
     else:
         _fold_clamp_products(nodes, {*kept, len(nodes) - 1})
     return nodes
@@ -321,6 +324,21 @@ def _fold_dequantizers(nodes: list, kept: set[int], q: int, r: int, zp: float, b
                             tuple(nodes[user][2:])
                 else:
                     nodes[t] = ("scale", (r,), 1.0, shift + 0.0 if shift else -0.0)
+
+
+def _fuse_multiply_adds(nodes: list, kept: set[int]) -> None:
+    """x·y + z as one ("fma", (x, y, z)) node, rounded once, as LLVM contracts IREE's
+    fmul and fadd (IREE marks them contractable) on an FMA machine: the add's first
+    operand if it is a product nothing else reads, else its second."""
+    users = _live_users(nodes, kept)
+    for i, node in enumerate(nodes):
+        if node[0] != "add":
+            continue
+        for product, addend in (node[1], node[1][::-1]):
+            if nodes[product][0] == "mul" and users[product] == [i] and product not in kept \
+                    and product != addend:
+                nodes[i] = ("fma", nodes[product][1] + (addend,))
+                break
 
 
 def _live_users(nodes: list, roots: set[int]) -> dict[int, list[int]]:
