@@ -260,8 +260,8 @@ class ConvTiler:
         strategies: list[Tiler] = [DirectConvTiler(job)]
         bias_dtype = None if job.bias_index is None else \
             job.lowered.tensors[f"epilogue.{job.bias_index}"].dtype
-        if job.s.groups == 1 and job.dtype == "f32" and bias_dtype in (None, job.dtype):
-            strategies.append(Im2colTiler(affine_job(job)))
+        if job.s.groups == 1 and job.dtype in ("f32", "i8") and bias_dtype in (None, job.dtype):
+            strategies.append(Im2colTiler(affine_job(job) if job.dtype == "f32" else job))
         if depthwise.applies(job):
             strategies.append(depthwise.DepthwiseTiler(affine_job(job) if job.dtype == "f32"
                                                         else job))

@@ -147,3 +147,17 @@ def test_dequantized_product_plus_bias_rounds_once(rng):
     compile_and_run(Elementwise(out, inputs, expr), b)
     fused = (q.astype(np.float64) * np.float64(F32(0.0203)) + bias).astype(F32)
     np.testing.assert_array_equal(b.read(out), quantize_numpy(fused, 0.031, 3))
+
+
+def test_i8_conv_with_few_output_channels_runs_as_im2col_matmul(rng):
+    """F < mac_cols leaves conv2d lanes idle; the i8 conv runs as an im2col matmul over
+    pixels instead, exact in i32."""
+    b = Bindings()
+    x = rng.integers(-128, 128, (1, 16, 30, 30), dtype=np.int8)
+    w = rng.integers(-128, 128, (2, 16, 3, 3), dtype=np.int8)
+    out = b.output((1, 2, 28, 28), np.int32)
+    compiled, stats = compile_and_run(Conv2D(b.add(x), b.add(w), out), b)
+    assert "matmul.i8" in compiled.asm and "conv2d.i8" not in compiled.asm
+    expected = reference.conv2d(x.astype(np.int64), w.astype(np.int64)).astype(np.int32)
+    np.testing.assert_array_equal(b.read(out), expected)
+    assert compiled.estimated_cycles == stats.total_cycles

@@ -49,7 +49,9 @@ class ConvolutionMain(MainOp):
                       self.groups, expr, inputs)
 
 
-def recognise(generic: Generic) -> ConvolutionMain:
+def recognise(generic: Generic, infer_roles: bool = True) -> ConvolutionMain:
+    """`infer_roles`: take the loops' roles from MLIR's convolution inference first (not
+    for a generic whose operands the walk rewrote, which MLIR does not see)."""
     image, weight = sorted(generic.inputs, key=lambda o: -max(len(c) for c, _ in o.terms))
     if any(len(c) > 1 for c, _ in weight.terms):
         raise NotSupported(f"{generic.name}: both operands have windowed indexing")
@@ -57,7 +59,7 @@ def recognise(generic: Generic) -> ConvolutionMain:
     if len(found) not in (1, 2):
         raise NotSupported(f"{generic.name}: convolution with {len(found)} windowed dims "
                            "(the NPU runs 1-D and 2-D convolutions)")
-    role = _roles(generic, image, weight, found)
+    role = _roles(generic, image, weight, found, infer_roles)
     size = {r: generic.extents[l] if l is not None else 1 for r, l in role.items()}
     image_ref, pads = window_source(image, found, 0.0, generic.name)
     weight_ref = plain_view(weight, generic.name)
@@ -108,12 +110,12 @@ def _image_extent(ref: TensorRef, window: Window | None) -> int:
     return 1 if window is None else ref.shape[window.dim]
 
 
-def _roles(generic: Generic, image: Operand, weight: Operand,
-           found: list[Window]) -> dict[str, int | None]:
+def _roles(generic: Generic, image: Operand, weight: Operand, found: list[Window],
+           infer: bool = True) -> dict[str, int | None]:
     """The loop of each of the roles n, g, f, c (None when the op has no such loop)."""
     windowed = {loop for w in found for loop in (w.output, w.kernel)}
     loops: dict[str, list[int]] = {role: [] for role in ROLE_BY_USE.values()}
-    inferred = mlir_linalg.infer_convolution_dimensions(generic.op)
+    inferred = mlir_linalg.infer_convolution_dimensions(generic.op) if infer else None
     if inferred is not None:
         for mlir_role, role in MLIR_ROLES.items():
             loops[role] = [l for l in getattr(inferred, mlir_role) if l not in windowed]

@@ -492,7 +492,8 @@ class Walk:
             if isinstance(operand.value, Result):
                 raise NotSupported(f"{generic.name} consumes a value computed in the dispatch")
         if kind == "window isum":
-            self.start(convolution.recognise(with_ones_filter(generic)), generic.op)
+            self.start(convolution.recognise(with_ones_filter(generic), infer_roles=False),
+                       generic.op)
         elif kind == "mac":
             windowed = any(len(c) > 1 for operand in generic.inputs for c, _ in operand.terms)
             self.start((convolution if windowed else contraction).recognise(generic), generic.op)
@@ -665,17 +666,19 @@ def kept_dims(sizes: list[int], shape) -> list[int]:
 
 
 def with_ones_filter(generic: Generic) -> Generic:
-    """A window sum over channels (out[y][x] = Σ_c,ky,kx in[c][s·y + ky][s·x + kx]) as
-    the convolution with a filter of ones it is: the window operand (a tensor.empty of
-    the kernel's shape) becomes an i8 constant of ones indexed by the channel loops too
-    (every image loop that is a reduction and not a window's)."""
+    """A window sum (out[y][x] = Σ_c,ky,kx in[c][s·y + ky][s·x + kx] over channels, or
+    out[g][y][x] = Σ_ky,kx in[g][s·y + ky][s·x + kx] per channel) as the convolution
+    with a filter of ones it is: the window operand (a tensor.empty of the kernel's
+    shape) becomes an i8 constant of ones indexed by the channel loops too (the image's
+    plain loops: reductions are input channels, loops the output keeps are groups, so a
+    per-channel sum is a depthwise convolution)."""
     image = next(o for o in generic.inputs if not isinstance(o.value, Empty))
     window = next(o for o in generic.inputs if isinstance(o.value, Empty))
-    windowed = window.loops()
-    channels = [({loop: 1}, 0) for loop in sorted(image.loops() & set(generic.reductions))
-                if loop not in windowed and not any(loop in c and len(c) > 1
-                                                    for c, _ in image.terms)]
-    terms = channels + window.terms
+    windowed = window.loops() | {loop for c, _ in image.terms if len(c) > 1 for loop in c}
+    plain = sorted(image.loops() - windowed)
+    groups = [loop for loop in plain if loop in generic.output.loops()][-1:]
+    channels = [loop for loop in plain if loop in generic.reductions]
+    terms = [({loop: 1}, 0) for loop in groups + channels] + window.terms
     shape = tuple(generic.extents[single_loop(t)] for t in terms)
     ones = TensorRef("i8", shape, (0,) * len(shape), -1, 0, np.ones(1, np.int8))
     filter_ = Operand(View(ones), terms)
