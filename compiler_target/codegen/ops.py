@@ -144,18 +144,25 @@ class Rowwise:
     expr: list[ExprNode]
 
 
-def varies_along_rows(expr: list[ExprNode], inputs: list[TensorRef]) -> list[bool]:
-    """Per node of a Rowwise expression: whether its value varies along I (within a row)."""
+def varies_along_rows(expr: list[ExprNode], input_varies: list[bool]) -> list[bool]:
+    """Per node of a Rowwise expression: whether its value varies along I (within a row),
+    given whether each input does (`row_varying`)."""
     varies: list[bool] = []
     for node in expr:
         kind = node[0]
         if kind == "input":
-            varies.append(inputs[node[1]].strides[1] != 0 and inputs[node[1]].shape[1] > 1)
+            varies.append(input_varies[node[1]])
         elif kind in SCALARS + ("acc", "reduce"):
             varies.append(False)
         else:
             varies.append(any(varies[a] for a in node[1]))
     return varies
+
+
+def row_varying(ref: TensorRef, kept_rank: int = 1) -> bool:
+    """Whether `ref` (its first `kept_rank` dims the rows) varies within a row."""
+    return any(stride != 0 and size > 1
+               for size, stride in zip(ref.shape[kept_rank:], ref.strides[kept_rank:]))
 
 
 NpuOp = Elementwise | Conv2D | Matmul | Pool2D | Reduce | Rowwise

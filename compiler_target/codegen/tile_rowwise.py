@@ -20,7 +20,7 @@ from .epilogue import (BINARY, CONVERT, INT_BINARY, LEAVES, UNARY, float_dtype, 
                        node_dtypes, node_instrs, scalar_fill)
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr, value_bits
-from .ops import SCALARS, varies_along_rows
+from .ops import SCALARS, row_varying, varies_along_rows
 from .tile import Slots, Sram, Streamed, TiledProgram, ceil_div, fill_instrs, store_instrs
 from .tiler import Candidate, pipelined_cycles
 from .vector import Operand, convert, unary
@@ -42,7 +42,7 @@ class RowwisePlan:
 
 def plan(expr, inputs, load_dtypes: list[str], floats: str) -> RowwisePlan:
     """`load_dtypes`: the dtype each input is loaded as; `floats`: the float nodes'."""
-    varies = varies_along_rows(expr, inputs)
+    varies = varies_along_rows(expr, [row_varying(ref) for ref in inputs])
     dtypes = node_dtypes(expr, load_dtypes, None, floats)
     for index, node in enumerate(expr):
         if node[0] not in LEAVES + ("reduce",) and node[0] not in BINARY and \

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ops import Matmul, Reduce, Rowwise, TensorRef, varies_along_rows
+from ..ops import Matmul, Reduce, Rowwise, TensorRef, row_varying, varies_along_rows
 from .errors import NotSupported
 from .expressions import LEAVES, averaged, pruned
 from .indexing import Generic, flattened, single_loop, strides_over_loops, view_ref
@@ -50,15 +50,15 @@ class ReductionMain(MainOp):
 
     def build(self, out, expr, inputs) -> Reduce | Rowwise:
         reduces = [i for i, node in enumerate(expr) if node[0] == "reduce"]
-        matrices = [self._matrix(ref) for ref in inputs]
+        varies = varies_along_rows(expr, [row_varying(ref, self.kept_rank) for ref in inputs])
         if len(reduces) == 1 and expr[expr[reduces[0]][1][0]][0] == "input" and \
-                not varies_along_rows(expr, matrices)[-1]:
+                not varies[-1]:
             return self._reduce(out, expr, inputs, reduces[0])
         if any(expr[i][2] == "isum" for i in reduces):
             raise NotSupported(f"{self.name}: an i32 sum within a row-wise expression")
         self.built = "rowwise " + " ".join(node[2] if node[0] == "reduce" else node[0]
                                            for node in expr if node[0] not in LEAVES)
-        return Rowwise(self._matrix(out), matrices, expr)
+        return Rowwise(self._matrix(out), [self._matrix(ref) for ref in inputs], expr)
 
     def _matrix(self, ref: TensorRef) -> TensorRef:
         """`ref` over the (O, I) space, each flattened."""
@@ -84,26 +84,35 @@ class ReductionMain(MainOp):
             return view_ref(ref, (size,), (stride,))
 
         if kind == "isum":
-            return self._ones_matmul(self._matrix(source), vector(out), epilogue,
-                                     [vector(ref) for ref in epilogue_inputs])
+            return self._ones_matmul(source, out, epilogue, epilogue_inputs)
         return Reduce(self._matrix(source), vector(out), kind, epilogue,
                       [vector(ref) for ref in epilogue_inputs])
 
     def _ones_matmul(self, source: TensorRef, out: TensorRef, epilogue, epilogue_inputs):
-        """An i32 sum of i8 rows on the MAC array: out[o] = Σ_i 1 · source[o][i], a
-        matmul of a row of ones (M = 1, K = I) by the source seen as (K = I, N = O)."""
+        """An i32 sum of i8 values on the MAC array: out[b][n] = Σ_k 1 · source[b][n][k],
+        a matmul of a row of ones (M = 1, K = the reduced dims) by the source seen as
+        (batch, K, N), where N is the last kept dim and the batch the kept dims before it
+        (kept dims that do not flatten into one stay apart this way)."""
         if source.dtype != "i8":
             raise NotSupported(f"{self.name}: a sum of {source.dtype} values in i32 (the MAC "
                                "array sums i8)")
-        rows, columns = source.shape
+        rank = self.kept_rank
         self.built = "sum reduction (MAC array, by ones)"
-        ones = TensorRef("i8", (1, 1, columns), (0, 0, 1), -1, 0, np.ones(columns, np.int8))
 
-        def row(ref: TensorRef) -> TensorRef:
-            return view_ref(ref, (1, 1, rows), (0, 0, ref.strides[0]))
+        def batch_and_n(ref: TensorRef):
+            return (flattened(ref, range(rank - 1), self.name),
+                    flattened(ref, range(max(rank - 1, 0), rank), self.name))
 
-        b = view_ref(source, (1, columns, rows), (0, source.strides[1], source.strides[0]))
-        return Matmul(ones, b, row(out), epilogue, [row(ref) for ref in epilogue_inputs])
+        (batch, batch_stride), (n, n_stride) = batch_and_n(source)
+        k, k_stride = flattened(source, range(rank, len(source.shape)), self.name)
+        ones = TensorRef("i8", (batch, 1, k), (0, 0, 1), -1, 0, np.ones(k, np.int8))
+        b = view_ref(source, (batch, k, n), (batch_stride, k_stride, n_stride))
+
+        def kept(ref: TensorRef) -> TensorRef:
+            (_, stride0), (_, stride1) = batch_and_n(ref)
+            return view_ref(ref, (batch, 1, n), (stride0, 0, stride1))
+
+        return Matmul(ones, b, kept(out), epilogue, [kept(ref) for ref in epilogue_inputs])
 
 
 def _reordered(expr, order: list[int]):
