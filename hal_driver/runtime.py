@@ -18,7 +18,7 @@ import numpy as np
 from hal_driver.device import element_type as et
 from hal_driver.device.buffer_view import BufferView
 from hal_driver.device.device import Device
-from hal_driver.device.driver import DRIVER_NAME, create_device
+from hal_driver.device.driver import DRIVER_NAME, create_device, is_npu_sim_uri
 from hal_driver.device.fence import Fence
 from hal_driver.device.memory import BufferUsage, MemoryType
 from hal_driver.device.statistics import DeviceStatistics
@@ -170,8 +170,9 @@ class BoundModule:
 
 def load_vm_flatbuffer(data: bytes, driver: str = DRIVER_NAME, *, machine=None,
                        trace: bool = False):
-    """Loads a .vmfb from memory; other drivers go to the stock iree.runtime."""
-    if driver != DRIVER_NAME:
+    """Loads a .vmfb from memory on `npu-sim` (or an `npu-sim://` device URI); other
+    drivers go to the stock iree.runtime."""
+    if not is_npu_sim_uri(driver):
         import iree.runtime
         return iree.runtime.load_vm_flatbuffer(data, driver=driver)
     from hal_driver.vm import BytecodeModule
@@ -181,7 +182,7 @@ def load_vm_flatbuffer(data: bytes, driver: str = DRIVER_NAME, *, machine=None,
 
 def load_vm_flatbuffer_file(path: str, driver: str = DRIVER_NAME, *, machine=None,
                             trace: bool = False):
-    if driver != DRIVER_NAME:
+    if not is_npu_sim_uri(driver):
         import iree.runtime
         return iree.runtime.load_vm_flatbuffer_file(path, driver=driver)
     from hal_driver.vm import BytecodeModule

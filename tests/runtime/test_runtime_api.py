@@ -91,6 +91,13 @@ def test_attribute_access_and_other_drivers(elementwise, models):
         ours.nope
     stock = load_vm_flatbuffer_file(str(models["elementwise"][0]), driver="local-task")
     assert type(stock).__module__.startswith("iree.runtime")
+    uri = load_vm_flatbuffer_file(str(models["elementwise"][1]), driver="npu-sim://0")
+    try:   # a device URI of npu-sim runs here, not in the stock runtime
+        assert uri.main(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32)).tolist() == \
+            [[2.0] * 3] * 2
+        assert type(uri).__module__ == "hal_driver.runtime" and uri.last_call_stats.dispatches == 1
+    finally:
+        uri.close()
 
 
 def test_async_functions_get_their_fences(models):
