@@ -56,25 +56,29 @@ def load(providers, device, queue_affinity, wait, signal, scope, target_affinity
 def gather(providers, device, queue_affinity, wait, signal, scope, target, key_table, key_data,
            spans):
     device = deref(device, Device)
-    provider = _provider(providers, scope)
-    target = deref(target, Buffer)
-    transfers = [(entry, offset, target, buffer_offset, length) for entry, offset, buffer_offset,
-                 length in _requests(provider, key_table, key_data, spans)]
+    transfers = _span_transfers(providers, scope, deref(target, Buffer), key_table, key_data,
+                                spans)
     _submit(device, wait, signal, transfers, _read)
 
 
 def scatter(providers, device, queue_affinity, wait, signal, source, scope, key_table, key_data,
             spans):
     device = deref(device, Device)
-    source = deref(source, Buffer)
-    provider = _provider(providers, scope)
-    transfers = [(entry, offset, source, buffer_offset, length) for entry, offset, buffer_offset,
-                 length in _requests(provider, key_table, key_data, spans)]
+    transfers = _span_transfers(providers, scope, deref(source, Buffer), key_table, key_data,
+                                spans)
     for entry, *_ in transfers:
         if not entry.writable:
             raise StatusError(StatusCode.PERMISSION_DENIED,
                               f"parameter `{entry.key}` is read-only; cannot scatter into it")
     _submit(device, wait, signal, transfers, _write)
+
+
+def _span_transfers(providers, scope, buffer, key_table, key_data, spans) -> list:
+    """(entry, entry offset, buffer, buffer offset, length) of each span of a gather or
+    scatter between the scope's parameters and one buffer."""
+    provider = _provider(providers, scope)
+    return [(entry, offset, buffer, buffer_offset, length) for entry, offset, buffer_offset,
+            length in _requests(provider, key_table, key_data, spans)]
 
 
 def _provider(providers, scope) -> ParameterProvider:
