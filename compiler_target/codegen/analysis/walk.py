@@ -371,9 +371,9 @@ class Walk:
             return self.int_node(op.operands[0], node_of)
         args = tuple(self.int_node(v, node_of) for v in op.operands)
         node = self.add((INT_BINARY[kind], args))
-        if bits < 32 and not _fits(self.int_range(node), bits):
-            raise NotSupported(f"{name}: {kind} on i{bits} may wrap (range "
-                               f"{self.int_range(node)})")
+        bounds = self.int_range(node) if bits < 32 else None
+        if bounds is not None and not _fits(bounds, bits):
+            raise NotSupported(f"{name}: {kind} on i{bits} may wrap (range {bounds})")
         return node
 
     def int_node(self, value, node_of) -> int:
@@ -392,7 +392,7 @@ class Walk:
         if kind == "input":
             return INT_RANGES.get(self.inputs[rest[0]].dtype, INT_RANGES["i32"])
         if kind == "ftoi":
-            return INT_RANGES[f"i{rest[1]}"] if f"i{rest[1]}" in INT_RANGES else INT_RANGES["i32"]
+            return INT_RANGES.get(f"i{rest[1]}", INT_RANGES["i32"])
         if kind in ("iadd", "isub", "imul", "imax", "imin"):
             (a_lo, a_hi), (b_lo, b_hi) = (self.int_range(a) for a in rest[0])
             if kind == "iadd":
