@@ -13,6 +13,7 @@ The syntax (docs/npu-fb-format.md) in short:
     .dispatch_name "conv_dispatch_0"              # optional debug strings (JSON literals)
     .sram_bytes 65536                             # optional, default the highest SRAM byte used
     .roofline macs=1024, dtype=f32, read=4096, write=8192   # optional: the true roofline
+    .parametric dims=pc0,pc1 "hal.executable ..."   # optional: extents given at dispatch time
         dma.load.f32 binding=0, dram_offset=0, sram_addr=0x0, n0=1, ...
         end
 
@@ -183,6 +184,25 @@ class _Assembler:
             _u64(values["macs"], "macs"), values["dtype"], _u64(values["read"], "read"),
             _u64(values["write"], "write"))
 
+    def parametric_directive(self, rest: str) -> None:
+        """`.parametric dims=pc0,pc1 "SOURCE"`: the extent constants and source of a
+        dispatch specialised at dispatch time."""
+        export = self.current()
+        if "parametric" in export.options:
+            raise _LineError(".parametric is given twice")
+        dims, _, tail = rest.strip().partition(" ")
+        if not dims.startswith("dims="):
+            raise _LineError(f'.parametric needs dims=pcK[,pcK...] "SOURCE", got {rest!r}')
+        ordinals = []
+        for token in dims[len("dims="):].split(","):
+            if not token.startswith("pc"):
+                raise _LineError(f".parametric dims are push constants pcK, got {token!r}")
+            ordinals.append(_u32(token[2:], "parametric dim"))
+        source, tail = _string(tail)
+        if tail.strip():
+            raise _LineError(f"unexpected {tail.strip()!r} after the string")
+        export.options["parametric"] = (source, tuple(ordinals))
+
     def sram_bytes_directive(self, rest: str) -> None:
         self.current().program.sram_bytes = _u32(rest, ".sram_bytes")
 
@@ -194,6 +214,7 @@ _DIRECTIVES = {
     ".export": _Assembler.export_directive,
     ".sram_bytes": _Assembler.sram_bytes_directive,
     ".roofline": _Assembler.roofline_directive,
+    ".parametric": _Assembler.parametric_directive,
     ".dispatch_name": lambda self, rest: self.debug_directive("dispatch_name", rest),
     ".source_location": lambda self, rest: self.debug_directive("source_location", rest),
     ".npu_ir": lambda self, rest: self.debug_directive("npu_ir", rest),

@@ -170,6 +170,7 @@ class _Export:
     debug: dict = field(default_factory=dict)
     views: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     roofline: Roofline | None = None
+    parametric: tuple[str, tuple[int, ...]] | None = None
 
 
 class ExecutableBuilder:
@@ -191,14 +192,16 @@ class ExecutableBuilder:
 
     def add_export(self, name: str, bindings, constant_count: int = 0,
                    program: ProgramBuilder | None = None, workgroup_count=(1, 1, 1),
-                   debug: dict | None = None, views=(), roofline: Roofline | None = None) -> int:
+                   debug: dict | None = None, views=(), roofline: Roofline | None = None,
+                   parametric: tuple[str, tuple[int, ...]] | None = None) -> int:
         """Adds an export; `bindings` is [(flags, min_size)]; returns its ordinal. `debug`
         may hold dispatch_name, source_location, npu_ir strings. `views` is
         [(binding, offset_constant, min_size[, offset_scale[, offset_base]])]: windows of
         the bindings at byte offset_base (default 0) + push constant x offset_scale
         (default 1), which instructions name as binding len(bindings) + k. `roofline`:
         the dispatch's true roofline (cost.Roofline), which the device reports cycles
-        against."""
+        against. `parametric`: (source, dim_constants) of a dispatch the device
+        specialises for its extents at dispatch time; its program is a lone `end`."""
         if program is None:
             raise FormatError(f"export {name!r} needs a program")
         debug = {key: value for key, value in (debug or {}).items() if value is not None}
@@ -208,7 +211,8 @@ class ExecutableBuilder:
         self._exports.append(_Export(name, [(int(f), int(s)) for f, s in bindings],
                                      int(constant_count), program,
                                      tuple(int(n) for n in workgroup_count), debug,
-                                     [_view(*view) for view in views], roofline))
+                                     [_view(*view) for view in views], roofline,
+                                     _parametric(parametric)))
         return len(self._exports) - 1
 
     def finish(self, verify_output: bool = True) -> bytes:
@@ -269,6 +273,7 @@ def _build_export(builder, ordinal: int, export: _Export) -> int:
     binding_vector = _table_vector(builder, bindings)
     view_vector = _build_views(builder, export.views) if export.views else None
     roofline = _build_roofline(builder, export.roofline) if export.roofline else None
+    parametric = _build_parametric(builder, *export.parametric) if export.parametric else None
     builder.StartVector(4, len(export.workgroup_count), 4)
     for count in reversed(export.workgroup_count):
         builder.PrependUint32(count)
@@ -288,7 +293,28 @@ def _build_export(builder, ordinal: int, export: _Export) -> int:
         fb.ExportAddViews(builder, view_vector)
     if roofline is not None:
         fb.ExportAddRoofline(builder, roofline)
+    if parametric is not None:
+        fb.ExportAddParametric(builder, parametric)
     return fb.ExportEnd(builder)
+
+
+def _parametric(parametric) -> tuple[str, tuple[int, ...]] | None:
+    if parametric is None:
+        return None
+    source, dim_constants = parametric
+    return str(source), tuple(int(c) for c in dim_constants)
+
+
+def _build_parametric(builder, source: str, dim_constants: tuple[int, ...]) -> int:
+    source_offset = builder.CreateString(source)
+    builder.StartVector(4, len(dim_constants), 4)
+    for ordinal in reversed(dim_constants):
+        builder.PrependUint32(ordinal)
+    constants = builder.EndVector()
+    fb.ParametricStart(builder)
+    fb.ParametricAddSource(builder, source_offset)
+    fb.ParametricAddDimConstants(builder, constants)
+    return fb.ParametricEnd(builder)
 
 
 def _build_roofline(builder, roofline: Roofline) -> int:

@@ -50,6 +50,9 @@ def _export_lines(export: Export, machine: MachineConfig) -> list[str]:
         r = export.roofline
         lines.append(f".roofline macs={r.useful_macs}, dtype={r.mac_dtype}, "
                      f"read={r.read_bytes}, write={r.write_bytes}")
+    if export.parametric is not None:
+        dims = ",".join(f"pc{ordinal}" for ordinal in export.parametric.dim_constants)
+        lines.append(f".parametric dims={dims} {quote(export.parametric.source)}")
     lines.append(f".sram_bytes {export.program.sram_bytes}")
     records = export.program.records()
     for index, (opcode, dtype, flags, a) in enumerate(zip(

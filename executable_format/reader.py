@@ -54,6 +54,13 @@ class ExportDebug:
 
 
 @dataclass(frozen=True)
+class Parametric:
+    """A dispatch specialised at dispatch time for the values of its extent constants."""
+    source: str                         # the dispatch's hal.executable (MLIR text)
+    dim_constants: tuple[int, ...]      # push constant ordinals the extents come from
+
+
+@dataclass(frozen=True)
 class Export:
     name: str
     ordinal: int
@@ -64,6 +71,7 @@ class Export:
     debug: ExportDebug | None
     views: list[BindingView]
     roofline: Roofline | None           # the dispatch's true roofline, when recorded
+    parametric: Parametric | None = None    # extents given at dispatch time (1.5)
 
     @property
     def binding_count(self) -> int:
@@ -119,7 +127,15 @@ def _export(export) -> Export:
         views=[BindingView(v.Binding(), v.OffsetConstant(), v.MinSize(), v.OffsetScale(),
                            v.OffsetBase())
                for v in map(export.Views, range(export.ViewsLength()))],
-        roofline=_roofline(export.Roofline()))
+        roofline=_roofline(export.Roofline()),
+        parametric=_parametric(export.Parametric()))
+
+
+def _parametric(table) -> Parametric | None:
+    if table is None:
+        return None
+    return Parametric(_str(table.Source()),
+                      tuple(table.DimConstants(i) for i in range(table.DimConstantsLength())))
 
 
 def _roofline(table) -> Roofline | None:

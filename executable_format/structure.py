@@ -61,6 +61,8 @@ PROGRAM = Table("Program", (("instructions", Vector(1, 16), False),
 EXPORT_DEBUG = Table("ExportDebug", (("dispatch_name", String(), False),
                                      ("source_location", String(), False),
                                      ("npu_ir", String(), False)))
+PARAMETRIC = Table("Parametric", (("source", String(), True),
+                                  ("dim_constants", Vector(4), False)))
 EXPORT = Table("Export", (("name", String(), True),
                           ("ordinal", Scalar(4), False),
                           ("bindings", TableVector(BINDING), False),
@@ -69,7 +71,8 @@ EXPORT = Table("Export", (("name", String(), True),
                           ("program", PROGRAM, True),
                           ("debug", EXPORT_DEBUG, False),
                           ("views", TableVector(BINDING_VIEW), False),
-                          ("roofline", ROOFLINE, False)))
+                          ("roofline", ROOFLINE, False),
+                          ("parametric", PARAMETRIC, False)))
 EXECUTABLE = Table("Executable", (("version_major", Scalar(4), False),
                                   ("version_minor", Scalar(4), False),
                                   ("machine", TableVector(MACHINE_PARAM), False),

@@ -101,6 +101,7 @@ def _check_export(index: int, export, machine: MachineConfig, constants_size: in
     windows = [(b.MinSize(), bool(b.Flags() & READ_ONLY)) for b in bindings]
     windows += _views(where, export, windows)
     program = export.Program()
+    _check_parametric(where, export, program)
     limits = _Limits(machine, program.SramBytes(), constants_size, windows,
                      export.ConstantCount())
     instructions = program.InstructionsAsNumpy() if program.InstructionsLength() else b""
@@ -121,6 +122,24 @@ def _views(where: str, export, bindings: list[tuple[int, bool]]) -> list[tuple[i
                               f"{view.OffsetConstant()} ({export.ConstantCount()} constants)")
         windows.append((view.MinSize(), bindings[view.Binding()][1]))
     return windows
+
+
+def _check_parametric(where: str, export, program) -> None:
+    """A parametric export names valid extent constants and has a lone `end` program
+    (the device runs the program it specialises, never this one)."""
+    parametric = export.Parametric()
+    if parametric is None:
+        return
+    _text(parametric.Source(), f"{where} parametric source")
+    ordinals = [parametric.DimConstants(i) for i in range(parametric.DimConstantsLength())]
+    if not ordinals:
+        raise FormatError(f"{where} parametric names no extent constants")
+    if ordinals != sorted(set(ordinals)) or ordinals[-1] >= export.ConstantCount():
+        raise FormatError(f"{where} parametric extent constants {ordinals} must be ascending, "
+                          f"unique and < constant_count {export.ConstantCount()}")
+    if program.InstructionsLength() != INSTRUCTION_BYTES:
+        raise FormatError(f"{where} is parametric; its program must be a lone end, got "
+                          f"{program.InstructionsLength() // INSTRUCTION_BYTES} instructions")
 
 
 class _Limits:

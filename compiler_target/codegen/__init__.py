@@ -1,13 +1,68 @@
 """NPU code generation for one dispatch, the `codegen.plan_dispatch` the driver calls at
 the executable-sources phase: analyse (analyse.py) -> legalize (legalize.py) -> lower,
 tile, schedule, emit (backend.compile_op). Dispatches that stop before lowering, or that
-lowering refuses, keep their host (llvm-cpu) binary with the reason in the plan."""
+lowering refuses, keep their host (llvm-cpu) binary with the reason in the plan.
+
+A dispatch with dynamic extents is planned at probe extents (PROBE_EXTENT for each
+workload extent); when that plan runs on the NPU, the dispatch becomes a parametric
+npu-fb export that npu-sim specialises for the extents of each call
+(dynamic_extents.py, compiler_target/specialise.py)."""
+from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
+
 from ..dispatch_plan import DispatchPlan
-from .analysis import Analysis, analyse
+from .analysis import Analysis, NotSupported, analyse
+from .dynamic_extents import executable_of, extent_constants, specialised, workload_extents
 from .legalize import legalize
+
+PROBE_EXTENT = 64      # each dynamic extent, when deciding npu or host at compile time
 
 
 def plan_dispatch(index: int, executable_op, machine) -> DispatchPlan:
+    dims = extent_constants(executable_op)
+    if dims:
+        return _plan_parametric(index, executable_op, machine, dims)
+    return _plan_static(index, executable_op, machine)
+
+
+def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...]) -> DispatchPlan:
+    """The plan of a dispatch with dynamic extents: its plan at the probe extents, with
+    a parametric npu-fb (source and extent constants) when that plan runs on the NPU."""
+    analysis = analyse(executable_op)
+    source = str(executable_op)
+    probe = {k: PROBE_EXTENT for k in range(workload_extents(executable_op))}
+    try:
+        module = specialised(source, executable_op.context, workloads=probe)
+        plan = _plan_static(index, executable_of(module), machine)
+    except NotSupported as error:
+        plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,
+                            target="host", reason=f"not supported on npu: {error}")
+    plan.summary = analysis.summary
+    plan.task = task_of(analysis)
+    extents = ", ".join(f"pc{k}" for k in dims)
+    if plan.target != "npu":
+        plan.reason = f"{plan.reason} (at probe extents {PROBE_EXTENT} of dynamic {extents})"
+        return plan
+    plan.detail = (f"dynamic extents from {extents}, specialised at dispatch time; "
+                   f"at probe extents {PROBE_EXTENT}: {plan.detail}")
+    plan.npu_fb = parametric_npu_fb(analysis, source, dims, machine)
+    plan.macs = 0          # unknown until the extents are: npu-sim counts them per call
+    return plan
+
+
+def parametric_npu_fb(analysis: Analysis, source: str, dims: tuple[int, ...], machine) -> bytes:
+    program = ProgramBuilder()
+    program.emit("end")
+    builder = ExecutableBuilder(machine)
+    builder.add_export(analysis.name,
+                       bindings=[(READ_ONLY if b.read_only else 0, 0) for b in analysis.bindings],
+                       constant_count=analysis.constant_count, program=program,
+                       parametric=(source, dims),
+                       debug={"dispatch_name": analysis.name,
+                              "source_location": analysis.source_location})
+    return builder.finish()
+
+
+def _plan_static(index: int, executable_op, machine) -> DispatchPlan:
     analysis = analyse(executable_op)
     plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,
                         target="host", task=task_of(analysis),

@@ -393,6 +393,79 @@ def ExportDebugEnd(builder):
 
 
 
+class Parametric(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = Parametric()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsParametric(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def ParametricBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x4E\x50\x55\x46", size_prefixed=size_prefixed)
+
+    # Parametric
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # Parametric
+    def Source(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+    # Parametric
+    def DimConstants(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Parametric
+    def DimConstantsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+        return 0
+
+    # Parametric
+    def DimConstantsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Parametric
+    def DimConstantsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        return o == 0
+
+def ParametricStart(builder):
+    builder.StartObject(2)
+
+def ParametricAddSource(builder, source):
+    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(source), 0)
+
+def ParametricAddDimConstants(builder, dimConstants):
+    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(dimConstants), 0)
+
+def ParametricStartDimConstantsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def ParametricEnd(builder):
+    return builder.EndObject()
+
+
+
 class Export(object):
     __slots__ = ['_tab']
 
@@ -541,8 +614,18 @@ class Export(object):
             return obj
         return None
 
+    # Export
+    def Parametric(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = Parametric()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
 def ExportStart(builder):
-    builder.StartObject(9)
+    builder.StartObject(10)
 
 def ExportAddName(builder, name):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -579,6 +662,9 @@ def ExportStartViewsVector(builder, numElems):
 
 def ExportAddRoofline(builder, roofline):
     builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(roofline), 0)
+
+def ExportAddParametric(builder, parametric):
+    builder.PrependUOffsetTRelativeSlot(9, flatbuffers.number_types.UOffsetTFlags.py_type(parametric), 0)
 
 def ExportEnd(builder):
     return builder.EndObject()

@@ -9,6 +9,7 @@ import numpy as np
 
 from executable_format.errors import excerpt
 from hal_driver.device.buffer import Buffer, aligned_bytes
+from hal_driver.device.executable_specialiser import Specialisations
 from hal_driver.device.memory import ALIGNMENT, MemoryAccess
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm.ref import VmRef
@@ -49,6 +50,7 @@ class NpuExecutable(Executable):
         check_machine(self.program.machine, machine)
         self.exports = sorted(self.program.exports, key=lambda e: e.ordinal)
         self.export_names = [e.name for e in self.exports]
+        self.specialisations = Specialisations(machine)
 
     def check_dispatch(self, ordinal: int, constant_count: int, binding_count: int) -> None:
         super().check_dispatch(ordinal, constant_count, binding_count)
@@ -63,8 +65,11 @@ class NpuExecutable(Executable):
     def run(self, core, ordinal: int, constants: Sequence[int], bindings: Sequence[Buffer],
             trace: bool):
         """Runs the export's program once over the bindings; the program covers the
-        whole dispatch, so the host program's workgroup grid is not looped."""
-        export = self.exports[ordinal]
+        whole dispatch, so the host program's workgroup grid is not looped. A parametric
+        export runs the program specialised for the extents in `constants`."""
+        program, export = self.program, self.exports[ordinal]
+        if export.parametric is not None:
+            program, export = self.specialisations.program(export, constants)
         for index, (binding, buffer) in enumerate(zip(export.bindings, bindings)):
             if buffer.byte_length < binding.min_size:
                 raise StatusError(
@@ -78,7 +83,7 @@ class NpuExecutable(Executable):
         arrays += [arrays[view.binding][start:end]
                    for view, (start, end) in zip(export.views, windows)]
         stats = core.execute(export.program.instructions, arrays, constants,
-                             const_pool=self.program.constants, trace=trace)
+                             const_pool=program.constants, trace=trace)
         if export.roofline is not None:
             stats.useful_macs = export.roofline.useful_macs
             stats.roofline_cycles = export.roofline.cycles(core.machine)

@@ -1,0 +1,138 @@
+"""Dispatches with dynamic extents: which push constants define them, and the dispatch
+specialised for given values.
+
+IREE passes a dispatch's dynamic tensor extents as push constants (an index is two i32
+constants, low and high word, combined with extui/shli/ori), marks each extent with
+`iree_tensor_ext.dispatch.workload.ordinal` and sizes the binding subspans with them.
+The npu target compiles such a dispatch once into a parametric npu-fb export (the
+dispatch's source and its extent constants); npu-sim specialises it for the values of
+each call (`compiler_target.specialise`, docs/npu-ir-to-hal.md "Dynamic shapes").
+
+Specialising substitutes constants for the extents, canonicalizes (which folds them
+into the tensor types of loads, stores and linalg ops) and gives the binding subspans
+their static types, so the dispatch reads exactly as a static one to the analysis.
+"""
+import re
+
+from iree.compiler import ir, passmanager
+
+from .analysis.errors import NotSupported
+
+CANONICALIZE = ("builtin.module(hal.executable(hal.executable.variant("
+                "builtin.module(func.func(canonicalize,cse)))))")
+# A dispatch tensor type with its dynamic extents: `...tensor<?x64xf32>>{%c100}`.
+_DYNAMIC_TENSOR = re.compile(r"(!iree_tensor_ext\.dispatch\.tensor<\w+:tensor<)([^>]*)>>\{([^}]*)\}")
+_INDEX_CONSTANT = re.compile(r"%c(\d+)(?:_\d+)?")
+
+
+def extent_constants(executable_op) -> tuple[int, ...]:
+    """The push constant ordinals the dispatch's dynamic extents are computed from,
+    ascending; () for a static dispatch."""
+    ordinals = set()
+    for op in _function_ops(executable_op):
+        if op.name == "hal.interface.binding.subspan":
+            segments = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])
+            offset_count = segments[0]
+            for dim in list(op.operands)[offset_count:]:
+                ordinals |= _constant_loads_feeding(dim)
+    return tuple(sorted(ordinals))
+
+
+def workload_extents(executable_op) -> int:
+    """How many `dispatch.workload.ordinal` extents the dispatch has."""
+    return sum(op.name == "iree_tensor_ext.dispatch.workload.ordinal"
+               for op in _function_ops(executable_op))
+
+
+def specialised(source: str, context, constants: dict[int, int] | None = None,
+                workloads: dict[int, int] | None = None):
+    """A module holding the `hal.executable` of `source` with its extents fixed: push
+    constants by ordinal (`constants`, u32 values as pushed) or workload ordinals by
+    position (`workloads`, index values). Raises NotSupported when an extent stays
+    dynamic. The executable is `executable_of(module)`, valid while the module lives."""
+    module = ir.Module.parse(source, context)
+    with context, ir.Location.unknown():
+        for op in list(_function_ops(executable_of(module))):
+            if op.name == "hal.interface.constant.load" and constants is not None:
+                ordinal = ir.IntegerAttr(op.attributes["ordinal"]).value
+                if ordinal in constants:
+                    _replace_with_constant(op, _signed_i32(constants[ordinal]))
+            elif (op.name == "iree_tensor_ext.dispatch.workload.ordinal"
+                  and workloads is not None):
+                position = ir.IntegerAttr(op.attributes["ordinal"]).value
+                if position in workloads:
+                    _replace_with_constant(op, workloads[position])
+        passmanager.PassManager.parse(CANONICALIZE).run(module.operation)
+        text = _DYNAMIC_TENSOR.sub(_static_tensor_type, str(module))
+        return ir.Module.parse(text, context)
+
+
+def executable_of(module):
+    return module.body.operations[0].operation
+
+
+def _function_ops(executable_op):
+    variant = executable_op.regions[0].blocks[0].operations[0]
+    for op in variant.regions[0].blocks[0].operations:
+        if op.operation.name == "builtin.module":
+            for function in op.regions[0].blocks[0].operations:
+                yield from _walk(function.operation)
+
+
+def _walk(op):
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield inner.operation
+                yield from _walk(inner.operation)
+
+
+def _constant_loads_feeding(value) -> set[int]:
+    """Ordinals of the push constant loads in the backward slice of `value`."""
+    ordinals, pending, seen = set(), [value], set()
+    while pending:
+        owner = pending.pop().owner
+        if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
+            owner = owner.operation
+        if not isinstance(owner, ir.Operation):     # a block argument
+            continue
+        if owner in seen:
+            continue
+        seen.add(owner)
+        if owner.name == "hal.interface.constant.load":
+            ordinals.add(ir.IntegerAttr(owner.attributes["ordinal"]).value)
+        pending.extend(owner.operands)
+    return ordinals
+
+
+def _replace_with_constant(op, value: int) -> None:
+    result = op.results[0]
+    with ir.InsertionPoint(op):
+        constant = ir.Operation.create(
+            "arith.constant", results=[result.type],
+            attributes={"value": ir.IntegerAttr.get(result.type, value)})
+    result.replace_all_uses_with(constant.results[0])
+    op.erase()
+
+
+def _signed_i32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _static_tensor_type(match) -> str:
+    """`tensor<?x64xf32>>{%c100}` -> `tensor<100x64xf32>>`: the subspan's extents are
+    index constants after canonicalization."""
+    head, shape, dims = match.groups()
+    values = []
+    for dim in dims.split(","):
+        constant = _INDEX_CONSTANT.fullmatch(dim.strip())
+        if constant is None:
+            raise NotSupported(f"extent {dim.strip()} is not a constant after specialisation")
+        values.append(constant.group(1))
+    parts = shape.split("x")
+    if parts.count("?") != len(values):
+        raise NotSupported(f"tensor<{shape}> has {parts.count('?')} dynamic extents and "
+                           f"{len(values)} values")
+    values.reverse()
+    return head + "x".join(values.pop() if part == "?" else part for part in parts) + ">>"
