@@ -17,7 +17,9 @@ BUILD_DIR = NATIVE_DIR.parent / "build" / "npu_core"
 # Our API from npu_core.h; cffi checks it against the header when compiling.
 CDEF = """
 #define NPU_STATUS_OK 0
+#define NPU_STATUS_CANCELLED 1
 #define NPU_STATUS_INVALID_ARGUMENT 3
+#define NPU_STATUS_DEADLINE_EXCEEDED 4
 #define NPU_STATUS_RESOURCE_EXHAUSTED 8
 #define NPU_STATUS_OUT_OF_RANGE 11
 #define NPU_ENGINE_COUNT 4
@@ -68,16 +70,23 @@ typedef struct npu_trace_event_t {
   uint32_t index;
 } npu_trace_event_t;
 
+typedef struct npu_run_limits_t {
+  uint64_t timeout_ns;
+  uint32_t stop_on_sigint;
+} npu_run_limits_t;
+
 typedef struct npu_core_t npu_core_t;
 
 npu_core_t* npu_core_create(const npu_machine_config_t* config);
 void npu_core_destroy(npu_core_t* core);
+void npu_core_cancel(npu_core_t* core);
 int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_bytes,
                      const npu_binding_t* bindings, size_t binding_count,
                      const uint8_t* const_pool, size_t const_pool_bytes,
                      const uint32_t* constants, size_t constant_count,
-                     npu_stats_t* stats, npu_trace_event_t* trace,
-                     size_t trace_capacity, char* error, size_t error_capacity);
+                     const npu_run_limits_t* limits, npu_stats_t* stats,
+                     npu_trace_event_t* trace, size_t trace_capacity, char* error,
+                     size_t error_capacity);
 """
 
 # -fwrapv: i8/i32 accumulation and vector integer arithmetic wrap.

@@ -17,18 +17,20 @@
  * one thread. Vector instructions stream rows through f32 (or
  * i32) chunks so every inner loop is a tight, vectorizable loop.
  */
-#define _GNU_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) */
+#define _GNU_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN), sigaction, clock_gettime */
 #include "npu_core.h"
 #include "npu_isa.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef unsigned __int128 u128;
@@ -77,6 +79,137 @@ static conv_args_t conv_args(const instr_t* in) {
   return (conv_args_t){a[0], a[1], a[2], a[13], a[3], a[4], a[5], a[6], a[7], a[8],
                        lo16(a[9]), hi16(a[9]), lo16(a[10]), hi16(a[10]), lo16(a[11]),
                        hi16(a[11]), a[12]};
+}
+
+/* ---- deadline, cancellation and SIGINT -----------------------------------
+ * A run stops early when its deadline passes, when npu_core_cancel is called or, if
+ * asked, on SIGINT. Every loop that can run long reports the work it did to
+ * stopping(work): a relaxed load of the run's stop flag and, once this thread has done
+ * STOP_CHECK_WORK units since it last looked (a few hundred microseconds of MACs, tens
+ * of microseconds to milliseconds of elements), a clock read and a look at the cancel
+ * and SIGINT counts. The first thread that sees a reason stores it in the flag; every
+ * thread then leaves its loops and the run fails with that status. Work units are those
+ * of the verifier's program bound: a MAC is 1, an element ELEMENT_WORK
+ * (MACS_PER_SRAM_BYTE / ELEMENTS_PER_SRAM_BYTE: one instruction at either
+ * per-instruction cap is the same work). */
+#define STOP_CHECK_WORK ((uint64_t)1 << 20)
+#define ELEMENT_WORK ((uint64_t)(MACS_PER_SRAM_BYTE / ELEMENTS_PER_SRAM_BYTE))
+/* Element loops over one long row work in pieces of this many elements. */
+#define RUN_PIECE ((size_t)1 << 15)
+
+typedef struct control_t {
+  uint64_t start_ns;
+  uint64_t timeout_ns;                    /* 0: no deadline */
+  uint64_t deadline_ns;                   /* UINT64_MAX: none */
+  const atomic_uint_fast64_t* cancels;   /* the core's cancel count ... */
+  uint64_t cancels_at_start;             /* ... when the run started */
+  bool watch_sigint;
+  uint64_t sigints_at_start;
+  atomic_int stop;                        /* NPU_STATUS_OK, or why the run stops */
+} control_t;
+
+/* The run this thread works for (NULL: none, nothing stops) and its work since it last
+ * read the clock. Initial-exec: a few bytes of the static TLS surplus glibc keeps for
+ * dlopen'ed libraries, without a __tls_get_addr call per access. */
+static __thread control_t* t_control __attribute__((tls_model("initial-exec")));
+static __thread uint64_t t_work __attribute__((tls_model("initial-exec")));
+
+static atomic_uint_fast64_t g_sigints;   /* SIGINTs seen by on_sigint */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The full look: cancel count, SIGINT count, clock. */
+static bool poll_stop(control_t* c) {
+  int why = NPU_STATUS_OK;
+  if (atomic_load_explicit(c->cancels, memory_order_relaxed) != c->cancels_at_start ||
+      (c->watch_sigint &&
+       atomic_load_explicit(&g_sigints, memory_order_relaxed) != c->sigints_at_start)) {
+    why = NPU_STATUS_CANCELLED;
+  } else if (c->deadline_ns != UINT64_MAX && now_ns() >= c->deadline_ns) {
+    why = NPU_STATUS_DEADLINE_EXCEEDED;
+  }
+  if (why == NPU_STATUS_OK) return false;
+  int expected = NPU_STATUS_OK;
+  atomic_compare_exchange_strong(&c->stop, &expected, why);
+  return true;
+}
+
+/* True when the run this thread works for is stopping; `work` is what the thread did
+ * since its last call. */
+static inline bool stopping(uint64_t work) {
+  control_t* c = t_control;
+  if (!c) return false;
+  if (atomic_load_explicit(&c->stop, memory_order_relaxed) != NPU_STATUS_OK) return true;
+  t_work += work;
+  if (t_work < STOP_CHECK_WORK) return false;
+  t_work = 0;
+  return poll_stop(c);
+}
+
+static inline bool stopping_elements(size_t elements) {
+  return stopping(ELEMENT_WORK * elements);
+}
+
+/* SIGINT: runs that watch it share one handler, installed by the first and removed by
+ * the last. It counts the signal and calls the handler it replaced (Python's, which
+ * raises KeyboardInterrupt in the main thread). g_sigint_previous is written only while
+ * our handler is not installed. */
+static pthread_mutex_t g_sigint_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t g_sigint_runs;
+static struct sigaction g_sigint_previous;
+
+static void on_sigint(int sig, siginfo_t* info, void* context) {
+  atomic_fetch_add_explicit(&g_sigints, 1, memory_order_relaxed);
+  const struct sigaction* p = &g_sigint_previous;
+  if (p->sa_flags & SA_SIGINFO) {
+    if (p->sa_sigaction) p->sa_sigaction(sig, info, context);
+  } else if (p->sa_handler != SIG_DFL && p->sa_handler != SIG_IGN) {
+    p->sa_handler(sig);
+  }
+}
+
+static bool is_ours(const struct sigaction* action) {
+  return (action->sa_flags & SA_SIGINFO) && action->sa_sigaction == on_sigint;
+}
+
+/* Starts watching SIGINT for a run; false (not watched) when SIGINT is ignored or has
+ * its default action, or the handler cannot be installed. */
+static bool sigint_watch_begin(uint64_t* sigints) {
+  bool watched = false;
+  pthread_mutex_lock(&g_sigint_lock);
+  *sigints = atomic_load(&g_sigints);
+  struct sigaction current;
+  if (g_sigint_runs > 0) {
+    watched = true;
+  } else if (sigaction(SIGINT, NULL, &current) == 0 && !is_ours(&current) &&
+             ((current.sa_flags & SA_SIGINFO) ||
+              (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN))) {
+    struct sigaction ours = current;         /* its mask and flags (SA_ONSTACK...) */
+    ours.sa_flags |= SA_SIGINFO;
+    ours.sa_sigaction = on_sigint;
+    g_sigint_previous = current;
+    watched = sigaction(SIGINT, &ours, NULL) == 0;
+  }
+  if (watched) g_sigint_runs++;
+  pthread_mutex_unlock(&g_sigint_lock);
+  return watched;
+}
+
+/* Restores the replaced handler after the last watching run, unless someone else has
+ * installed another meanwhile. */
+static void sigint_watch_end(void) {
+  pthread_mutex_lock(&g_sigint_lock);
+  if (--g_sigint_runs == 0) {
+    struct sigaction current;
+    if (sigaction(SIGINT, NULL, &current) == 0 && is_ours(&current)) {
+      sigaction(SIGINT, &g_sigint_previous, NULL);
+    }
+  }
+  pthread_mutex_unlock(&g_sigint_lock);
 }
 
 /* ---- float conversions (round to nearest even) -------------------------- */
@@ -208,6 +341,25 @@ static void copy_run(uint8_t* dst, size_t dst_stride, const uint8_t* src, size_t
   }
 }
 
+/* copy_run over a long row in pieces of RUN_PIECE elements, polling stopping() after
+ * each; false when the run stops. A contiguous run on both sides is one memmove (a
+ * piecewise copy would change the result of overlapping ranges; it is at most the SRAM
+ * size). */
+static bool copy_run_polled(uint8_t* dst, size_t dst_stride, const uint8_t* src,
+                            size_t src_stride, size_t n, unsigned elem) {
+  if (dst_stride == 1 && src_stride == 1) {
+    copy_run(dst, 1, src, 1, n, elem);
+    return !stopping_elements(n);
+  }
+  for (size_t i = 0; i < n; i += RUN_PIECE) {
+    size_t len = n - i < RUN_PIECE ? n - i : RUN_PIECE;
+    copy_run(dst + i * dst_stride * elem, dst_stride, src + i * src_stride * elem, src_stride,
+             len, elem);
+    if (stopping_elements(len)) return false;
+  }
+  return true;
+}
+
 /* ---- GEMM kernel: C[m][n] += A[m][k] * B[k][n] (row-major, leading dims) --
  * C is computed in tiles of GEMM_MR (or, for the last m % GEMM_MR rows, 1) rows by
  * GEMM_NR columns, held in registers across blocks of GEMM_KB of k. k advances four
@@ -235,6 +387,9 @@ static void copy_run(uint8_t* dst, size_t dst_stride, const uint8_t* src, size_t
 #define GEMM_MR 6
 #define GEMM_NR GEMM_LANES
 #define GEMM_KB 256
+/* A GEMM polls stopping() once per panel of columns when m * k is at least this (a
+ * smaller one is at most a few milliseconds of work in all, polled by its caller). */
+#define GEMM_POLL_MK 4096
 _Static_assert(GEMM_KB % 4 == 0, "k blocks must not split a four-step group");
 
 typedef float gemm_f32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned(4)));
@@ -278,7 +433,9 @@ typedef int32_t gemm_i32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned
   static void NAME(size_t m, size_t n, size_t k, const T* a, size_t lda, const T* b,   \
                    size_t ldb, T* c, size_t ldc) {                                     \
     _Alignas(64) T panel[GEMM_KB * GEMM_NR];                                           \
+    bool poll = m * k >= GEMM_POLL_MK;                                                 \
     for (size_t j = 0; j < n; j += GEMM_NR) {                                          \
+      if (poll && stopping((uint64_t)m * GEMM_NR * k)) return;                         \
       size_t nr = n - j < GEMM_NR ? n - j : GEMM_NR;                                   \
       for (size_t k0 = 0; k0 < k; k0 += GEMM_KB) {                                     \
         size_t kb = k - k0 < GEMM_KB ? k - k0 : GEMM_KB;                               \
@@ -333,6 +490,7 @@ typedef struct work_t {
   size_t units;
   size_t workers;            /* workers 0 (the caller) .. workers - 1 take part */
   atomic_size_t next;        /* the next unit to claim */
+  control_t* control;        /* the run's (the caller's t_control) */
 } work_t;
 
 typedef struct pool_t pool_t;
@@ -356,9 +514,11 @@ struct pool_t {
 };
 
 /* Claims one unit at a time: a worker preempted mid-unit holds up the others for at
- * most that unit. */
+ * most that unit. A stopping run leaves the remaining units undone. */
 static void claim_units(work_t* w, size_t worker) {
-  for (size_t u; (u = atomic_fetch_add(&w->next, 1)) < w->units;) w->fn(w->job, u, worker);
+  for (size_t u; !stopping(0) && (u = atomic_fetch_add(&w->next, 1)) < w->units;) {
+    w->fn(w->job, u, worker);
+  }
 }
 
 static void* pool_thread(void* arg) {
@@ -374,7 +534,10 @@ static void* pool_thread(void* arg) {
     if (!w || self->worker >= w->workers) continue;
     p->active++;
     pthread_mutex_unlock(&p->lock);
+    t_control = w->control;
+    t_work = 0;
     claim_units(w, self->worker);
+    t_control = NULL;
     pthread_mutex_lock(&p->lock);
     if (--p->active == 0) pthread_cond_signal(&p->done);
   }
@@ -416,7 +579,7 @@ static void pool_stop(pool_t* p) {
  * none are left, waits only for the threads that joined: a thread not scheduled by then
  * (its CPU busy) does not hold it up. */
 static void run_units(pool_t* p, unit_fn fn, const void* job, size_t units, size_t workers) {
-  work_t work = {fn, job, units, workers, 0};
+  work_t work = {fn, job, units, workers, 0, t_control};
   if (workers == 1) {
     claim_units(&work, 0);
     return;
@@ -470,6 +633,7 @@ struct npu_core_t {
   size_t scratch_bytes[SCRATCH_COUNT];
   semaphore_t* semaphores;
   size_t threads;         /* most workers one instruction runs on */
+  atomic_uint_fast64_t cancels;   /* npu_core_cancel calls */
 };
 
 static void* aligned_bytes(size_t bytes) {
@@ -495,6 +659,10 @@ npu_core_t* npu_core_create(const npu_machine_config_t* config) {
   }
   memset(core->sram, 0, config->sram_bytes);
   return core;
+}
+
+void npu_core_cancel(npu_core_t* core) {
+  atomic_fetch_add(&core->cancels, 1);
 }
 
 void npu_core_destroy(npu_core_t* core) {
@@ -962,7 +1130,9 @@ static int exec_dma(exec_t* x, const instr_t* in, bool store) {
       for (size_t i2 = 0; i2 < counts[2]; i2++) {
         size_t d = (i0 * ds[0] + i1 * ds[1] + i2 * ds[2]) * elem;
         size_t s = (i0 * ss[0] + i1 * ss[1] + i2 * ss[2]) * elem;
-        copy_run(dst + d, ds[3], src + s, ss[3], counts[3], elem);
+        if (!copy_run_polled(dst + d, ds[3], src + s, ss[3], counts[3], elem)) {
+          return NPU_STATUS_OK;     /* stopping: the caller reports why */
+        }
       }
     }
   }
@@ -999,7 +1169,11 @@ static int exec_fill(exec_t* x, const instr_t* in) {
     for (size_t i1 = 0; i1 < counts[1]; i1++) {
       for (size_t i2 = 0; i2 < counts[2]; i2++) {
         size_t d = (i0 * s[0] + i1 * s[1] + i2 * s[2]) * elem;
-        fill_run(base + d, s[3], counts[3], elem, value);
+        for (size_t i = 0; i < counts[3]; i += RUN_PIECE) {
+          size_t len = counts[3] - i < RUN_PIECE ? counts[3] - i : RUN_PIECE;
+          fill_run(base + d + i * s[3] * elem, s[3], len, elem, value);
+          if (stopping_elements(len)) return NPU_STATUS_OK;
+        }
       }
     }
   }
@@ -1226,7 +1400,9 @@ static void conv_unit(const void* job, size_t u, size_t worker) {
   const conv_job_t* j = job;
   uint8_t* col = j->col + worker * j->col_bytes;
   size_t g = u / j->chunks, y0 = u % j->chunks * j->chunk_rows;
-  gemm_job_t gemm = conv_gemm(j, col, conv_im2col(j, col, g, y0), g, y0);
+  size_t cols = conv_im2col(j, col, g, y0);
+  if (stopping((uint64_t)cols * j->cg * j->kh * j->kw)) return;
+  gemm_job_t gemm = conv_gemm(j, col, cols, g, y0);
   gemm_block(&gemm, 0, gemm.m, 0, gemm.n);
 }
 
@@ -1248,6 +1424,7 @@ static void im2col_unit(const void* job, size_t ci, size_t worker) {
 static void conv_split_chunks(exec_t* x, const conv_job_t* j) {
   for (size_t g = 0; g < j->groups; g++) {
     for (size_t y0 = 0; y0 < j->ho; y0 += j->chunk_rows) {
+      if (stopping(0)) return;
       gemm_job_t gemm = conv_gemm(j, j->col, conv_chunk_cols(j, y0), g, y0);
       uint64_t macs = (uint64_t)gemm.m * gemm.n * gemm.k;
       im2col_job_t im2col = {j, j->col, g, y0};
@@ -1394,6 +1571,7 @@ static int exec_binary(exec_t* x, const instr_t* in) {
           binary_f32(in->opcode, d.f, l.f, r.f, len);
           store_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);
         }
+        if (stopping_elements(len)) return NPU_STATUS_OK;
       }
     }
   }
@@ -1479,7 +1657,9 @@ static int exec_unary(exec_t* x, const instr_t* in) {
       uint8_t* dp = box3_row(x, &dst, i0, i1);
       const uint8_t* sp = box3_row(x, &src, i0, i1);
       if (in->opcode == OP_VCOPY) {
-        copy_run(dp, dst.strides[2], sp, src.strides[2], counts[2], elem);
+        if (!copy_run_polled(dp, dst.strides[2], sp, src.strides[2], counts[2], elem)) {
+          return NPU_STATUS_OK;
+        }
         continue;
       }
       for (size_t j = 0; j < counts[2]; j += CHUNK) {
@@ -1495,6 +1675,7 @@ static int exec_unary(exec_t* x, const instr_t* in) {
           unary_f32(in->opcode, p0, p1, v.f, len);
           store_f32(in->dtype, d, dst.strides[2], len, v.f);
         }
+        if (stopping_elements(len)) return NPU_STATUS_OK;
       }
     }
   }
@@ -1578,6 +1759,7 @@ static int exec_vcvt(exec_t* x, const instr_t* in) {
         cvt_load(src.dtype, sp + j * src.strides[2] * selem, src.strides[2], len, scale, v);
         cvt_store(dst.dtype, dp + j * dst.strides[2] * delem, dst.strides[2], len, v,
                   in->flags & FLAG_TRUNCATE);
+        if (stopping_elements(len)) return NPU_STATUS_OK;
       }
     }
   }
@@ -1640,6 +1822,7 @@ static int exec_vpool(exec_t* x, const instr_t* in) {
         }
       }
       store_f32(dt, sram + a[0] + (ch * ho + y) * wo * elem, 1, wo, acc);
+      if (stopping_elements((size_t)wo * kh * kw)) return NPU_STATUS_OK;
     }
   }
   return NPU_STATUS_OK;
@@ -1678,6 +1861,7 @@ static int exec_vreduce(exec_t* x, const instr_t* in) {
     }
     if (mean) result /= (float)inner;
     store_f32(dt, sram + a[0] + o * elem, 1, 1, &result);
+    if (stopping_elements(inner)) return NPU_STATUS_OK;
   }
   return NPU_STATUS_OK;
 }
@@ -1777,7 +1961,7 @@ typedef struct timeline_t {
 
 /* Advances the timeline over signal/wait/barrier; the pre-pass has checked the
  * semaphore rules and reserved room for every signal. */
-static void control(exec_t* x, timeline_t* t, const instr_t* in) {
+static void control_instruction(exec_t* x, timeline_t* t, const instr_t* in) {
   npu_stats_t* st = x->stats;
   switch (in->opcode) {
     case OP_SIGNAL: {
@@ -1840,12 +2024,41 @@ static void account(exec_t* x, timeline_t* t, const instr_t* in, npu_trace_event
 
 /* ---- entry point ------------------------------------------------------------ */
 
+/* Work charged to stopping() per instruction, besides what its loops report: a program
+ * of many small instructions still reads the clock every STOP_CHECK_WORK /
+ * INSTRUCTION_WORK instructions. */
+#define INSTRUCTION_WORK ((uint64_t)4096)
+
+/* The failure of a run stopped by its control, at instruction x->index: "stopped at
+ * instruction 12 (conv2d) after 100.2 ms" (the deadline's caller names the deadline),
+ * "cancelled: ..." or "interrupted by SIGINT: ...". */
+static int stopped(exec_t* x, const control_t* c, int why) {
+  double ms = (double)(now_ns() - c->start_ns) / 1e6;
+  const char* reason = why == NPU_STATUS_DEADLINE_EXCEEDED ? ""
+                       : atomic_load(c->cancels) != c->cancels_at_start ? "cancelled: "
+                                                                        : "interrupted by SIGINT: ";
+  snprintf(x->error, x->error_capacity, "%sstopped at instruction %zu (%s) after %.1f ms",
+           reason, x->index, x->op ? x->op->name : "?", ms);
+  return why;
+}
+
 int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_bytes,
                      const npu_binding_t* bindings, size_t binding_count,
                      const uint8_t* const_pool, size_t const_pool_bytes,
                      const uint32_t* constants, size_t constant_count,
-                     npu_stats_t* stats, npu_trace_event_t* trace,
-                     size_t trace_capacity, char* error, size_t error_capacity) {
+                     const npu_run_limits_t* limits, npu_stats_t* stats,
+                     npu_trace_event_t* trace, size_t trace_capacity, char* error,
+                     size_t error_capacity) {
+  control_t control = {.start_ns = now_ns(), .deadline_ns = UINT64_MAX,
+                       .cancels = &core->cancels,
+                       .cancels_at_start = atomic_load(&core->cancels)};
+  atomic_init(&control.stop, NPU_STATUS_OK);
+  if (limits && limits->timeout_ns) {
+    control.timeout_ns = limits->timeout_ns;
+    if (__builtin_add_overflow(control.start_ns, limits->timeout_ns, &control.deadline_ns)) {
+      control.deadline_ns = UINT64_MAX;      /* beyond the clock's range: none */
+    }
+  }
   memset(stats, 0, sizeof(*stats));
   if (error && error_capacity) error[0] = 0;
   exec_t x = {core, bindings, binding_count, const_pool, const_pool_bytes, stats,
@@ -1885,18 +2098,31 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
   }
   timeline_t t = {{0}};
   int status = NPU_STATUS_OK;
+  if (limits && limits->stop_on_sigint) {
+    control.watch_sigint = sigint_watch_begin(&control.sigints_at_start);
+  }
+  t_control = &control;
+  t_work = 0;
   for (size_t i = 0; i < end && status == NPU_STATUS_OK; i++) {
     instr_t in = decode(program + i * NPU_INSTRUCTION_BYTES);
     x.index = i;
     x.op = &OPS[in.opcode];
+    if (stopping(INSTRUCTION_WORK)) {
+      status = stopped(&x, &control, atomic_load(&control.stop));
+      break;
+    }
     if (x.op->engine == ENGINE_CONTROL) {
-      control(&x, &t, &in);
+      control_instruction(&x, &t, &in);
     } else {
       status = execute_instruction(&x, &in);
+      int why = atomic_load(&control.stop);
+      if (status == NPU_STATUS_OK && why != NPU_STATUS_OK) status = stopped(&x, &control, why);
       if (status == NPU_STATUS_OK) account(&x, &t, &in, trace, trace_capacity);
     }
     if (status == NPU_STATUS_OK) stats->instructions++;
   }
+  t_control = NULL;
+  if (control.watch_sigint) sigint_watch_end();
   if (x.pool) pool_stop(x.pool);
   for (int e = 0; e < NPU_ENGINE_COUNT; e++) {
     if (t.free_at[e] > stats->total_cycles) stats->total_cycles = t.free_at[e];

@@ -13,7 +13,9 @@
 
 /* Status values are iree_status_code_t values. */
 #define NPU_STATUS_OK 0
+#define NPU_STATUS_CANCELLED 1
 #define NPU_STATUS_INVALID_ARGUMENT 3
+#define NPU_STATUS_DEADLINE_EXCEEDED 4
 #define NPU_STATUS_RESOURCE_EXHAUSTED 8
 #define NPU_STATUS_OUT_OF_RANGE 11
 
@@ -68,6 +70,21 @@ typedef struct npu_trace_event_t {
   uint32_t index;
 } npu_trace_event_t;
 
+/* What may stop a run early. Long loops poll (a flag load per chunk of work, a clock
+ * read every STOP_CHECK_WORK units of work per thread), so a run stops within
+ * milliseconds of its deadline, a cancel or a SIGINT, worker threads included. */
+typedef struct npu_run_limits_t {
+  /* 0: no deadline. Else the run stops with NPU_STATUS_DEADLINE_EXCEEDED once this much
+   * CLOCK_MONOTONIC time has passed since npu_core_execute was called. */
+  uint64_t timeout_ns;
+  /* Nonzero: while the run executes, a SIGINT stops it with NPU_STATUS_CANCELLED. The
+   * core installs its own SIGINT handler for the duration (shared by concurrent runs),
+   * which calls the handler it replaced, so the host (Python's KeyboardInterrupt) still
+   * sees the signal; nothing is installed when SIGINT is ignored or has its default
+   * action. */
+  uint32_t stop_on_sigint;
+} npu_run_limits_t;
+
 typedef struct npu_core_t npu_core_t;
 
 /* Returns NULL if a parameter is zero or the SRAM cannot be allocated. The core splits
@@ -76,16 +93,25 @@ typedef struct npu_core_t npu_core_t;
 npu_core_t* npu_core_create(const npu_machine_config_t* config);
 void npu_core_destroy(npu_core_t* core);
 
+/* Stops the core's running execute (or the next one to start polling) with
+ * NPU_STATUS_CANCELLED; a run that starts after the call is not affected. Thread-safe
+ * and lock-free: callable from any thread while npu_core_execute runs. */
+void npu_core_cancel(npu_core_t* core);
+
 /* Runs `program` (program_bytes / 64 instruction records, ending with END).
  * `constants` are the dispatch's push constants (read by `fill` with flag push_constant).
  * Returns NPU_STATUS_OK, or a failure status with a message in `error` naming the
  * instruction index, opcode and offending range. `stats` is always written (partial
- * on failure); `trace` may be NULL. */
+ * on failure); `trace` may be NULL. `limits` may be NULL (no deadline, SIGINT not
+ * watched); a run stopped by them returns NPU_STATUS_DEADLINE_EXCEEDED or
+ * NPU_STATUS_CANCELLED with `error` naming the instruction it stopped at and the time it
+ * ran (SRAM and bindings then hold partial results). */
 int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_bytes,
                      const npu_binding_t* bindings, size_t binding_count,
                      const uint8_t* const_pool, size_t const_pool_bytes,
                      const uint32_t* constants, size_t constant_count,
-                     npu_stats_t* stats, npu_trace_event_t* trace,
-                     size_t trace_capacity, char* error, size_t error_capacity);
+                     const npu_run_limits_t* limits, npu_stats_t* stats,
+                     npu_trace_event_t* trace, size_t trace_capacity, char* error,
+                     size_t error_capacity);
 
 #endif /* NPU_CORE_H_ */

@@ -6,7 +6,19 @@ the dispatch's cycle-model statistics. Faults raise `StatusError` with the core'
 message (`instruction 7 (dma.load): DRAM range [1024, 9216) exceeds binding 1 length
 8192`): OUT_OF_RANGE for accesses outside a binding, the constant pool or SRAM,
 INVALID_ARGUMENT for malformed programs. docs/npu-architecture.md defines the semantics.
+
+Bounded runs: a run that takes longer than the core's `timeout_ms` of wall-clock time
+(default DEFAULT_DISPATCH_TIMEOUT_MS; 0: none) stops with DEADLINE_EXCEEDED; `cancel()`
+from another thread stops the running execute with CANCELLED. While SIGINT's Python
+handler is the default one (KeyboardInterrupt), a SIGINT also stops the run, within
+milliseconds and on every worker thread: the core installs its own SIGINT handler for
+the duration of the C call, which counts the signal and calls Python's, so the main
+thread still gets its KeyboardInterrupt (at once if it waits elsewhere, e.g. on a fence
+while the queue's worker runs the dispatch; right after the call returns if the
+dispatch runs inline on it, since cffi calls hold no GIL but Python runs signal
+handlers only between bytecodes of the main thread).
 """
+import signal
 import threading
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -19,7 +31,13 @@ from native._npu_core import ffi, lib
 ERROR_CAPACITY = 512
 ENGINE_NAMES = tuple(isa.ENGINE_NAMES[e] for e in (isa.Engine.DMA_IN, isa.Engine.DMA_OUT,
                                                   isa.Engine.MAC, isa.Engine.VECTOR))
+# No honest dispatch comes near it: the slowest dispatch of the real models
+# (tests/real_models, int8 included) takes about 25 ms here (docs/runtime.md).
+DEFAULT_DISPATCH_TIMEOUT_MS = 60_000
+
 _STATUS = {lib.NPU_STATUS_INVALID_ARGUMENT: StatusCode.INVALID_ARGUMENT,
+           lib.NPU_STATUS_CANCELLED: StatusCode.CANCELLED,
+           lib.NPU_STATUS_DEADLINE_EXCEEDED: StatusCode.DEADLINE_EXCEEDED,
            lib.NPU_STATUS_OUT_OF_RANGE: StatusCode.OUT_OF_RANGE,
            lib.NPU_STATUS_RESOURCE_EXHAUSTED: StatusCode.RESOURCE_EXHAUSTED}
 
@@ -70,10 +88,17 @@ def _config(machine: MachineConfig):
 
 
 class NpuCore:
-    """One simulated NPU core with its own SRAM. Thread-safe: executions serialize."""
+    """One simulated NPU core with its own SRAM. Thread-safe: executions serialize.
 
-    def __init__(self, machine: MachineConfig):
+    `timeout_ms`: the deadline of each execute in wall-clock milliseconds (0: none)."""
+
+    def __init__(self, machine: MachineConfig, timeout_ms: float = DEFAULT_DISPATCH_TIMEOUT_MS):
+        if not timeout_ms >= 0:
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"dispatch timeout must be a non-negative number of "
+                              f"milliseconds, got {timeout_ms}")
         self.machine = machine
+        self.timeout_ms = timeout_ms
         core = lib.npu_core_create(_config(machine))
         if core == ffi.NULL:
             raise StatusError(StatusCode.RESOURCE_EXHAUSTED,
@@ -82,6 +107,7 @@ class NpuCore:
         self._core = ffi.gc(core, lib.npu_core_destroy)
         self._lock = threading.Lock()
         self._stats = ffi.new("npu_stats_t*")
+        self._limits = ffi.new("npu_run_limits_t*")
         self._error = ffi.new("char[]", ERROR_CAPACITY)
         self._bindings = ffi.new("npu_binding_t[]", 8)
         self._trace = ffi.NULL
@@ -109,15 +135,29 @@ class NpuCore:
                 if trace_capacity > self._trace_capacity:
                     self._trace = ffi.new("npu_trace_event_t[]", trace_capacity)
                     self._trace_capacity = trace_capacity
+            self._limits.timeout_ns = round(self.timeout_ms * 1e6)
+            self._limits.stop_on_sigint = \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler
             status = lib.npu_core_execute(
                 self._core, program_buf, len(program_buf), self._bindings, len(buffers),
-                pool_buf, len(const_pool), constants_buf, len(constants), self._stats,
+                pool_buf, len(const_pool), constants_buf, len(constants), self._limits,
+                self._stats,
                 self._trace if trace else ffi.NULL, trace_capacity, self._error,
                 ERROR_CAPACITY)
             if status != lib.NPU_STATUS_OK:
                 message = ffi.string(self._error).decode("utf-8", "replace")
+                if status == lib.NPU_STATUS_DEADLINE_EXCEEDED:
+                    error = StatusError(StatusCode.DEADLINE_EXCEEDED,
+                                        f"deadline of {self.timeout_ms:g} ms exceeded; {message}")
+                    error.stopped_at = message      # for the device's message
+                    raise error
                 raise StatusError(_STATUS.get(status, StatusCode.INTERNAL), message)
             return self._collect(trace)
+
+    def cancel(self) -> None:
+        """Stops the running execute, if any, with CANCELLED (from any thread; the
+        execute holds the lock, this does not take it)."""
+        lib.npu_core_cancel(self._core)
 
     @staticmethod
     def _writable(buffer, index: int):
