@@ -11,8 +11,8 @@ BARRIER aligns every engine to the latest; END ends the program at the latest en
 """
 from dataclasses import dataclass, field
 
-from .isa import (DTYPE_BYTES, ENGINE_NAMES, OPCODES, TRANSCENDENTAL, DType, Engine,
-                  unpack_pair)
+from .isa import (DTYPE_BYTES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES, MACS_PER_SRAM_BYTE,
+                  OPCODES, TRANSCENDENTAL, DType, Engine, unpack_pair)
 from .machine import MachineConfig
 
 
@@ -96,6 +96,30 @@ def instruction_macs(opcode: int, a) -> int:
         kh, kw = unpack_pair(a[8])
         return a[3] * a[6] * a[7] * kh * kw
     return 0
+
+
+# Work, the simulator's (host) effort an instruction costs, not simulated cycles: its MACs,
+# or its elements (window taps for vpool) times ELEMENT_WORK, the ratio of the two
+# per-instruction caps (isa.MACS_PER_SRAM_BYTE / isa.ELEMENTS_PER_SRAM_BYTE), so an
+# instruction at either cap is the same work. The native core polls its deadline in the
+# same units.
+ELEMENT_WORK = MACS_PER_SRAM_BYTE // ELEMENTS_PER_SRAM_BYTE
+# A program does at most this much work per byte of the machine's SRAM: 16 instructions
+# at the per-instruction cap (6.9e10 at 2 MiB). The largest dispatch our compiler emits
+# for the real models of tests/real_models (f32 and int8) does 1.2e9, 57 times less
+# (docs/npu-architecture.md "Static rules").
+PROGRAM_WORK_PER_SRAM_BYTE = 16 * MACS_PER_SRAM_BYTE
+
+
+def instruction_work(opcode: int, a) -> int:
+    """The instruction's work: its MACs, else ELEMENT_WORK per element (0 for control)."""
+    macs = instruction_macs(opcode, a)
+    return macs if macs else ELEMENT_WORK * instruction_elements(opcode, a)
+
+
+def program_work_limit(m: MachineConfig) -> int:
+    """The most work one program may do (the verifier refuses more)."""
+    return PROGRAM_WORK_PER_SRAM_BYTE * m.sram_bytes
 
 
 @dataclass

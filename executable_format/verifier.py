@@ -8,7 +8,8 @@ Failures raise FormatError("npu-fb verification failed: <where>: <what>").
 """
 import numpy as np
 
-from .cost import instruction_elements, instruction_macs
+from .cost import (ELEMENT_WORK, PROGRAM_WORK_PER_SRAM_BYTE, instruction_elements,
+                   instruction_macs, program_work_limit)
 from .errors import FormatError, excerpt
 from .generated import npu_executable_generated as fb
 from .isa import (CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES,
@@ -163,6 +164,7 @@ def _check_program(where: str, instructions: bytes, limits: _Limits) -> None:
                           f"multiple of {INSTRUCTION_BYTES}")
     records = np.frombuffer(instructions, dtype=INSTRUCTION_DTYPE)
     semaphores = _Semaphores(limits.machine.semaphores)
+    work = 0
     last = len(records) - 1
     for index, (opcode, dtype, flags, a) in enumerate(zip(
             records["opcode"].tolist(), records["dtype"].tolist(),
@@ -172,17 +174,23 @@ def _check_program(where: str, instructions: bytes, limits: _Limits) -> None:
             raise FormatError(f"{at}: unknown opcode {opcode}")
         at = f"{at} ({OPCODES[opcode].name})"
         try:
-            _check_instruction(opcode, dtype, flags, a, limits, semaphores)
+            work += _check_instruction(opcode, dtype, flags, a, limits, semaphores)
             if OPCODES[opcode].name == "end" and index != last:
                 raise FormatError("end must be the last instruction only")
         except FormatError as error:
             raise FormatError(f"{at}: {error}") from None
     if OPCODES[records["opcode"][last]].name != "end":
         raise FormatError(f"{where} program does not end with end")
+    limit = program_work_limit(limits.machine)
+    if work > limit:
+        raise FormatError(f"{where} program work {work} exceeds the per-program limit {limit} "
+                          f"(MACs + {ELEMENT_WORK} x elements; {PROGRAM_WORK_PER_SRAM_BYTE} "
+                          f"per SRAM byte)")
 
 
 def _check_instruction(opcode: int, dtype: int, flags: int, a: list[int], limits: _Limits,
-                       semaphores: "_Semaphores") -> None:
+                       semaphores: "_Semaphores") -> int:
+    """Checks one instruction; returns its work (cost.instruction_work)."""
     info = OPCODES[opcode]
     if dtype not in DTYPE_NAMES:
         raise FormatError(f"unknown dtype {dtype}")
@@ -207,15 +215,17 @@ def _check_instruction(opcode: int, dtype: int, flags: int, a: list[int], limits
         semaphores.signal(fields["engine"], fields["sem"])
     elif info.name == "wait":
         semaphores.wait(fields["engine"], fields["sem"], fields["value"])
-    _check_work(opcode, a, limits.machine)
+    work = _check_work(opcode, a, limits.machine)
     accesses = instruction_accesses(opcode, dtype, flags, a)
     for access in accesses:
         _check_access(access, limits)
     if info.engine == Engine.MAC:
         _check_output_disjoint(accesses)
+    return work
 
 
-def _check_work(opcode: int, a: list[int], machine: MachineConfig) -> None:
+def _check_work(opcode: int, a: list[int], machine: MachineConfig) -> int:
+    """The per-instruction cap; returns the instruction's work (cost.instruction_work)."""
     macs = instruction_macs(opcode, a)
     work, what, per_byte = ((macs, "MACs", MACS_PER_SRAM_BYTE) if macs else
                             (instruction_elements(opcode, a), "elements", ELEMENTS_PER_SRAM_BYTE))
@@ -223,6 +233,7 @@ def _check_work(opcode: int, a: list[int], machine: MachineConfig) -> None:
     if work > limit:
         raise FormatError(f"{work} {what} exceed the per-instruction limit {limit} "
                           f"({per_byte} per SRAM byte)")
+    return macs if macs else ELEMENT_WORK * work
 
 
 def _check_output_disjoint(accesses: list[Access]) -> None:
