@@ -23,6 +23,7 @@ from compiler_target.errors import CompileError, writing
 from compiler_target.executable_sources import executables, stub_for_npu, symbol_name
 from compiler_target.hal_binaries import install_npu_binaries, select_npu_device
 from compiler_target.options import SURROGATE_TARGET_FLAGS, CompileOptions
+from compiler_target.probe_constants import probe_constants
 from compiler_target.stock_compiler import (
     StockCompiler, ir_text, phase_index, set_process_global_flags, split_session_flags, vmfb_bytes)
 from compiler_target.task_graph import dispatch_sites
@@ -31,10 +32,10 @@ SPLIT_PHASE = "executable-sources"  # where the code generator sees each dispatc
 SWAP_PHASE = "hal"                  # where binaries and device queries are rewritten
 
 
-def plan_dispatch(index: int, executable, machine) -> DispatchPlan:
+def plan_dispatch(index: int, executable, machine, probe_constants=None) -> DispatchPlan:
     """The code generator's decision for one `hal.executable` (tests substitute this)."""
     from compiler_target import codegen
-    return codegen.plan_dispatch(index, executable, machine)
+    return codegen.plan_dispatch(index, executable, machine, probe_constants)
 
 
 def build_machine(overrides: dict[str, str]):
@@ -146,9 +147,11 @@ def _plan_all(module, machine, fallback: str) -> dict[str, DispatchPlan]:
     """One plan per hal.executable, keyed by executable symbol, in export order. The code
     generator runs with the session's context (and an unknown location) as default."""
     plans = {}
+    probes = probe_constants(module)
     for index, executable in enumerate(executables(module)):
         with module.context, ir.Location.unknown():
-            plan = plan_dispatch(index, executable.operation, machine)
+            plan = plan_dispatch(index, executable.operation, machine,
+                                 probe_constants=probes.get(symbol_name(executable)))
         if plan.target == "npu" and not plan.npu_fb:
             raise CompileError(f"dispatch #{index} {plan.name}: npu plan without npu-fb bytes")
         if plan.target != "npu" and fallback == "error":

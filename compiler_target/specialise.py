@@ -25,7 +25,7 @@ def specialise_npu_fb(source: str, constants: dict[int, int], machine: MachineCo
     ({ordinal: u32 value}) fixing its extents."""
     context = ir.Context()
     try:
-        module = specialised(source, context, constants=constants)
+        module = specialised(source, context, constants)
         plan = _plan_static(0, executable_of(module), machine)
     except NotSupported as error:
         raise SpecialisationError(f"not supported on npu: {error}") from None

@@ -3,47 +3,52 @@ the executable-sources phase: analyse (analyse.py) -> legalize (legalize.py) -> 
 tile, schedule, emit (backend.compile_op). Dispatches that stop before lowering, or that
 lowering refuses, keep their host (llvm-cpu) binary with the reason in the plan.
 
-A dispatch with dynamic extents is planned at probe extents (PROBE_EXTENT for each
-workload extent); when that plan runs on the NPU, the dispatch becomes a parametric
-npu-fb export that npu-sim specialises for the extents of each call
-(dynamic_extents.py, compiler_target/specialise.py)."""
+A dispatch with dynamic extents is planned at the push constants a probe input gives it
+(compiler_target/probe_constants.py); when that plan runs on the NPU, the dispatch
+becomes a parametric npu-fb export that npu-sim specialises for the extents of each
+call (dynamic_extents.py, compiler_target/specialise.py)."""
 from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
 
 from ..dispatch_plan import DispatchPlan
 from .analysis import Analysis, NotSupported, analyse
-from .dynamic_extents import executable_of, extent_constants, specialised, workload_extents
+from .dynamic_extents import executable_of, extent_constants, specialised
 from .legalize import legalize
 
-PROBE_EXTENT = 64      # each dynamic extent, when deciding npu or host at compile time
 
-
-def plan_dispatch(index: int, executable_op, machine) -> DispatchPlan:
+def plan_dispatch(index: int, executable_op, machine,
+                  probe_constants: list[int | None] | None = None) -> DispatchPlan:
+    """`probe_constants`: the dispatch's push constants for a probe input, which a
+    dispatch with dynamic extents is planned at."""
     dims = extent_constants(executable_op)
     if dims:
-        return _plan_parametric(index, executable_op, machine, dims)
+        return _plan_parametric(index, executable_op, machine, dims, probe_constants)
     return _plan_static(index, executable_op, machine)
 
 
-def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...]) -> DispatchPlan:
-    """The plan of a dispatch with dynamic extents: its plan at the probe extents, with
-    a parametric npu-fb (source and extent constants) when that plan runs on the NPU."""
+def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
+                     probe: list[int | None] | None) -> DispatchPlan:
+    """The plan of a dispatch with dynamic extents: its plan at the probe constants,
+    with a parametric npu-fb (source and extent constants) when that plan runs on the
+    NPU."""
     analysis = analyse(executable_op)
     source = str(executable_op)
-    probe = {k: PROBE_EXTENT for k in range(workload_extents(executable_op))}
+    extents = ", ".join(f"pc{k}" for k in dims)
     try:
-        module = specialised(source, executable_op.context, workloads=probe)
+        if probe is None or any(k >= len(probe) or probe[k] is None for k in dims):
+            raise NotSupported(f"dynamic extents ({extents}) the host program computes in a "
+                               "way the npu target cannot evaluate at compile time")
+        module = specialised(source, executable_op.context, {k: probe[k] for k in dims})
         plan = _plan_static(index, executable_of(module), machine)
     except NotSupported as error:
         plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,
                             target="host", reason=f"not supported on npu: {error}")
     plan.summary = analysis.summary
     plan.task = task_of(analysis)
-    extents = ", ".join(f"pc{k}" for k in dims)
     if plan.target != "npu":
-        plan.reason = f"{plan.reason} (at probe extents {PROBE_EXTENT} of dynamic {extents})"
         return plan
-    plan.detail = (f"dynamic extents from {extents}, specialised at dispatch time; "
-                   f"at probe extents {PROBE_EXTENT}: {plan.detail}")
+    probe_text = ", ".join(f"pc{k}={probe[k]}" for k in dims)
+    plan.detail = (f"dynamic extents, specialised at dispatch time; at the probe input's "
+                   f"{probe_text}: {plan.detail}")
     plan.npu_fb = parametric_npu_fb(analysis, source, dims, machine)
     plan.macs = 0          # unknown until the extents are: npu-sim counts them per call
     return plan

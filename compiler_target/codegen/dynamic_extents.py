@@ -23,52 +23,73 @@ CANONICALIZE = ("builtin.module(hal.executable(hal.executable.variant("
 # A dispatch tensor type with its dynamic extents: `...tensor<?x64xf32>>{%c100}`.
 _DYNAMIC_TENSOR = re.compile(r"(!iree_tensor_ext\.dispatch\.tensor<\w+:tensor<)([^>]*)>>\{([^}]*)\}")
 _INDEX_CONSTANT = re.compile(r"%c(\d+)(?:_\d+)?")
+# Integer ops IREE combines and casts push constants with before using them.
+# A high word (shifted left) counts as computation: it is specialised (to the 0 it
+# always is for an offset), so the offset reads as its low word alone.
+_PLUMBING = ("arith.extui", "arith.ori", "arith.index_cast", "arith.index_castui")
 
 
 def extent_constants(executable_op) -> tuple[int, ...]:
-    """The push constant ordinals the dispatch's dynamic extents are computed from,
-    ascending; () for a static dispatch."""
+    """The push constant ordinals the dispatch's computation depends on other than as
+    binding offsets (binding views handle those), ascending: its dynamic extents and
+    what IREE computes from them (a mean's element count). () for a static dispatch."""
     ordinals = set()
     for op in _function_ops(executable_op):
-        if op.name == "hal.interface.binding.subspan":
-            segments = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])
-            offset_count = segments[0]
-            for dim in list(op.operands)[offset_count:]:
-                ordinals |= _constant_loads_feeding(dim)
+        if op.name == "hal.interface.constant.load" and _feeds_computation(op.results[0]):
+            ordinals.add(ir.IntegerAttr(op.attributes["ordinal"]).value)
     return tuple(sorted(ordinals))
 
 
-def workload_extents(executable_op) -> int:
-    """How many `dispatch.workload.ordinal` extents the dispatch has."""
-    return sum(op.name == "iree_tensor_ext.dispatch.workload.ordinal"
-               for op in _function_ops(executable_op))
+def _feeds_computation(value) -> bool:
+    """Whether `value` reaches anything but binding subspan offsets, through the
+    integer plumbing that combines and casts push constants."""
+    pending, seen = [value], set()
+    while pending:
+        for use in pending.pop().uses:
+            owner = use.owner
+            if owner.name == "hal.interface.binding.subspan":
+                offsets = ir.DenseI32ArrayAttr(owner.attributes["operandSegmentSizes"])[0]
+                if use.operand_number >= offsets:
+                    return True
+            elif owner.name == "util.assume.int":
+                pending.append(owner.results[use.operand_number])
+            elif owner.name in _PLUMBING:
+                if owner not in seen:
+                    seen.add(owner)
+                    pending.extend(owner.results)
+            else:
+                return True
+    return False
 
 
-def specialised(source: str, context, constants: dict[int, int] | None = None,
-                workloads: dict[int, int] | None = None):
-    """A module holding the `hal.executable` of `source` with its extents fixed: push
-    constants by ordinal (`constants`, u32 values as pushed) or workload ordinals by
-    position (`workloads`, index values). Raises NotSupported when an extent stays
-    dynamic. The executable is `executable_of(module)`, valid while the module lives."""
+def specialised(source: str, context, constants: dict[int, int]):
+    """A module holding the `hal.executable` of `source` with the push constants
+    `constants` ({ordinal: u32 value as pushed}) substituted and folded. Raises
+    NotSupported when an extent stays dynamic or the values contradict the dispatch.
+    The executable is `executable_of(module)`, valid while the module lives."""
     module = ir.Module.parse(source, context)
     with context, ir.Location.unknown():
         for op in list(_function_ops(executable_of(module))):
-            if op.name == "hal.interface.constant.load" and constants is not None:
+            if op.name == "hal.interface.constant.load":
                 ordinal = ir.IntegerAttr(op.attributes["ordinal"]).value
                 if ordinal in constants:
                     _replace_with_constant(op, _signed_i32(constants[ordinal]))
-            elif (op.name == "iree_tensor_ext.dispatch.workload.ordinal"
-                  and workloads is not None):
-                position = ir.IntegerAttr(op.attributes["ordinal"]).value
-                if position in workloads:
-                    _replace_with_constant(op, workloads[position])
-        passmanager.PassManager.parse(CANONICALIZE).run(module.operation)
-        text = _DYNAMIC_TENSOR.sub(_static_tensor_type, str(module))
-        return ir.Module.parse(text, context)
+        try:
+            passmanager.PassManager.parse(CANONICALIZE).run(module.operation)
+            text = _DYNAMIC_TENSOR.sub(_static_tensor_type, str(module))
+            return ir.Module.parse(text, context)
+        except ir.MLIRError as error:      # e.g. extents a linalg op's maps contradict
+            raise NotSupported(f"the dispatch is invalid at these extents: "
+                               f"{_first_diagnostic(error)}") from None
 
 
 def executable_of(module):
     return module.body.operations[0].operation
+
+
+def _first_diagnostic(error) -> str:
+    diagnostics = getattr(error, "error_diagnostics", None)
+    return diagnostics[0].message if diagnostics else str(error).splitlines()[0]
 
 
 def _function_ops(executable_op):
@@ -85,24 +106,6 @@ def _walk(op):
             for inner in block.operations:
                 yield inner.operation
                 yield from _walk(inner.operation)
-
-
-def _constant_loads_feeding(value) -> set[int]:
-    """Ordinals of the push constant loads in the backward slice of `value`."""
-    ordinals, pending, seen = set(), [value], set()
-    while pending:
-        owner = pending.pop().owner
-        if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
-            owner = owner.operation
-        if not isinstance(owner, ir.Operation):     # a block argument
-            continue
-        if owner in seen:
-            continue
-        seen.add(owner)
-        if owner.name == "hal.interface.constant.load":
-            ordinals.add(ir.IntegerAttr(owner.attributes["ordinal"]).value)
-        pending.extend(owner.operands)
-    return ordinals
 
 
 def _replace_with_constant(op, value: int) -> None:

@@ -74,7 +74,7 @@ def test_seed_conv_reaches_codegen_as_a_convolution_generic(planner, seed_onnx, 
     planner("host")
     seen = []
 
-    def recording_plan(index, executable, machine):
+    def recording_plan(index, executable, machine, probe_constants=None):
         seen.append(str(executable))
         return planners.host_plan(index, executable, machine)
 

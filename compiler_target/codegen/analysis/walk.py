@@ -31,7 +31,9 @@ from .values import Compare, Empty, Padded, PushConstant, Result, Scalar, View
 
 NUMPY_FLOATS = {"f32": np.float32, "f16": np.float16}
 IGNORED_OPS = {"func.return", "arith.constant"}
-PASS_THROUGH = {"arith.index_cast", "arith.index_castui"}   # index casts of push constants
+# Casts of a push constant that keep its value: index casts, and the zero extension of
+# a dynamic dispatch's offset word (its high word is specialised to 0 and folded away).
+PASS_THROUGH = {"arith.index_cast", "arith.index_castui", "arith.extui"}
 
 
 @dataclass
@@ -99,7 +101,7 @@ class Walk:
             self.values[op.results[0]] = constant(op)
         elif kind == "hal.interface.constant.load":
             self.values[op.results[0]] = PushConstant(ir.IntegerAttr(op.attributes["ordinal"]).value)
-        elif kind in PASS_THROUGH and op.operands[0] in self.values:
+        elif kind in PASS_THROUGH and isinstance(self.values.get(op.operands[0]), PushConstant):
             self.values[op.results[0]] = self.values[op.operands[0]]
         elif kind == "iree_tensor_ext.dispatch.workload.ordinal":
             self.values[op.results[0]] = self.values.get(op.operands[0])
