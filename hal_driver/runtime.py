@@ -101,9 +101,13 @@ class ModuleFunction:
         if self.is_async:
             signal = Fence([(device.create_semaphore(0), 1)])
             values = list(values) + [None, signal]
-        results = self.bound.context.invoke(self.vm_function, list(values))
-        if signal is not None:
-            signal.wait()
+        device.deadline_failure = None
+        try:
+            results = self.bound.context.invoke(self.vm_function, list(values))
+            if signal is not None:
+                signal.wait()
+        except StatusError as status:
+            raise _with_deadline_failure(device, status) from None
         self.bound.last_call_stats = self.bound.stats_since(before, time.perf_counter() - start)
         return list(results)
 
@@ -117,6 +121,18 @@ class ModuleFunction:
     @staticmethod
     def _from_vm(device: Device, value):
         return array_from_buffer_view(device, value) if isinstance(value, BufferView) else value
+
+
+def _with_deadline_failure(device: Device, status: StatusError) -> StatusError:
+    """A dispatch stopped at its deadline fails its fences with DEADLINE_EXCEEDED, which
+    hal.fence.await reports as a timeout (as IREE's hal module does), so the program fails
+    with `DEADLINE_EXCEEDED; failed to wait on timepoint`: the device's record of the
+    dispatch (export, deadline, where it stopped) is put in front."""
+    failure = device.deadline_failure
+    if status.code != StatusCode.DEADLINE_EXCEEDED or failure is None or \
+            failure.message in status.message:
+        return status
+    return StatusError(status.code, f"{failure.message}; {status.message}")
 
 
 class BoundModule:
@@ -168,23 +184,35 @@ class BoundModule:
         self.device.close()
 
 
+def _npu_sim_device(driver: str, machine, trace: bool, dispatch_timeout_ms) -> Device:
+    device = create_device(driver, machine=machine, trace=trace)
+    if dispatch_timeout_ms is not None:
+        try:
+            device.dispatch_timeout_ms = dispatch_timeout_ms
+        except StatusError:
+            device.close()
+            raise
+    return device
+
+
 def load_vm_flatbuffer(data: bytes, driver: str = DRIVER_NAME, *, machine=None,
-                       trace: bool = False):
+                       trace: bool = False, dispatch_timeout_ms=None):
     """Loads a .vmfb from memory on `npu-sim` (or an `npu-sim://` device URI); other
-    drivers go to the stock iree.runtime."""
+    drivers go to the stock iree.runtime. `dispatch_timeout_ms`: the deadline of each NPU
+    dispatch (None: the default, 60 s; 0: none), as --npu_sim_dispatch_timeout_ms."""
     if not is_npu_sim_uri(driver):
         import iree.runtime
         return iree.runtime.load_vm_flatbuffer(data, driver=driver)
     from hal_driver.vm import BytecodeModule
     return BoundModule(BytecodeModule.from_bytes(data),
-                       create_device(driver, machine=machine, trace=trace))
+                       _npu_sim_device(driver, machine, trace, dispatch_timeout_ms))
 
 
 def load_vm_flatbuffer_file(path: str, driver: str = DRIVER_NAME, *, machine=None,
-                            trace: bool = False):
+                            trace: bool = False, dispatch_timeout_ms=None):
     if not is_npu_sim_uri(driver):
         import iree.runtime
         return iree.runtime.load_vm_flatbuffer_file(path, driver=driver)
     from hal_driver.vm import BytecodeModule
     return BoundModule(BytecodeModule.from_file(path),
-                       create_device(driver, machine=machine, trace=trace))
+                       _npu_sim_device(driver, machine, trace, dispatch_timeout_ms))

@@ -3,7 +3,8 @@
 Owns the DRAM allocator, the executable cache, one in-order queue and the NPU core.
 Queue operations take wait and signal timepoint lists (from fences) and run on the
 queue's worker thread; dispatches of npu-fb executables run on the simulated NPU
-core, host formats on the CPU as host fallback.
+core, host formats on the CPU as host fallback. An NPU dispatch that runs longer than
+`dispatch_timeout_ms` (wall clock; 0: no deadline) fails with DEADLINE_EXCEEDED.
 """
 import fnmatch
 import threading
@@ -31,8 +32,9 @@ DEVICE_ID = "npu-sim"
 class Device(VmRef):
     vm_type = "hal.device"
 
-    def __init__(self, machine=None, trace: bool = False):
+    def __init__(self, machine=None, trace: bool = False, dispatch_timeout_ms=None):
         from executable_format.machine import DEFAULT_MACHINE
+        from hal_driver.device.npu_core import DEFAULT_DISPATCH_TIMEOUT_MS
         self.id = DEVICE_ID
         self.machine = machine or DEFAULT_MACHINE
         self.allocator = Allocator()
@@ -43,6 +45,28 @@ class Device(VmRef):
         self._closer = weakref.finalize(self, self.queue.close)   # stop the worker with us
         self._core = None
         self._core_lock = threading.Lock()
+        self._dispatch_timeout_ms = DEFAULT_DISPATCH_TIMEOUT_MS
+        # The failure of the last dispatch stopped at its deadline: hal.fence.await turns
+        # a fence failed with DEADLINE_EXCEEDED into a timeout code, which loses it.
+        self.deadline_failure = None
+        if dispatch_timeout_ms is not None:
+            self.dispatch_timeout_ms = dispatch_timeout_ms
+
+    @property
+    def dispatch_timeout_ms(self) -> float:
+        """The deadline of each NPU dispatch in wall-clock milliseconds (0: none)."""
+        return self._dispatch_timeout_ms
+
+    @dispatch_timeout_ms.setter
+    def dispatch_timeout_ms(self, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"dispatch timeout must be a non-negative number of "
+                              f"milliseconds, got {value!r}")
+        with self._core_lock:
+            self._dispatch_timeout_ms = value
+            if self._core is not None:
+                self._core.timeout_ms = value
 
     def close(self) -> None:
         self._closer()
@@ -76,14 +100,25 @@ class Device(VmRef):
         with self._core_lock:
             if self._core is None:
                 from hal_driver.device.npu_core import NpuCore
-                self._core = NpuCore(self.machine)
+                self._core = NpuCore(self.machine, timeout_ms=self._dispatch_timeout_ms)
             return self._core
 
     def dispatch(self, executable, ordinal: int, workgroup_count, constants: Sequence[int],
                  bindings: Sequence[Buffer]) -> None:
         if isinstance(executable, NpuExecutable):
-            stats = executable.run(self.core, ordinal, constants, bindings,
-                                   trace=self.trace is not None)
+            try:
+                stats = executable.run(self.core, ordinal, constants, bindings,
+                                       trace=self.trace is not None)
+            except StatusError as status:
+                if status.code != StatusCode.DEADLINE_EXCEEDED:
+                    raise
+                failure = StatusError(status.code, f"npu-sim dispatch of export "
+                                      f"'{excerpt(executable.export_names[ordinal])}' exceeded "
+                                      f"its deadline of {self._dispatch_timeout_ms:g} ms "
+                                      f"(--npu_sim_dispatch_timeout_ms); "
+                                      f"{getattr(status, 'stopped_at', status.message)}")
+                self.deadline_failure = failure     # for runtime.ModuleFunction's message
+                raise failure from None
             self.statistics.record_npu_dispatch(executable.export_names[ordinal], stats)
             if self.trace is not None:
                 self.trace.add_dispatch(executable.export_names[ordinal], stats)

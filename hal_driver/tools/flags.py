@@ -10,6 +10,20 @@ from hal_driver.device.driver import is_npu_sim_uri
 from hal_driver.status import StatusCode, StatusError
 
 MACHINE_PREFIX = "npu_sim_machine_"
+# --npu_sim_dispatch_timeout_ms=N: the wall-clock deadline of each NPU dispatch in
+# milliseconds (0: none); a dispatch that runs longer fails with DEADLINE_EXCEEDED.
+DISPATCH_TIMEOUT_FLAG = "npu_sim_dispatch_timeout_ms"
+
+
+def device_flags() -> dict:
+    """The npu-sim device flags of the tools, {name: default}; `apply_device_flags` hands
+    their values to a device."""
+    from hal_driver.device.npu_core import DEFAULT_DISPATCH_TIMEOUT_MS
+    return {DISPATCH_TIMEOUT_FLAG: DEFAULT_DISPATCH_TIMEOUT_MS}
+
+
+def apply_device_flags(device, flags: "Flags") -> None:
+    device.dispatch_timeout_ms = getattr(flags, DISPATCH_TIMEOUT_FLAG)
 
 
 def flag_values(argv: list[str], name: str) -> list[str]:

@@ -2,10 +2,16 @@
 flags and output; any other device execs the stock `iree-run-module` unchanged.
 
 Extra flags: `--npu_sim_machine_<param>=V` (machine overrides), `--npu_sim_trace=FILE.json`
-(Chrome trace of NPU dispatches), `--npu_sim_stats` (dispatch and cycle counts on stderr).
+(Chrome trace of NPU dispatches), `--npu_sim_stats` (dispatch and cycle counts on stderr),
+`--npu_sim_dispatch_timeout_ms=N` (wall-clock deadline of each NPU dispatch, 0: none;
+past it the dispatch fails with DEADLINE_EXCEEDED).
+
+Ctrl-C (SIGINT) stops a running NPU dispatch within milliseconds and ends the process as
+it ends the stock tool: killed by SIGINT (exit status 130 in a shell), no traceback.
 """
 import gc
 import os
+import signal
 import subprocess
 import sys
 
@@ -15,8 +21,9 @@ from hal_driver.runtime import BoundModule, buffer_view_from_array
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.tools.buffer_view_text import HostTensor
 from hal_driver.tools.comparison import Tolerance, compare_results
-from hal_driver.tools.flags import (Flags, exec_stock_tool, expand_flagfiles, flag_values,
-                                    machine_from_overrides, stock_tool_path, wants_npu_sim)
+from hal_driver.tools.flags import (Flags, apply_device_flags, device_flags, exec_stock_tool,
+                                    expand_flagfiles, flag_values, machine_from_overrides,
+                                    stock_tool_path, wants_npu_sim)
 from hal_driver.tools.function_io import parse_inputs, print_results, to_host, write_outputs
 from hal_driver.tools.parameters import needs_parameters, parameters_module
 
@@ -27,7 +34,7 @@ FLAGS = {
     "equality_mode": "approximate", "expected_f16_threshold": 0.001,
     "expected_f32_threshold": 0.0001, "expected_f64_threshold": 0.0001,
     "expected_bf16_threshold": 0.01, "expected_rtol": 1e-5,
-    "npu_sim_trace": "", "npu_sim_stats": False,
+    "npu_sim_trace": "", "npu_sim_stats": False, **device_flags(),
 }
 
 
@@ -56,8 +63,25 @@ def main(argv: list[str] | None = None) -> int:
         return run(Flags(argv, FLAGS))
     except StatusError as status:
         return report(status)
+    except KeyboardInterrupt:
+        return exit_interrupted()
     except Exception as error:   # a bug of ours: still one line, never a traceback
         return report(StatusError(StatusCode.INTERNAL, f"{type(error).__name__}: {error}"))
+
+
+def exit_interrupted() -> int:
+    """Ctrl-C: the stock tool has no SIGINT handler, so it dies by the signal (a shell
+    reports 130). Do the same once the device is closed (the running dispatch stopped at
+    the signal): flush what was printed, restore the default action and re-raise it. No
+    traceback, no further output."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    return 128 + signal.SIGINT      # only if SIGINT is blocked
 
 
 def print_help() -> int:
@@ -139,6 +163,7 @@ def run(flags: Flags) -> int:
     device = create_device(flags.device[0], machine=machine_from_overrides(flags.machine_overrides),
                            trace=bool(flags.npu_sim_trace))
     try:
+        apply_device_flags(device, flags)
         try:
             bound = load_program(flags, device)
             function = choose_function(bound, flags.function)
