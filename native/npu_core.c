@@ -154,12 +154,14 @@ static inline bool stopping_elements(size_t elements) {
   return stopping(ELEMENT_WORK * elements);
 }
 
-/* SIGINT: runs that watch it share one handler, installed by the first and removed by
- * the last. It counts the signal and calls the handler it replaced (Python's, which
- * raises KeyboardInterrupt in the main thread). g_sigint_previous is written only while
- * our handler is not installed. */
+/* SIGINT: the first run that watches it installs the core's handler, which stays: it
+ * counts the signal and calls the handler it replaced (Python's, which raises
+ * KeyboardInterrupt in the main thread), so outside runs it changes nothing. Each
+ * watching run checks that it is still installed (one sigaction query: whoever sets
+ * another handler, e.g. Python's signal.signal, replaces it, and the next watching run
+ * installs it again over the new one). g_sigint_previous is written only while the
+ * handler is not installed. */
 static pthread_mutex_t g_sigint_lock = PTHREAD_MUTEX_INITIALIZER;
-static size_t g_sigint_runs;
 static struct sigaction g_sigint_previous;
 
 static void on_sigint(int sig, siginfo_t* info, void* context) {
@@ -172,44 +174,27 @@ static void on_sigint(int sig, siginfo_t* info, void* context) {
   }
 }
 
-static bool is_ours(const struct sigaction* action) {
-  return (action->sa_flags & SA_SIGINFO) && action->sa_sigaction == on_sigint;
-}
-
-/* Starts watching SIGINT for a run; false (not watched) when SIGINT is ignored or has
- * its default action, or the handler cannot be installed. */
-static bool sigint_watch_begin(uint64_t* sigints) {
+/* Starts watching SIGINT for a run: the SIGINT count now, and whether the handler is
+ * installed (not when SIGINT is ignored or has its default action). */
+static bool sigint_watch(uint64_t* sigints) {
   bool watched = false;
+  struct sigaction current;
   pthread_mutex_lock(&g_sigint_lock);
   *sigints = atomic_load(&g_sigints);
-  struct sigaction current;
-  if (g_sigint_runs > 0) {
-    watched = true;
-  } else if (sigaction(SIGINT, NULL, &current) == 0 && !is_ours(&current) &&
-             ((current.sa_flags & SA_SIGINFO) ||
-              (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN))) {
-    struct sigaction ours = current;         /* its mask and flags (SA_ONSTACK...) */
-    ours.sa_flags |= SA_SIGINFO;
-    ours.sa_sigaction = on_sigint;
-    g_sigint_previous = current;
-    watched = sigaction(SIGINT, &ours, NULL) == 0;
-  }
-  if (watched) g_sigint_runs++;
-  pthread_mutex_unlock(&g_sigint_lock);
-  return watched;
-}
-
-/* Restores the replaced handler after the last watching run, unless someone else has
- * installed another meanwhile. */
-static void sigint_watch_end(void) {
-  pthread_mutex_lock(&g_sigint_lock);
-  if (--g_sigint_runs == 0) {
-    struct sigaction current;
-    if (sigaction(SIGINT, NULL, &current) == 0 && is_ours(&current)) {
-      sigaction(SIGINT, &g_sigint_previous, NULL);
+  if (sigaction(SIGINT, NULL, &current) == 0) {
+    if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_sigint) {
+      watched = true;
+    } else if ((current.sa_flags & SA_SIGINFO) ||
+               (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN)) {
+      struct sigaction ours = current;         /* its mask and flags (SA_ONSTACK...) */
+      ours.sa_flags |= SA_SIGINFO;
+      ours.sa_sigaction = on_sigint;
+      g_sigint_previous = current;
+      watched = sigaction(SIGINT, &ours, NULL) == 0;
     }
   }
   pthread_mutex_unlock(&g_sigint_lock);
+  return watched;
 }
 
 /* ---- float conversions (round to nearest even) -------------------------- */
@@ -2099,7 +2084,7 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
   timeline_t t = {{0}};
   int status = NPU_STATUS_OK;
   if (limits && limits->stop_on_sigint) {
-    control.watch_sigint = sigint_watch_begin(&control.sigints_at_start);
+    control.watch_sigint = sigint_watch(&control.sigints_at_start);
   }
   t_control = &control;
   t_work = 0;
@@ -2122,7 +2107,6 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
     if (status == NPU_STATUS_OK) stats->instructions++;
   }
   t_control = NULL;
-  if (control.watch_sigint) sigint_watch_end();
   if (x.pool) pool_stop(x.pool);
   for (int e = 0; e < NPU_ENGINE_COUNT; e++) {
     if (t.free_at[e] > stats->total_cycles) stats->total_cycles = t.free_at[e];

@@ -78,10 +78,9 @@ typedef struct npu_run_limits_t {
    * CLOCK_MONOTONIC time has passed since npu_core_execute was called. */
   uint64_t timeout_ns;
   /* Nonzero: while the run executes, a SIGINT stops it with NPU_STATUS_CANCELLED. The
-   * core installs its own SIGINT handler for the duration (shared by concurrent runs),
-   * which calls the handler it replaced, so the host (Python's KeyboardInterrupt) still
-   * sees the signal; nothing is installed when SIGINT is ignored or has its default
-   * action. */
+   * first such run installs the core's SIGINT handler, which stays and calls the handler
+   * it replaced, so the host (Python's KeyboardInterrupt) still sees every signal;
+   * nothing is installed when SIGINT is ignored or has its default action. */
   uint32_t stop_on_sigint;
 } npu_run_limits_t;
 

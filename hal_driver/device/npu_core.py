@@ -11,13 +11,14 @@ Bounded runs: a run that takes longer than the core's `timeout_ms` of wall-clock
 (default DEFAULT_DISPATCH_TIMEOUT_MS; 0: none) stops with DEADLINE_EXCEEDED; `cancel()`
 from another thread stops the running execute with CANCELLED. While SIGINT's Python
 handler is the default one (KeyboardInterrupt), a SIGINT also stops the run, within
-milliseconds and on every worker thread: the core installs its own SIGINT handler for
-the duration of the C call, which counts the signal and calls Python's, so the main
+milliseconds and on every worker thread: the core installs its own SIGINT handler (at
+the first such run; it stays), which counts the signal and calls Python's, so the main
 thread still gets its KeyboardInterrupt (at once if it waits elsewhere, e.g. on a fence
 while the queue's worker runs the dispatch; right after the call returns if the
 dispatch runs inline on it, since cffi calls hold no GIL but Python runs signal
 handlers only between bytecodes of the main thread).
 """
+import _signal
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -93,11 +94,9 @@ class NpuCore:
     `timeout_ms`: the deadline of each execute in wall-clock milliseconds (0: none)."""
 
     def __init__(self, machine: MachineConfig, timeout_ms: float = DEFAULT_DISPATCH_TIMEOUT_MS):
-        if not timeout_ms >= 0:
-            raise StatusError(StatusCode.INVALID_ARGUMENT,
-                              f"dispatch timeout must be a non-negative number of "
-                              f"milliseconds, got {timeout_ms}")
         self.machine = machine
+        self._limits = ffi.new("npu_run_limits_t*")
+        self._watch_sigint = False
         self.timeout_ms = timeout_ms
         core = lib.npu_core_create(_config(machine))
         if core == ffi.NULL:
@@ -107,7 +106,6 @@ class NpuCore:
         self._core = ffi.gc(core, lib.npu_core_destroy)
         self._lock = threading.Lock()
         self._stats = ffi.new("npu_stats_t*")
-        self._limits = ffi.new("npu_run_limits_t*")
         self._error = ffi.new("char[]", ERROR_CAPACITY)
         self._bindings = ffi.new("npu_binding_t[]", 8)
         self._trace = ffi.NULL
@@ -135,9 +133,10 @@ class NpuCore:
                 if trace_capacity > self._trace_capacity:
                     self._trace = ffi.new("npu_trace_event_t[]", trace_capacity)
                     self._trace_capacity = trace_capacity
-            self._limits.timeout_ns = round(self.timeout_ms * 1e6)
-            self._limits.stop_on_sigint = \
-                signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            # _signal's getsignal: signal.getsignal's enum conversion costs microseconds
+            watch = _signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            if watch != self._watch_sigint:
+                self._limits.stop_on_sigint = self._watch_sigint = watch
             status = lib.npu_core_execute(
                 self._core, program_buf, len(program_buf), self._bindings, len(buffers),
                 pool_buf, len(const_pool), constants_buf, len(constants), self._limits,
@@ -153,6 +152,19 @@ class NpuCore:
                     raise error
                 raise StatusError(_STATUS.get(status, StatusCode.INTERNAL), message)
             return self._collect(trace)
+
+    @property
+    def timeout_ms(self) -> float:
+        return self._timeout_ms
+
+    @timeout_ms.setter
+    def timeout_ms(self, value: float) -> None:
+        if not value >= 0:
+            raise StatusError(StatusCode.INVALID_ARGUMENT,
+                              f"dispatch timeout must be a non-negative number of "
+                              f"milliseconds, got {value}")
+        self._timeout_ms = value
+        self._limits.timeout_ns = min(round(value * 1e6), 2**64 - 1)
 
     def cancel(self) -> None:
         """Stops the running execute, if any, with CANCELLED (from any thread; the
