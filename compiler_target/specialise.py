@@ -12,23 +12,35 @@ from executable_format.machine import MachineConfig
 
 from .codegen import _plan_static
 from .codegen.analysis import NotSupported
-from .codegen.dynamic_extents import executable_of, specialised
+from .codegen.dynamic_extents import binding_reach, executable_of, specialised
 
 
 class SpecialisationError(ValueError):
     """The dispatch cannot run on the NPU at these extents; str(e) says why."""
 
 
-def specialise_npu_fb(source: str, constants: dict[int, int], machine: MachineConfig) -> bytes:
+def specialise_npu_fb(source: str, constants: dict[int, int], machine: MachineConfig,
+                      binding_lengths: list[int]) -> bytes:
     """A static npu-fb executable (one export, named as the dispatch) for the dispatch
     `source` (a hal.executable, MLIR text) with push constants `constants`
-    ({ordinal: u32 value}) fixing its extents."""
+    ({ordinal: u32 value}) fixing its extents. Extents whose tensors overrun the bound
+    ranges (`binding_lengths`, bytes per binding) are refused before any code is
+    generated: they would be wrong, and could be arbitrarily large."""
     context = ir.Context()
     try:
         module = specialised(source, context, constants)
-        plan = _plan_static(0, executable_of(module), machine)
+        with context, ir.Location.unknown():
+            _check_reach(executable_of(module), binding_lengths)
+            plan = _plan_static(0, executable_of(module), machine)
     except NotSupported as error:
         raise SpecialisationError(f"not supported on npu: {error}") from None
     if plan.target != "npu":
         raise SpecialisationError(plan.reason)
     return plan.npu_fb
+
+
+def _check_reach(executable_op, binding_lengths: list[int]) -> None:
+    for binding, reach in sorted(binding_reach(executable_op).items()):
+        if binding < len(binding_lengths) and reach > binding_lengths[binding]:
+            raise SpecialisationError(f"binding {binding} needs {reach} bytes at these extents "
+                                      f"but is bound to {binding_lengths[binding]}")

@@ -11,7 +11,7 @@ from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuild
 
 from ..dispatch_plan import DispatchPlan
 from .analysis import Analysis, NotSupported, analyse
-from .dynamic_extents import executable_of, extent_constants, specialised
+from .dynamic_extents import executable_of, extent_constants, high_word_constants, specialised
 from .legalize import legalize
 
 
@@ -33,11 +33,12 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
     analysis = analyse(executable_op)
     source = str(executable_op)
     extents = ", ".join(f"pc{k}" for k in dims)
+    probe = _probe_values(executable_op, dims, probe)
     try:
-        if probe is None or any(k >= len(probe) or probe[k] is None for k in dims):
+        if probe is None:
             raise NotSupported(f"dynamic extents ({extents}) the host program computes in a "
                                "way the npu target cannot evaluate at compile time")
-        module = specialised(source, executable_op.context, {k: probe[k] for k in dims})
+        module = specialised(source, executable_op.context, probe)
         plan = _plan_static(index, executable_of(module), machine)
     except NotSupported as error:
         plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,
@@ -52,6 +53,20 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
     plan.npu_fb = parametric_npu_fb(analysis, source, dims, machine)
     plan.macs = 0          # unknown until the extents are: npu-sim counts them per call
     return plan
+
+
+def _probe_values(executable_op, dims: tuple[int, ...],
+                  probe: list[int | None] | None) -> dict[int, int] | None:
+    """The probe value of each extent constant; a high word the host program computes
+    from a loop position (unknown at compile time) probes as 0, the first position."""
+    high_words = high_word_constants(executable_op)
+    values = {}
+    for k in dims:
+        value = probe[k] if probe is not None and k < len(probe) else None
+        if value is None and k not in high_words:
+            return None
+        values[k] = value or 0
+    return values
 
 
 def parametric_npu_fb(analysis: Analysis, source: str, dims: tuple[int, ...], machine) -> bytes:

@@ -12,11 +12,14 @@ Specialising substitutes constants for the extents, canonicalizes (which folds t
 into the tensor types of loads, stores and linalg ops) and gives the binding subspans
 their static types, so the dispatch reads exactly as a static one to the analysis.
 """
+import math
 import re
 
 from iree.compiler import ir, passmanager
 
 from .analysis.errors import NotSupported
+from .analysis.indexing import ELEMENT_BYTES
+from .analysis.walk import dispatch_tensor_type
 
 CANONICALIZE = ("builtin.module(hal.executable(hal.executable.variant("
                 "builtin.module(func.func(canonicalize,cse)))))")
@@ -24,32 +27,67 @@ CANONICALIZE = ("builtin.module(hal.executable(hal.executable.variant("
 _DYNAMIC_TENSOR = re.compile(r"(!iree_tensor_ext\.dispatch\.tensor<\w+:tensor<)([^>]*)>>\{([^}]*)\}")
 _INDEX_CONSTANT = re.compile(r"%c(\d+)(?:_\d+)?")
 # Integer ops IREE combines and casts push constants with before using them.
+# Ops with offset operands, and the operand segment that holds them.
+_OFFSET_OPERANDS = {"hal.interface.binding.subspan": 0,
+                    "iree_tensor_ext.dispatch.tensor.load": 2,
+                    "iree_tensor_ext.dispatch.tensor.store": 3}
 # A high word (shifted left) counts as computation: it is specialised (to the 0 it
 # always is for an offset), so the offset reads as its low word alone.
-_PLUMBING = ("arith.extui", "arith.ori", "arith.index_cast", "arith.index_castui")
+_PLUMBING = ("arith.extui", "arith.ori", "arith.index_cast", "arith.index_castui",
+             "iree_tensor_ext.dispatch.workload.ordinal")
 
 
 def extent_constants(executable_op) -> tuple[int, ...]:
     """The push constant ordinals the dispatch's computation depends on other than as
-    binding offsets (binding views handle those), ascending: its dynamic extents and
-    what IREE computes from them (a mean's element count). () for a static dispatch."""
+    offsets (binding views handle binding and slice offsets), ascending: its dynamic
+    extents and what IREE computes from them (a mean's element count, Resize's scales),
+    and the high words of 64-bit offsets. () for a dispatch without dynamic extents
+    (whose push constants are offsets, or a loop position it computes an index from)."""
+    if not any(op.name == "hal.interface.binding.subspan" and len(_dynamic_dims(op))
+               for op in _function_ops(executable_op)):
+        return ()
+    return tuple(sorted(ir.IntegerAttr(op.attributes["ordinal"]).value
+                        for op in _function_ops(executable_op)
+                        if op.name == "hal.interface.constant.load"
+                        and _feeds_computation(op.results[0])))
+
+
+def _dynamic_dims(subspan) -> list:
+    segments = ir.DenseI32ArrayAttr(subspan.attributes["operandSegmentSizes"])
+    return list(subspan.operands)[segments[0]:]
+
+
+def _offset_operands(op) -> range:
+    """Operand positions of `op` that are offsets: a subspan's byte offset, a dispatch
+    tensor load's or store's slice offsets."""
+    segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    first = _OFFSET_OPERANDS[op.name]
+    start = sum(segments[:first])
+    return range(start, start + segments[first])
+
+
+def high_word_constants(executable_op) -> set[int]:
+    """Push constant ordinals that are the high word of a 64-bit value (zero extended,
+    then shifted left by 32)."""
     ordinals = set()
     for op in _function_ops(executable_op):
-        if op.name == "hal.interface.constant.load" and _feeds_computation(op.results[0]):
-            ordinals.add(ir.IntegerAttr(op.attributes["ordinal"]).value)
-    return tuple(sorted(ordinals))
+        if op.name == "hal.interface.constant.load":
+            uses = [use.owner for use in op.results[0].uses]
+            if uses and all(u.name == "arith.extui" and all(
+                    v.owner.name == "arith.shli" for v in u.results[0].uses) for u in uses):
+                ordinals.add(ir.IntegerAttr(op.attributes["ordinal"]).value)
+    return ordinals
 
 
 def _feeds_computation(value) -> bool:
-    """Whether `value` reaches anything but binding subspan offsets, through the
-    integer plumbing that combines and casts push constants."""
+    """Whether `value` reaches anything but binding subspan offsets and dispatch tensor
+    slice offsets, through the integer plumbing that combines and casts push constants."""
     pending, seen = [value], set()
     while pending:
         for use in pending.pop().uses:
             owner = use.owner
-            if owner.name == "hal.interface.binding.subspan":
-                offsets = ir.DenseI32ArrayAttr(owner.attributes["operandSegmentSizes"])[0]
-                if use.operand_number >= offsets:
+            if owner.name in _OFFSET_OPERANDS:
+                if use.operand_number not in _offset_operands(owner):
                     return True
             elif owner.name == "util.assume.int":
                 pending.append(owner.results[use.operand_number])
@@ -85,6 +123,22 @@ def specialised(source: str, context, constants: dict[int, int]):
 
 def executable_of(module):
     return module.body.operations[0].operation
+
+
+def binding_reach(executable_op) -> dict[int, int]:
+    """Binding ordinal -> bytes its subspans reach (static offset + tensor bytes; a push
+    constant offset counts as 0), for a dispatch whose extents are fixed."""
+    reach: dict[int, int] = {}
+    for op in _function_ops(executable_op):
+        if op.name == "hal.interface.binding.subspan":
+            tensor = dispatch_tensor_type(op.results[0].type)
+            offset = op.operands[0].owner if len(op.operands) else None
+            start = (ir.IntegerAttr(offset.attributes["value"]).value
+                     if offset is not None and offset.name == "arith.constant" else 0)
+            size = math.prod(tensor.shape) * ELEMENT_BYTES.get(str(tensor.element_type), 8)
+            binding = ir.IntegerAttr(op.attributes["binding"]).value
+            reach[binding] = max(reach.get(binding, 0), start + size)
+    return reach
 
 
 def _first_diagnostic(error) -> str:

@@ -69,7 +69,8 @@ class NpuExecutable(Executable):
         export runs the program specialised for the extents in `constants`."""
         program, export = self.program, self.exports[ordinal]
         if export.parametric is not None:
-            program, export = self.specialisations.program(export, constants)
+            program, export = self.specialisations.program(
+                export, constants, [buffer.byte_length for buffer in bindings])
         for index, (binding, buffer) in enumerate(zip(export.bindings, bindings)):
             if buffer.byte_length < binding.min_size:
                 raise StatusError(

