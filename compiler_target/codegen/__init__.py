@@ -11,7 +11,8 @@ from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuild
 
 from ..dispatch_plan import DispatchPlan
 from .analysis import Analysis, NotSupported, analyse
-from .dynamic_extents import executable_of, extent_constants, high_word_constants, specialised
+from .dynamic_extents import (
+    executable_of, extent_constants, high_word_constants, size_constants, specialised)
 from .legalize import legalize
 
 
@@ -34,6 +35,7 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
     source = str(executable_op)
     extents = ", ".join(f"pc{k}" for k in dims)
     probe = _probe_values(executable_op, dims, probe)
+    dims = tuple(probe) if probe is not None else dims
     try:
         if probe is None:
             raise NotSupported(f"dynamic extents ({extents}) the host program computes in a "
@@ -57,15 +59,19 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
 
 def _probe_values(executable_op, dims: tuple[int, ...],
                   probe: list[int | None] | None) -> dict[int, int] | None:
-    """The probe value of each extent constant; a high word the host program computes
-    from a loop position (unknown at compile time) probes as 0, the first position."""
-    high_words = high_word_constants(executable_op)
+    """The probe value of each constant to specialise, or None when an extent's is
+    unknown. Where the host program's value is unknown at compile time: a high word (of
+    a loop position) probes as 0, the first position; a scalar that sizes nothing (a
+    value the host read back from the device, a quantized zero point) is not
+    specialised: the code generator reads it as a push constant."""
+    high_words, sizes = high_word_constants(executable_op), size_constants(executable_op)
     values = {}
     for k in dims:
         value = probe[k] if probe is not None and k < len(probe) else None
-        if value is None and k not in high_words:
+        if value is not None or k in high_words:
+            values[k] = value or 0
+        elif k in sizes:
             return None
-        values[k] = value or 0
     return values
 
 

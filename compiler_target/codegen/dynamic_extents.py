@@ -66,6 +66,24 @@ def _offset_operands(op) -> range:
     return range(start, start + segments[first])
 
 
+def size_constants(executable_op) -> set[int]:
+    """Push constant ordinals the binding subspans' dynamic extents are computed from."""
+    ordinals, pending, seen = set(), [], set()
+    for op in _function_ops(executable_op):
+        if op.name == "hal.interface.binding.subspan":
+            pending.extend(_dynamic_dims(op))
+    while pending:
+        value = pending.pop()
+        if isinstance(value, ir.BlockArgument) or value.owner in seen:
+            continue
+        owner = value.owner
+        seen.add(owner)
+        if owner.name == "hal.interface.constant.load":
+            ordinals.add(ir.IntegerAttr(owner.attributes["ordinal"]).value)
+        pending.extend(owner.operands)
+    return ordinals
+
+
 def high_word_constants(executable_op) -> set[int]:
     """Push constant ordinals that are the high word of a 64-bit value (zero extended,
     then shifted left by 32)."""
