@@ -14,7 +14,7 @@ all: install
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,bench]'
 	touch $@
 
 $(NATIVE_STAMP): $(INSTALLED) $(NATIVE_SRC)

@@ -1,62 +1,97 @@
-"""The roofline chart: one bar per NPU dispatch, its utilization (roofline cycles /
-simulated cycles), written as a PNG with zlib (no plotting library needed).
+"""The bench's pictures, drawn with matplotlib (Agg backend: files only, no display).
 
-Green: compute-bound and >= the target; red: compute-bound and below it; blue:
-memory-bound (the utilization target does not apply). The grey line is the target,
-the top of the frame 1.0. Bars are numbered as the dispatch rows of the table."""
-import struct
-import zlib
+roofline_chart: every NPU dispatch as a point, its useful MACs per DRAM byte it moved
+  (arithmetic intensity) against the useful MACs per cycle it attained, under the
+  machine's compute roofs (the MAC peak of each element type present) and its DMA-in
+  bandwidth roof, log-log. Points are coloured by element type, hollow when the
+  dispatch's true roofline is under the utilization target's minimum size.
+timeline_chart: one npu-sim call from its Chrome trace: the busy fraction of each
+  engine (dma_in, mac, vector, dma_out) over the call's simulated time, with the NPU
+  dispatches as alternating bands on top.
+"""
 from pathlib import Path
 
-import numpy as np
+import matplotlib
 
-DIGITS = ["111101101101111", "010110010010111", "111001111100111", "111001111001111",
-          "101101111001001", "111100111001111", "111100111101111", "111001001001001",
-          "111101111101111", "111101111001111"]   # 3x5 glyphs, row-major
-GREEN, RED, BLUE = (40, 160, 60), (210, 50, 40), (60, 100, 200)
-GREY, BLACK, WHITE = (150, 150, 150), (0, 0, 0), (255, 255, 255)
-PLOT_HEIGHT, BAR, GAP, MARGIN, SCALE = 300, 14, 6, 20, 2
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+import numpy as np  # noqa: E402
 
+from executable_format.machine import MachineConfig  # noqa: E402
+from hal_driver.device.trace import TID  # noqa: E402
 
-def write_png(path: Path, pixels: np.ndarray) -> None:
-    """Writes an 8-bit RGB image (height x width x 3 uint8)."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    height, width, _ = pixels.shape
-    raw = b"".join(b"\x00" + pixels[y].tobytes() for y in range(height))
-    path.write_bytes(b"\x89PNG\r\n\x1a\n"
-                     + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-                     + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+ENGINES = ("dma_in", "mac", "vector", "dma_out")
+TIME_BINS = 600
+COLORS = {"f32": "tab:blue", "f16": "tab:orange", "bf16": "tab:green", "i8": "tab:red"}
 
 
-def draw_number(image: np.ndarray, number: int, x: int, y: int) -> None:
-    for k, digit in enumerate(str(number)):
-        glyph = np.array([int(b) for b in DIGITS[int(digit)]], bool).reshape(5, 3)
-        glyph = glyph.repeat(SCALE, 0).repeat(SCALE, 1)
-        left = x + k * 4 * SCALE
-        image[y:y + 5 * SCALE, left:left + 3 * SCALE][glyph] = BLACK
+def roofline_chart(rows: list[dict], machine: MachineConfig, path: Path,
+                   min_roofline_cycles: int) -> None:
+    """`rows`: dispatch rows (measure.dispatch_rows: dtype, useful_macs, dram_bytes,
+    npu_cycles, roofline_cycles) of NPU dispatches."""
+    rows = [r for r in rows if r["npu_cycles"] and r["dram_bytes"] and r["useful_macs"]]
+    figure, axes = plt.subplots(figsize=(9, 6))
+    intensity = np.array([r["useful_macs"] / r["dram_bytes"] for r in rows] or [1.0])
+    x = np.geomspace(min(intensity.min(), 1.0) / 2, max(intensity.max(), 100.0) * 2, 200)
+    bandwidth_roof = x * machine.dram_bytes_per_cycle
+    for dtype in sorted({r["dtype"] for r in rows}):
+        peak = machine.peak_macs_per_cycle(dtype)
+        axes.plot(x, np.minimum(bandwidth_roof, peak), color=COLORS.get(dtype, "grey"),
+                  linewidth=1, label=f"{dtype} roof: {peak} MACs/cycle, "
+                                     f"{machine.dram_bytes_per_cycle} B/cycle")
+        for big in (True, False):
+            chosen = [r for r in rows if r["dtype"] == dtype
+                      and (r["roofline_cycles"] >= min_roofline_cycles) == big]
+            if chosen:
+                axes.scatter([r["useful_macs"] / r["dram_bytes"] for r in chosen],
+                             [r["useful_macs"] / r["npu_cycles"] for r in chosen],
+                             s=18, color=COLORS.get(dtype, "grey"),
+                             facecolors=None if big else "none",
+                             label=f"{dtype} dispatches" + (
+                                 "" if big else f" (roofline < {min_roofline_cycles} cycles)"))
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("arithmetic intensity (useful MACs per DRAM byte moved)")
+    axes.set_ylabel("attained useful MACs per cycle")
+    axes.set_title(f"NPU dispatches against the roofline ({len(rows)} dispatches)")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=7, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
-def bar_color(row: dict, target: float) -> tuple:
-    if not row["compute_bound"]:
-        return BLUE
-    return GREEN if row["utilization"] >= target else RED
+def timeline_chart(events: list[dict], path: Path, title: str) -> None:
+    """`events`: the traceEvents of one npu-sim call (hal_driver/device/trace.py)."""
+    spans = [e for e in events if e.get("ph") == "X"]
+    dispatches = [e for e in spans if e["tid"] == TID["npu"]]
+    end = max((e["ts"] + e["dur"] for e in dispatches), default=0.0)
+    figure, axes = plt.subplots(figsize=(11, 3.2))
+    if end > 0:
+        edges = np.linspace(0.0, end, TIME_BINS + 1)
+        busy = np.zeros((len(ENGINES), TIME_BINS))
+        row_of = {TID[engine]: row for row, engine in enumerate(ENGINES)}
+        for event in spans:
+            if event["tid"] in row_of:
+                _add_busy(busy[row_of[event["tid"]]], edges, event["ts"], event["dur"])
+        width = end / TIME_BINS
+        axes.imshow(np.clip(busy / width, 0, 1), aspect="auto", cmap="Greens", vmin=0, vmax=1,
+                    extent=(0, end, len(ENGINES) - 0.5, -0.5), interpolation="nearest")
+        for k, event in enumerate(dispatches):
+            axes.axvspan(event["ts"], event["ts"] + event["dur"], ymin=0.97, ymax=1.0,
+                         color="tab:blue" if k % 2 else "tab:purple", linewidth=0)
+    axes.set_yticks(range(len(ENGINES)), ENGINES)
+    axes.set_xlabel("simulated time (us); top band: NPU dispatches")
+    axes.set_title(f"{title}: engine busy fraction ({len(dispatches)} NPU dispatches)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
-def utilization_chart(rows: list[dict], target: float, path: Path) -> None:
-    """`rows`: dispatch rows (utilization, compute_bound) in table order."""
-    width = 2 * MARGIN + len(rows) * (BAR + GAP)
-    height = PLOT_HEIGHT + 2 * MARGIN + 6 * SCALE * 2
-    image = np.full((height, width, 3), WHITE, np.uint8)
-    top, bottom = MARGIN, MARGIN + PLOT_HEIGHT
-    image[top, MARGIN:width - MARGIN] = BLACK
-    image[bottom, MARGIN:width - MARGIN] = BLACK
-    target_y = bottom - round(target * PLOT_HEIGHT)
-    image[target_y, MARGIN:width - MARGIN:4] = GREY
-    for k, row in enumerate(rows):
-        x = MARGIN + GAP // 2 + k * (BAR + GAP)
-        bar_top = bottom - round(min(row["utilization"], 1.0) * PLOT_HEIGHT)
-        image[bar_top:bottom, x:x + BAR] = bar_color(row, target)
-        label_y = bottom + 4 + (k % 2) * 6 * SCALE    # alternate rows so labels never touch
-        draw_number(image, k, x, label_y)
-    write_png(path, image)
+def _add_busy(row: np.ndarray, edges: np.ndarray, start: float, duration: float) -> None:
+    """Adds the part of [start, start + duration) that falls into each time bin."""
+    stop = start + duration
+    first = max(int(np.searchsorted(edges, start, side="right")) - 1, 0)
+    last = min(int(np.searchsorted(edges, stop, side="left")), len(row))
+    for b in range(first, last):
+        row[b] += max(0.0, min(stop, edges[b + 1]) - max(start, edges[b]))

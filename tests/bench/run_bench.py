@@ -5,8 +5,8 @@ then the real trained networks of tests/real_models the same way, and int8 versi
 four of them (tests/bench/real_model_bench.py, `run_bench --real-model NAME[.int8]`).
 
 Writes build/bench/results.json, results.txt (the table printed here) and
-utilization.png (tests/bench/chart.py); traces of one npu-sim call per model in
-build/bench/traces/. Times are medians over repetitions (the machine may be shared).
+roofline.png (tests/bench/chart.py); traces of one npu-sim call per model in
+build/bench/traces/ and their engine timelines in build/bench/timelines/. Times are medians over repetitions (the machine may be shared).
 """
 import json
 import os
@@ -73,6 +73,7 @@ def bench_model(model: models.Model) -> dict:
     timings = run_both(model, compiled["npu_vmfb"], compiled["stock_vmfb"])
     events, call = measure.traced_run(compiled["npu_vmfb"], model.inputs,
                                       OUT / "traces" / f"{model.name}.json")
+    chart.timeline_chart(events, OUT / "timelines" / f"{model.name}.png", model.name)
     dispatches = measure.dispatch_rows(events)
     npu_cycles = sum(d["npu_cycles"] for d in dispatches)
     roofline = sum(d["roofline_cycles"] for d in dispatches)
@@ -251,7 +252,7 @@ def tiny_lines(tiny: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    for sub in ("models", "vmfb", "reports", "traces", "results"):
+    for sub in ("models", "vmfb", "reports", "traces", "timelines", "results"):
         (OUT / sub).mkdir(parents=True, exist_ok=True)
     if argv[:1] in (["--model"], ["--real-model"]):
         return bench_one(argv[0], argv[1])
@@ -277,10 +278,11 @@ def main(argv: list[str]) -> int:
              + real_model_bench.real_model_table(real_results) + [""] + tiny_lines(tiny)
              + [core_gemm_line(core_gemm)])
     (OUT / "results.txt").write_text("\n".join(table) + "\n")
-    chart.utilization_chart([d for r in results for d in r.get("dispatches", [])],
-                            TARGETS["utilization"], OUT / "utilization.png")
+    chart.roofline_chart([d for r in results for d in r.get("dispatches", [])],
+                         DEFAULT_MACHINE, OUT / "roofline.png", UTILIZATION_MIN_ROOFLINE)
     print("\n".join(table))
-    print(f"\nwrote {OUT / 'results.json'}, {OUT / 'results.txt'}, {OUT / 'utilization.png'}")
+    print(f"\nwrote {OUT / 'results.json'}, {OUT / 'results.txt'}, {OUT / 'roofline.png'}, "
+          f"{OUT / 'timelines'}/")
     return 0
 
 
