@@ -98,7 +98,11 @@ def scalar_fill(cell: Buffer, node) -> list[Instr]:
 
 def float_dtype(*dtypes: str) -> str:
     """The dtype the float nodes of an expression over these tensors compute in: the
-    first float among them, f32 for a quantized (integer-only) op."""
+    first float among them; f32 for a quantized (integer-only) op, and for bf16, which
+    IREE computes in f32 and rounds once, when it stores the result (ONNX's bf16 Celu
+    is 1 bf16 ulp off otherwise)."""
+    if "bf16" in dtypes:
+        return "f32"
     return next((d for d in dtypes if d in FLOATS), "f32")
 
 

@@ -1,6 +1,7 @@
 """HAL element types (iree/hal/buffer_view.h): values, names, numpy dtypes."""
 import re
 
+import ml_dtypes
 import numpy as np
 
 from hal_driver.status import StatusCode, StatusError
@@ -19,6 +20,10 @@ _DTYPES = {
     0x10000040: np.int64, 0x11000040: np.int64, 0x12000040: np.uint64,
     0x21000010: np.float16, 0x21000020: np.float32, 0x21000040: np.float64,
     0x23000040: np.complex64, 0x23000080: np.complex128, BOOL_8: np.bool_,
+    # numpy has no bfloat16 or fp8: ml_dtypes' types, as iree.runtime uses
+    0x22000010: ml_dtypes.bfloat16, 0x24000008: ml_dtypes.float8_e5m2,
+    0x25000008: ml_dtypes.float8_e4m3fn, 0x26000008: ml_dtypes.float8_e5m2fnuz,
+    0x27000008: ml_dtypes.float8_e4m3fnuz, 0x28000008: ml_dtypes.float8_e8m0fnu,
 }
 _FROM_DTYPE = {np.dtype(np.int8): 0x11000008, np.dtype(np.uint8): 0x12000008,
                np.dtype(np.int16): 0x11000010, np.dtype(np.uint16): 0x12000010,
@@ -26,7 +31,9 @@ _FROM_DTYPE = {np.dtype(np.int8): 0x11000008, np.dtype(np.uint8): 0x12000008,
                np.dtype(np.int64): 0x11000040, np.dtype(np.uint64): 0x12000040,
                np.dtype(np.float16): 0x21000010, np.dtype(np.float32): 0x21000020,
                np.dtype(np.float64): 0x21000040, np.dtype(np.complex64): 0x23000040,
-               np.dtype(np.complex128): 0x23000080, np.dtype(np.bool_): BOOL_8}
+               np.dtype(np.complex128): 0x23000080, np.dtype(np.bool_): BOOL_8,
+               **{np.dtype(dtype): value for value, dtype in _DTYPES.items()
+                  if value >> 24 in (0x22, 0x24, 0x25, 0x26, 0x27, 0x28)}}
 
 
 def numerical_type(element_type: int) -> int:

@@ -134,6 +134,8 @@ class Walk:
         if len(op.operands) != 1:
             raise NotSupported("binding subspan with dynamic dims")
         tensor = dispatch_tensor_type(op.results[0].type)
+        if str(tensor.element_type) not in ELEMENT_BYTES:
+            raise NotSupported(f"element type {tensor.element_type} has no NPU equivalent")
         offset = self.values.get(op.operands[0])
         if isinstance(offset, PushConstant):
             static, offset_constant = 0, offset.ordinal
