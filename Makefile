@@ -7,7 +7,7 @@ INSTALLED := $(VENV)/.installed
 NATIVE_STAMP := build/.native
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py)
 
-.PHONY: all install native demo test bench clean
+.PHONY: all install native demo test conformance bench clean
 
 all: install
 
@@ -27,8 +27,14 @@ install: $(INSTALLED) $(NATIVE_STAMP)
 demo: install
 	$(PY) samples/demo.py
 
+# The ONNX node cases run in parallel across the machine's cores (pytest-xdist).
 test: install
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --ignore=tests/conformance
+	$(PY) -m pytest tests/conformance -n auto --timeout=600
+
+# Every ONNX node case the onnx wheel ships, on npu-sim and on stock: build/conformance/table.md
+conformance: install
+	$(PY) -m pytest tests/conformance --conformance=all -n auto --timeout=600
 
 bench: install
 	$(PY) -m tests.bench.run_bench
