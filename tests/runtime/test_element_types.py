@@ -48,26 +48,24 @@ def test_ml_dtypes_map_to_iree_element_types(dtype, value, name):
     assert element_type.name(value) == name
 
 
-def test_bf16_input_matches_numpy():
-    x = np.linspace(-3, 3, 8).astype(ml_dtypes.bfloat16)
-    module = rt.load_vm_flatbuffer(compile_str(SCALE_BF16, target_backends=["npu"]),
-                                   driver="npu-sim")
+def run_on_npu_sim(mlir: str, x: np.ndarray):
+    """The result of `main(x)` of `mlir` compiled for npu, and the call's statistics."""
+    module = rt.load_vm_flatbuffer(compile_str(mlir, target_backends=["npu"]), driver="npu-sim")
     try:
-        got = np.asarray(module.main(x))
+        return np.asarray(module.main(x)), module.last_call_stats
     finally:
         module.close()
+
+
+def test_bf16_input_matches_numpy():
+    x = np.linspace(-3, 3, 8).astype(ml_dtypes.bfloat16)
+    got, _ = run_on_npu_sim(SCALE_BF16, x)
     np.testing.assert_array_equal(got, x.astype(np.float32) ** 2)
 
 
 def test_fp8_output_runs_on_the_host_and_matches_ml_dtypes():
     x = np.linspace(-2, 2, 8).astype(np.float32)
-    module = rt.load_vm_flatbuffer(compile_str(TO_FP8, target_backends=["npu"]),
-                                   driver="npu-sim")
-    try:
-        got = np.asarray(module.main(x))
-        stats = module.last_call_stats
-    finally:
-        module.close()
+    got, stats = run_on_npu_sim(TO_FP8, x)
     assert stats.host_dispatches == 1 and stats.npu_dispatches == 0
     assert got.dtype == np.dtype(ml_dtypes.float8_e4m3fnuz)
     np.testing.assert_array_equal(got.astype(np.float32),
