@@ -9,15 +9,15 @@ import time
 
 from hal_driver.device.driver import create_device
 from hal_driver.status import StatusCode, StatusError
-from hal_driver.tools.flags import (Flags, exec_stock_tool, expand_flagfiles,
-                                    machine_from_overrides, wants_npu_sim)
+from hal_driver.tools.flags import (Flags, apply_device_flags, device_flags, exec_stock_tool,
+                                    expand_flagfiles, machine_from_overrides, wants_npu_sim)
 from hal_driver.tools.run_module import (annotate, choose_function, function_arguments,
                                          load_program, report)
 
 STOCK_TOOL = "iree-benchmark-module"
 FLAGS = {"device": [], "module": [], "parameters": [], "function": "", "input": [],
          "benchmark_repetitions": 1, "benchmark_min_time": "0.5s", "print_statistics": False,
-         "benchmark_out": "", "benchmark_out_format": "json"}
+         "benchmark_out": "", "benchmark_out_format": "json", **device_flags()}
 RULE = "-" * 112
 
 
@@ -48,6 +48,7 @@ def parse_min_time(text: str) -> tuple[float, int]:
 def benchmark(flags: Flags) -> int:
     device = create_device(flags.device[0], machine=machine_from_overrides(flags.machine_overrides))
     try:
+        apply_device_flags(device, flags)
         try:
             bound = load_program(flags, device)
             function = choose_function(bound, flags.function)

@@ -329,6 +329,18 @@ def test_cli_deadline_flag_fails_the_dispatch_naming_export_and_deadline(long_vm
     assert seconds < 5    # the program would run about 10 s; startup is about 1 s
 
 
+def test_benchmark_module_takes_the_deadline_flag(long_vmfbs):
+    _, paths = long_vmfbs
+    start = time.perf_counter()
+    result = subprocess.run([str(REPO / "bin/iree-benchmark-module"), *RUN[1:],
+                             f"--module={paths[16]}", "--npu_sim_dispatch_timeout_ms=300"],
+                            capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    assert result.returncode != 0
+    assert "DEADLINE_EXCEEDED" in result.stderr, result.stderr
+    assert seconds < 5    # the program would run about 10 s per iteration
+
+
 def test_cli_refuses_an_over_limit_program(long_vmfbs):
     _, paths = long_vmfbs
     result = subprocess.run(RUN + [f"--module={paths[17]}"], capture_output=True, text=True)
