@@ -84,6 +84,15 @@ def _floordiv(a: int, b: int) -> int:
     return a // b
 
 
+def _ceildiv(a: int, b: int) -> int:
+    return -_floordiv(-a, b)
+
+
+def _mod(a: int, b: int) -> int:
+    """The remainder of the floor division (affine mod; remui of unsigned operands)."""
+    return a - _floordiv(a, b) * b
+
+
 def _truncdiv(a: int, b: int) -> int:
     if b == 0:
         raise _Unknown()
@@ -104,10 +113,10 @@ _BINARY = {
     "arith.divsi": _truncdiv,
     "arith.divui": _floordiv,
     "arith.floordivsi": _floordiv,
-    "arith.ceildivsi": lambda a, b: -_floordiv(-a, b),
-    "arith.ceildivui": lambda a, b: -_floordiv(-a, b),
+    "arith.ceildivsi": _ceildiv,
+    "arith.ceildivui": _ceildiv,
     "arith.remsi": lambda a, b: a - _truncdiv(a, b) * b,
-    "arith.remui": lambda a, b: a % b if b else _floordiv(a, b),
+    "arith.remui": _mod,
     "arith.maxsi": max, "arith.minsi": min, "arith.maxui": max, "arith.minui": min,
     "arith.andi": lambda a, b: a & b,
     "arith.ori": lambda a, b: a | b,
@@ -204,8 +213,8 @@ def _affine_expr(expr, dims: list[int], symbols: list[int]) -> int:
     for kind, combine in ((ir.AffineAddExpr, lambda a, b: a + b),
                           (ir.AffineMulExpr, lambda a, b: a * b),
                           (ir.AffineFloorDivExpr, _floordiv),
-                          (ir.AffineCeilDivExpr, lambda a, b: -_floordiv(-a, b)),
-                          (ir.AffineModExpr, lambda a, b: a - _floordiv(a, b) * b)):
+                          (ir.AffineCeilDivExpr, _ceildiv),
+                          (ir.AffineModExpr, _mod)):
         if kind.isinstance(expr):
             binary = kind(expr)
             return combine(_affine_expr(binary.lhs, dims, symbols),

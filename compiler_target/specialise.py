@@ -10,7 +10,7 @@ from iree.compiler import ir
 
 from executable_format.machine import MachineConfig
 
-from .codegen import _plan_static
+from .codegen import plan_static
 from .codegen.analysis import NotSupported
 from .codegen.dynamic_extents import binding_reach, executable_of, specialised
 
@@ -31,7 +31,7 @@ def specialise_npu_fb(source: str, constants: dict[int, int], machine: MachineCo
         module = specialised(source, context, constants)
         with context, ir.Location.unknown():
             _check_reach(executable_of(module), binding_lengths)
-            plan = _plan_static(0, executable_of(module), machine)
+            plan = plan_static(0, executable_of(module), machine)
     except NotSupported as error:
         raise SpecialisationError(f"not supported on npu: {error}") from None
     if plan.target != "npu":

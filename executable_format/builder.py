@@ -247,6 +247,13 @@ def _aligned_bytes(builder, data: bytes, alignment: int) -> int:
     return builder.EndVector()
 
 
+def _uint_vector(builder, values) -> int:
+    builder.StartVector(4, len(values), 4)
+    for value in reversed(values):
+        builder.PrependUint32(value)
+    return builder.EndVector()
+
+
 def _table_vector(builder, offsets: list[int]) -> int:
     builder.StartVector(4, len(offsets), 4)
     for offset in reversed(offsets):
@@ -274,10 +281,7 @@ def _build_export(builder, ordinal: int, export: _Export) -> int:
     view_vector = _build_views(builder, export.views) if export.views else None
     roofline = _build_roofline(builder, export.roofline) if export.roofline else None
     parametric = _build_parametric(builder, *export.parametric) if export.parametric else None
-    builder.StartVector(4, len(export.workgroup_count), 4)
-    for count in reversed(export.workgroup_count):
-        builder.PrependUint32(count)
-    workgroups = builder.EndVector()
+    workgroups = _uint_vector(builder, export.workgroup_count)
     program = _build_program(builder, ordinal, export.program)
     debug = _build_debug(builder, export.debug) if export.debug else None
     fb.ExportStart(builder)
@@ -307,10 +311,7 @@ def _parametric(parametric) -> tuple[str, tuple[int, ...]] | None:
 
 def _build_parametric(builder, source: str, dim_constants: tuple[int, ...]) -> int:
     source_offset = builder.CreateString(source)
-    builder.StartVector(4, len(dim_constants), 4)
-    for ordinal in reversed(dim_constants):
-        builder.PrependUint32(ordinal)
-    constants = builder.EndVector()
+    constants = _uint_vector(builder, dim_constants)
     fb.ParametricStart(builder)
     fb.ParametricAddSource(builder, source_offset)
     fb.ParametricAddDimConstants(builder, constants)

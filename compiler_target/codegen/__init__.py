@@ -23,7 +23,7 @@ def plan_dispatch(index: int, executable_op, machine,
     dims = extent_constants(executable_op)
     if dims:
         return _plan_parametric(index, executable_op, machine, dims, probe_constants)
-    return _plan_static(index, executable_op, machine)
+    return plan_static(index, executable_op, machine)
 
 
 def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
@@ -41,7 +41,7 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
             raise NotSupported(f"dynamic extents ({extents}) the host program computes in a "
                                "way the npu target cannot evaluate at compile time")
         module = specialised(source, executable_op.context, probe)
-        plan = _plan_static(index, executable_of(module), machine)
+        plan = plan_static(index, executable_of(module), machine)
     except NotSupported as error:
         plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,
                             target="host", reason=f"not supported on npu: {error}")
@@ -88,7 +88,9 @@ def parametric_npu_fb(analysis: Analysis, source: str, dims: tuple[int, ...], ma
     return builder.finish()
 
 
-def _plan_static(index: int, executable_op, machine) -> DispatchPlan:
+def plan_static(index: int, executable_op, machine) -> DispatchPlan:
+    """The plan of a dispatch whose extents are all static (a specialised one too:
+    compiler_target/specialise.py)."""
     analysis = analyse(executable_op)
     plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,
                         target="host", task=task_of(analysis),

@@ -26,12 +26,12 @@ CANONICALIZE = ("builtin.module(hal.executable(hal.executable.variant("
 # A dispatch tensor type with its dynamic extents: `...tensor<?x64xf32>>{%c100}`.
 _DYNAMIC_TENSOR = re.compile(r"(!iree_tensor_ext\.dispatch\.tensor<\w+:tensor<)([^>]*)>>\{([^}]*)\}")
 _INDEX_CONSTANT = re.compile(r"%c(\d+)(?:_\d+)?")
-# Integer ops IREE combines and casts push constants with before using them.
 # Ops with offset operands, and the operand segment that holds them.
 _OFFSET_OPERANDS = {"hal.interface.binding.subspan": 0,
                     "iree_tensor_ext.dispatch.tensor.load": 2,
                     "iree_tensor_ext.dispatch.tensor.store": 3}
-# A high word (shifted left) counts as computation: it is specialised (to the 0 it
+# Integer ops IREE combines and casts push constants with before using them. A high
+# word (shifted left) counts as computation: it is specialised (to the 0 it
 # always is for an offset), so the offset reads as its low word alone.
 _PLUMBING = ("arith.extui", "arith.ori", "arith.index_cast", "arith.index_castui",
              "iree_tensor_ext.dispatch.workload.ordinal")
@@ -150,9 +150,9 @@ def binding_reach(executable_op) -> dict[int, int]:
     for op in _function_ops(executable_op):
         if op.name == "hal.interface.binding.subspan":
             tensor = dispatch_tensor_type(op.results[0].type)
-            offset = op.operands[0].owner if len(op.operands) else None
-            start = (ir.IntegerAttr(offset.attributes["value"]).value
-                     if offset is not None and offset.name == "arith.constant" else 0)
+            offsets = [op.operands[i].owner for i in _offset_operands(op)]
+            start = (ir.IntegerAttr(offsets[0].attributes["value"]).value
+                     if offsets and offsets[0].name == "arith.constant" else 0)
             size = math.prod(tensor.shape) * ELEMENT_BYTES.get(str(tensor.element_type), 8)
             binding = ir.IntegerAttr(op.attributes["binding"]).value
             reach[binding] = max(reach.get(binding, 0), start + size)
