@@ -1,4 +1,5 @@
-"""Builds native/_host_dispatch*.so (cffi, out-of-line API mode) from host_dispatch.c.
+"""Builds native/_host_dispatch*.so (cffi, out-of-line API mode) from host_dispatch.c,
+elf_loader.c, fault_guard.c and guarded_memory.c.
 
 Run from the repository root with the venv python (the Makefile does):
     .venv/bin/python native/build_host_dispatch.py
@@ -27,12 +28,20 @@ typedef struct hd_export_info {
 typedef struct hd_dispatch_failure {
   int result;
   uint32_t workgroup_id[3];
+  int signal;
+  uintptr_t address;
 } hd_dispatch_failure;
 
 #define HD_ERROR_CAPACITY 512
 #define HD_DISPATCH_OK 0
 #define HD_DISPATCH_WORKGROUP_FAILED 1
 #define HD_DISPATCH_OUT_OF_MEMORY 2
+#define HD_DISPATCH_FAULTED 3
+#define HD_DISPATCH_DEADLINE_EXCEEDED 4
+#define HD_DISPATCH_GUARD_FAILED 5
+
+void* gm_acquire(size_t length, int zeroed);
+void gm_release(void* p, size_t length);
 
 int hd_library_load(const uint8_t* data, size_t size,
                     const uint32_t* constants, uint32_t constant_count,
@@ -46,7 +55,8 @@ int hd_dispatch(const hd_library* library, uint32_t ordinal,
                 uint32_t count_x, uint32_t count_y, uint32_t count_z,
                 const uint32_t* constants, uint32_t constant_count,
                 void* const* binding_ptrs, const size_t* binding_lengths,
-                uint32_t binding_count, hd_dispatch_failure* failure);
+                uint32_t binding_count, uint64_t timeout_ns,
+                hd_dispatch_failure* failure);
 """
 
 
@@ -55,10 +65,12 @@ def build() -> pathlib.Path:
     ffibuilder.cdef(CDEF)
     ffibuilder.set_source(
         "native._host_dispatch",
-        '#include "host_dispatch.h"',
-        sources=[str(NATIVE_DIR / "host_dispatch.c")],
+        '#include "host_dispatch.h"\n#include "guarded_memory.h"',
+        sources=[str(NATIVE_DIR / name)
+                 for name in ("host_dispatch.c", "elf_loader.c", "fault_guard.c",
+                              "guarded_memory.c")],
         include_dirs=[str(NATIVE_DIR)],
-        libraries=["dl"],
+        libraries=["dl", "rt"],
         extra_compile_args=["-std=c11", "-O2", "-Wall"],
     )
     return compile_and_install(ffibuilder, BUILD_DIR, NATIVE_DIR)

@@ -1,5 +1,6 @@
 /* Host-CPU fallback: loads llvm-cpu executable libraries (IREE HAL executable
- * library ABI, version 6) from bytes and runs their dispatch grids.
+ * library ABI, version 6) from bytes with the checking loader of elf_loader.h and
+ * runs their query and dispatch grids under the guard of fault_guard.h.
  *
  * The structs below are our own declarations of the ABI layout the stock
  * compiler emits (sizes checked with static asserts in host_dispatch.c).
@@ -15,6 +16,8 @@
 #define HD_QUERY_SYMBOL "iree_hal_executable_library_query"
 #define HD_LOCAL_MEMORY_PAGE_SIZE 4096u
 #define HD_ERROR_CAPACITY 512
+/* The query function only returns a pointer to static tables. */
+#define HD_QUERY_TIMEOUT_MS 1000u
 
 /* ---- ABI structs (version 6) ------------------------------------------- */
 
@@ -118,8 +121,8 @@ typedef const hd_library_header** (*hd_query_fn)(uint32_t max_version,
 
 /* ---- Our API (declared again in build_host_dispatch.py's cdef) --------- */
 
-/* A loaded library: the memfd holding its bytes, the dlopen handle, the
- * environment passed to every call and the library tables. */
+/* A loaded library: its checked, mapped image (elf_loader.h), the environment
+ * passed to every call and the library tables. */
 typedef struct hd_library hd_library;
 
 /* Information about one export, copied out of the library tables. */
@@ -132,10 +135,13 @@ typedef struct hd_export_info {
   uint32_t workgroup_size[3];
 } hd_export_info;
 
-/* Where a dispatch stopped when a workgroup returned non-zero. */
+/* Where a dispatch stopped: the workgroup that returned non-zero (result), faulted
+ * (signal, address) or was running at the deadline. */
 typedef struct hd_dispatch_failure {
   int result;
   uint32_t workgroup_id[3];
+  int signal;
+  uintptr_t address;
 } hd_dispatch_failure;
 
 /* Status codes returned by hd_library_load (IREE status code values). */
@@ -145,6 +151,7 @@ enum {
   HD_NOT_FOUND = 5,
   HD_RESOURCE_EXHAUSTED = 8,
   HD_FAILED_PRECONDITION = 9,
+  HD_DEADLINE_EXCEEDED = 4,
   HD_UNIMPLEMENTED = 12,
   HD_INTERNAL = 13,
 };
@@ -168,16 +175,21 @@ void hd_library_export_info(const hd_library* library, uint32_t ordinal,
 enum {
   HD_DISPATCH_OK = 0,
   HD_DISPATCH_WORKGROUP_FAILED = 1, /* *failure says which and what it returned */
-  HD_DISPATCH_OUT_OF_MEMORY = 2,    /* workgroup local memory allocation failed */
+  HD_DISPATCH_OUT_OF_MEMORY = 2,    /* mapping the call's memory failed */
+  HD_DISPATCH_FAULTED = 3,          /* a workgroup raised a fault signal */
+  HD_DISPATCH_DEADLINE_EXCEEDED = 4,  /* stopped at the deadline */
+  HD_DISPATCH_GUARD_FAILED = 5,     /* no timer or signal handler could be set up */
 };
 
 /* Runs every workgroup of the grid in x-fastest order on the calling thread,
- * stopping at the first workgroup that returns non-zero. The caller has
+ * stopping at the first workgroup that returns non-zero or faults, or at the
+ * wall-clock deadline |timeout_ns| (0: none); see fault_guard.h. The caller has
  * checked the ordinal, counts and pointers against the export. */
 int hd_dispatch(const hd_library* library, uint32_t ordinal,
                 uint32_t count_x, uint32_t count_y, uint32_t count_z,
                 const uint32_t* constants, uint32_t constant_count,
                 void* const* binding_ptrs, const size_t* binding_lengths,
-                uint32_t binding_count, hd_dispatch_failure* failure);
+                uint32_t binding_count, uint64_t timeout_ns,
+                hd_dispatch_failure* failure);
 
 #endif  /* NPU_HOST_DISPATCH_H_ */

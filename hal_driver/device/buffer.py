@@ -9,6 +9,8 @@ import weakref
 
 import numpy as np
 
+from native._host_dispatch import ffi as _ffi, lib as _memory
+
 from hal_driver.device.memory import ALIGNMENT, WHOLE_BUFFER, MemoryAccess
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm.ref import VmRef
@@ -19,10 +21,19 @@ _READ_WRITE = int(MemoryAccess.READ | MemoryAccess.WRITE)
 
 def aligned_bytes(length: int, zeroed: bool = True) -> np.ndarray:
     """uint8 storage whose first byte is 64-byte aligned; uninitialized unless
-    `zeroed` (for storage that is overwritten at once)."""
-    raw = (np.zeros if zeroed else np.empty)(length + ALIGNMENT, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    return raw[start:start + length]
+    `zeroed` (for storage that is overwritten at once).
+
+    The storage is a mapping of its own that ends at a PROT_NONE guard page
+    (native/guarded_memory.h): a host-fallback kernel that runs past the end of its
+    binding faults, and the fault fails the dispatch, where in the malloc heap it
+    would corrupt the process. Released storage is pooled, so this makes no system
+    call in the steady state."""
+    pointer = _memory.gm_acquire(length, zeroed)
+    if pointer == _ffi.NULL:
+        raise StatusError(StatusCode.RESOURCE_EXHAUSTED,
+                          f"mapping {length} bytes of device memory failed")
+    owner = _ffi.gc(pointer, lambda p: _memory.gm_release(p, length))
+    return np.frombuffer(_ffi.buffer(owner, length), dtype=np.uint8)
 
 
 class Allocation:

@@ -3,8 +3,9 @@
 Owns the DRAM allocator, the executable cache, one in-order queue and the NPU core.
 Queue operations take wait and signal timepoint lists (from fences) and run on the
 queue's worker thread; dispatches of npu-fb executables run on the simulated NPU
-core, host formats on the CPU as host fallback. An NPU dispatch that runs longer than
-`dispatch_timeout_ms` (wall clock; 0: no deadline) fails with DEADLINE_EXCEEDED.
+core, host formats on the CPU as host fallback. A dispatch (NPU or host) that runs
+longer than `dispatch_timeout_ms` (wall clock; 0: no deadline) fails with
+DEADLINE_EXCEEDED.
 """
 import fnmatch
 import threading
@@ -54,7 +55,7 @@ class Device(VmRef):
 
     @property
     def dispatch_timeout_ms(self) -> float:
-        """The deadline of each NPU dispatch in wall-clock milliseconds (0: none)."""
+        """The deadline of each dispatch (NPU or host) in wall-clock milliseconds (0: none)."""
         return self._dispatch_timeout_ms
 
     @dispatch_timeout_ms.setter
@@ -105,26 +106,32 @@ class Device(VmRef):
 
     def dispatch(self, executable, ordinal: int, workgroup_count, constants: Sequence[int],
                  bindings: Sequence[Buffer]) -> None:
+        try:
+            self._run(executable, ordinal, workgroup_count, constants, bindings)
+        except StatusError as status:
+            if status.code != StatusCode.DEADLINE_EXCEEDED:
+                raise
+            failure = StatusError(status.code, f"npu-sim dispatch of export "
+                                  f"'{excerpt(executable.export_names[ordinal])}' exceeded "
+                                  f"its deadline of {self._dispatch_timeout_ms:g} ms "
+                                  f"(--npu_sim_dispatch_timeout_ms); "
+                                  f"{getattr(status, 'stopped_at', status.message)}")
+            self.deadline_failure = failure     # for runtime.ModuleFunction's message
+            raise failure from None
+
+    def _run(self, executable, ordinal: int, workgroup_count, constants: Sequence[int],
+             bindings: Sequence[Buffer]) -> None:
+        name = executable.export_names[ordinal]
         if isinstance(executable, NpuExecutable):
-            try:
-                stats = executable.run(self.core, ordinal, constants, bindings,
-                                       trace=self.trace is not None)
-            except StatusError as status:
-                if status.code != StatusCode.DEADLINE_EXCEEDED:
-                    raise
-                failure = StatusError(status.code, f"npu-sim dispatch of export "
-                                      f"'{excerpt(executable.export_names[ordinal])}' exceeded "
-                                      f"its deadline of {self._dispatch_timeout_ms:g} ms "
-                                      f"(--npu_sim_dispatch_timeout_ms); "
-                                      f"{getattr(status, 'stopped_at', status.message)}")
-                self.deadline_failure = failure     # for runtime.ModuleFunction's message
-                raise failure from None
-            self.statistics.record_npu_dispatch(executable.export_names[ordinal], stats)
+            stats = executable.run(self.core, ordinal, constants, bindings,
+                                   trace=self.trace is not None)
+            self.statistics.record_npu_dispatch(name, stats)
             if self.trace is not None:
-                self.trace.add_dispatch(executable.export_names[ordinal], stats)
+                self.trace.add_dispatch(name, stats)
         elif isinstance(executable, HostExecutable):
-            executable.run(ordinal, workgroup_count, constants, bindings)
-            self.statistics.record_host_dispatch(executable.export_names[ordinal])
+            executable.run(ordinal, workgroup_count, constants, bindings,
+                           self._dispatch_timeout_ms)
+            self.statistics.record_host_dispatch(name)
         else:
             raise StatusError(StatusCode.INVALID_ARGUMENT, "dispatch of a non-executable")
 

@@ -113,10 +113,10 @@ class HostExecutable(Executable):
                 f"and {binding_count} bindings")
 
     def run(self, ordinal: int, workgroup_count, constants: Sequence[int],
-            bindings: Sequence[Buffer]) -> None:
+            bindings: Sequence[Buffer], timeout_ms: float = 0) -> None:
         staged = [_staged_binding(buffer) for buffer in bindings]
         self.library.dispatch(ordinal, tuple(workgroup_count), list(constants),
-                              [array for array, _ in staged])
+                              [array for array, _ in staged], timeout_ms)
         _write_back(staged)
 
 

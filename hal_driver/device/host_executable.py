@@ -1,11 +1,14 @@
 """Host-CPU fallback executables: llvm-cpu output run by native/host_dispatch.c.
 
 A `HostExecutable` loads an executable library produced by the stock llvm-cpu backend
-(the bytes `hal.executable.create` receives) and runs dispatches of its exports on the
-calling thread. See docs/host-fallback.md for the formats, flags and ABI.
+(the bytes `hal.executable.create` receives) with native/elf_loader.c, which checks the
+whole ELF before it maps and relocates it and never runs its initialisers, and runs
+dispatches of its exports on the calling thread under native/fault_guard.c: a fault or
+a deadline fails the dispatch, not the process. See docs/host-fallback.md for the formats, flags and ABI.
 """
 import dataclasses
 import operator
+import signal
 from typing import Sequence
 
 from executable_format.errors import excerpt
@@ -17,10 +20,6 @@ SUPPORTED_FORMATS = ("embedded-elf-x86_64", "system-elf-x86_64")
 # Kernels use aligned vector loads; the device keeps binding offsets this aligned.
 BINDING_ALIGNMENT = 64
 
-_ELF_MAGIC = b"\x7fELF"
-_ELFCLASS64 = 2
-_ELFDATA2LSB = 1
-_EM_X86_64 = 62
 _MAX_WORKGROUP_COUNT = (0xFFFFFFFF, 0xFFFFFFFF, 0xFFFF)
 
 
@@ -33,17 +32,6 @@ class ExportInfo:
     workgroup_size: tuple[int, int, int]
     local_memory_pages: int
     flags: int
-
-
-def _check_elf_header(data: bytes) -> None:
-    if len(data) < 20 or data[:4] != _ELF_MAGIC:
-        raise StatusError(StatusCode.INVALID_ARGUMENT,
-                          "host executable data is not an ELF file")
-    machine = int.from_bytes(data[18:20], "little")
-    if data[4] != _ELFCLASS64 or data[5] != _ELFDATA2LSB or machine != _EM_X86_64:
-        raise StatusError(StatusCode.INVALID_ARGUMENT,
-                          f"host executable is not a 64-bit little-endian x86-64 ELF "
-                          f"(class {data[4]}, data {data[5]}, machine {machine})")
 
 
 def _as_int(value) -> int | None:
@@ -93,7 +81,6 @@ class HostExecutable:
                               f"host executable format `{format}` is not supported; "
                               f"supported formats: {', '.join(SUPPORTED_FORMATS)}")
         data = bytes(data)
-        _check_elf_header(data)
         self.format = format
         self._library = self._load(data, _pack_u32(constants, "executable constant"),
                                    len(constants))
@@ -149,11 +136,13 @@ class HostExecutable:
         return self._exports[index]
 
     def dispatch(self, ordinal: int, workgroup_count: tuple[int, int, int],
-                 constants: Sequence[int], bindings: Sequence) -> None:
+                 constants: Sequence[int], bindings: Sequence, timeout_ms: float = 0) -> None:
         """Runs every workgroup of export `ordinal` over the given grid.
 
         `constants` are the dispatch's 32-bit push constants; `bindings` are writable
-        contiguous buffer-protocol objects (already offset), 64-byte aligned.
+        contiguous buffer-protocol objects (already offset), 64-byte aligned. A
+        workgroup that faults fails the dispatch with INTERNAL; one still running
+        `timeout_ms` after the start (0: no deadline) with DEADLINE_EXCEEDED.
         """
         info = self.export_info(ordinal)
         ordinal = operator.index(ordinal)
@@ -176,8 +165,8 @@ class HostExecutable:
             self._library, ordinal, *count, packed_constants, len(constants),
             ffi.new("void*[]", buffers) if buffers else ffi.NULL,
             ffi.new("size_t[]", [len(b) for b in buffers]) if buffers else ffi.NULL,
-            len(buffers), failure)
-        self._check_dispatch_status(status, failure, where)
+            len(buffers), min(round(timeout_ms * 1e6), 2**64 - 1), failure)
+        self._check_dispatch_status(status, failure, where, timeout_ms)
 
     @staticmethod
     def _check_workgroup_count(workgroup_count, where: str) -> tuple[int, int, int]:
@@ -206,14 +195,28 @@ class HostExecutable:
         return buffer
 
     @staticmethod
-    def _check_dispatch_status(status: int, failure, where: str) -> None:
+    def _check_dispatch_status(status: int, failure, where: str, timeout_ms: float) -> None:
+        wg = tuple(failure.workgroup_id)
         if status == lib.HD_DISPATCH_WORKGROUP_FAILED:
-            wg = tuple(failure.workgroup_id)
             raise StatusError(StatusCode.INTERNAL,
                               f"{where}: workgroup {wg} returned {failure.result}")
+        if status == lib.HD_DISPATCH_FAULTED:
+            name = signal.Signals(failure.signal).name
+            raise StatusError(StatusCode.INTERNAL,
+                              f"{where}: workgroup {wg} raised {name} at address "
+                              f"{failure.address:#x}; the executable is corrupt or "
+                              f"accessed memory outside its bindings")
+        if status == lib.HD_DISPATCH_DEADLINE_EXCEEDED:
+            raise StatusError(StatusCode.DEADLINE_EXCEEDED,
+                              f"{where}: deadline of {timeout_ms:g} ms exceeded in "
+                              f"workgroup {wg}")
+        if status == lib.HD_DISPATCH_GUARD_FAILED:
+            raise StatusError(StatusCode.RESOURCE_EXHAUSTED,
+                              f"{where}: could not set up the fault guard (signal "
+                              f"handlers, timer)")
         if status == lib.HD_DISPATCH_OUT_OF_MEMORY:
             raise StatusError(StatusCode.RESOURCE_EXHAUSTED,
-                              f"{where}: allocating workgroup local memory failed")
+                              f"{where}: mapping the memory of the call failed")
 
     def close(self) -> None:
         """Unloads the library; the executable cannot be used afterwards."""

@@ -5,6 +5,8 @@
  *   FAKE_VERSION=n        version in the header (the query accepts only n)
  *   FAKE_IMPORT="sym"     one import (a leading '?' makes it optional)
  *   FAKE_CONSTANTS=n      executable-level constant count
+ *   FAKE_MISBEHAVE=1      three more exports: `segfault` (writes through NULL),
+ *                         `spin` (never returns), `recurse` (overflows the stack)
  */
 #include "host_dispatch.h"
 
@@ -39,14 +41,50 @@ static int fail_at_1_2_0(const hd_environment* env, const hd_dispatch_state* ds,
   return wg->workgroup_id_x == 1 && wg->workgroup_id_y == 2 ? 7 : 0;
 }
 
-static const hd_dispatch_fn ptrs[] = {record, fail_at_1_2_0};
+#ifdef FAKE_MISBEHAVE
+static int segfault(const hd_environment* env, const hd_dispatch_state* ds,
+                    const hd_workgroup_state* wg) {
+  (void)env;
+  (void)ds;
+  *(volatile int*)(uintptr_t)(wg->workgroup_id_x * 8) = 1;
+  return 0;
+}
+
+static int spin(const hd_environment* env, const hd_dispatch_state* ds,
+                const hd_workgroup_state* wg) {
+  (void)env;
+  (void)ds;
+  for (volatile uint32_t i = wg->workgroup_id_x;; ++i) {}
+  return 0;
+}
+
+static int recurse(const hd_environment* env, const hd_dispatch_state* ds,
+                   const hd_workgroup_state* wg) {
+  volatile char frame[4096];
+  frame[0] = (char)wg->workgroup_id_x;
+  return recurse(env, ds, wg) + frame[0];
+}
+#define MISBEHAVING_PTRS , segfault, spin, recurse
+#define MISBEHAVING_NAMES , "segfault", "spin", "recurse"
+#define MISBEHAVING_ATTRS , {.workgroup_size_x = 1}, {.workgroup_size_x = 1}, \
+    {.workgroup_size_x = 1}
+#define EXPORT_COUNT 5
+#else
+#define MISBEHAVING_PTRS
+#define MISBEHAVING_NAMES
+#define MISBEHAVING_ATTRS
+#define EXPORT_COUNT 2
+#endif
+
+static const hd_dispatch_fn ptrs[] = {record, fail_at_1_2_0 MISBEHAVING_PTRS};
 static const hd_dispatch_attrs attrs[] = {
     {.local_memory_pages = 2, .constant_count = 1, .binding_count = 1,
      .workgroup_size_x = 4, .workgroup_size_y = 2, .workgroup_size_z = 1},
     {.constant_count = 0, .binding_count = 0,
-     .workgroup_size_x = 1, .workgroup_size_y = 1, .workgroup_size_z = 1},
+     .workgroup_size_x = 1, .workgroup_size_y = 1, .workgroup_size_z = 1}
+    MISBEHAVING_ATTRS
 };
-static const char* const names[] = {"record", "fail_at_1_2_0"};
+static const char* const names[] = {"record", "fail_at_1_2_0" MISBEHAVING_NAMES};
 #ifdef FAKE_IMPORT
 static const char* const imports[] = {FAKE_IMPORT};
 #define IMPORT_COUNT 1
@@ -60,7 +98,7 @@ static const hd_library_header header = {
 static const hd_library_v6 library = {
     .header = &header,
     .imports = {.count = IMPORT_COUNT, .symbols = imports},
-    .exports = {.count = 2, .ptrs = ptrs, .attrs = attrs, .names = names},
+    .exports = {.count = EXPORT_COUNT, .ptrs = ptrs, .attrs = attrs, .names = names},
     .constants = {.count = FAKE_CONSTANTS},
 };
 
