@@ -49,5 +49,6 @@ class StatusError(Exception):
         return f"{self.code.name}; {self.message}"
 
     def annotate(self, context: str) -> "StatusError":
-        """Returns the same status with `context` prepended, as IREE annotates statuses."""
-        return StatusError(self.code, f"{context}: {self.message}")
+        """Returns the same status with `context` appended, as IREE annotates statuses
+        (`iree_status_annotate`: the root cause first, then each caller's context)."""
+        return StatusError(self.code, f"{self.message}; {context}")

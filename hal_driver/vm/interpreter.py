@@ -29,6 +29,11 @@ from hal_driver.vm.verifier import IMPORT_BIT, REF_MASK, REF_MOVE_BIT, REF_TYPE_
 MAX_FRAMES = 4096
 
 
+
+def _import_context(name: str) -> str:
+    """What IREE's VM appends to the status of a failed import call."""
+    return f"while invoking native function {name}; while calling import"
+
 class CompiledFunction:
     __slots__ = ("module", "ordinal", "code", "offsets", "arg_types", "result_types",
                  "i32_count", "ref_count")
@@ -375,10 +380,10 @@ class Invocation:
         try:
             returned = target.function.fn(*args)
         except StatusError as e:
-            raise e.annotate(f"while calling import `{name}`") from None
+            raise e.annotate(_import_context(name)) from None
         except Exception as e:
             raise StatusError(StatusCode.INTERNAL,
-                              f"while calling import `{name}`: {type(e).__name__}: {e}") from e
+                              f"{type(e).__name__}: {e}; {_import_context(name)}") from e
         if isinstance(returned, types.GeneratorType):
             self._push(GeneratorFrame(returned, name, target.result_types))
             return
@@ -392,10 +397,11 @@ class Invocation:
             results = normalize_results(stop.value, frame.result_types, frame.name)
         except StatusError as e:
             self.stack.pop()
-            raise self._unwind(e.annotate(f"while calling import `{frame.name}`"), None, 0) from None
+            raise self._unwind(e.annotate(_import_context(frame.name)), None, 0) from None
         except Exception as e:
             self.stack.pop()
-            error = StatusError(StatusCode.INTERNAL, f"while calling import `{frame.name}`: {type(e).__name__}: {e}")
+            error = StatusError(StatusCode.INTERNAL,
+                                f"{type(e).__name__}: {e}; {_import_context(frame.name)}")
             raise self._unwind(error, None, 0) from e
         self.stack.pop()
         self._deliver(results)

@@ -259,11 +259,13 @@ CORRUPT_VMFBS = [
      b"\xa8\x16\x00\x00module", "DATA_LOSS; malformed bytecode module: module name `module\\x00"),
     ("host-library-name-not-utf8", "_embedded_elf_x86_64.so", b"HostFallback$async_dispatch_1\x00",
      b"\xffostFallback$async_dispatch_1\x00",
-     "DATA_LOSS; while calling import `hal.executable.create`: malformed host executable: "
-     "library name `\\xffostFallback$async_dispatch_1` is not valid UTF-8"),
+     "DATA_LOSS; malformed host executable: library name "
+     "`\\xffostFallback$async_dispatch_1` is not valid UTF-8; while invoking native function "
+     "hal.executable.create; while calling import"),
     ("npu-fb-identifier", "_npu_fb.fb", b"NPUF", b"XXXX",
-     "INVALID_ARGUMENT; while calling import `hal.executable.create`: executable npu-fb "
-     "verification failed: file identifier b'XXXX' is not b'NPUF'; at "),
+     "INVALID_ARGUMENT; executable npu-fb verification failed: file identifier b'XXXX' is "
+     "not b'NPUF'; while invoking native function hal.executable.create; while calling "
+     "import; at "),
 ]
 
 
@@ -301,9 +303,8 @@ def test_error_context_names_the_function_like_stock(files):
 
 NPU_SIM_MISTAKES = [
     ("other-machine", ["--npu_sim_machine_sram_bytes=1048576"],
-     "FAILED_PRECONDITION; while calling import `hal.executable.create`: executable npu-fb "
-     "was compiled for a different NPU machine configuration: sram_bytes=2097152 "
-     "(device: 1048576)"),
+     "FAILED_PRECONDITION; executable npu-fb was compiled for a different NPU machine "
+     "configuration: sram_bytes=2097152 (device: 1048576)"),
     ("unknown-machine-parameter", ["--npu_sim_machine_bogus=1"],
      "INVALID_ARGUMENT; unknown NPU machine parameter 'bogus'"),
     ("unwritable-output", ["--output=@{dir}/no/such/dir/y.npy"],

@@ -214,9 +214,7 @@ def test_parameter_archives_as_the_stock_tool(capsys, models, parameter_archive,
 def _message(stderr: str) -> str:
     """The error's own message: no source location, import annotation or context."""
     text = stderr.split(": ", 1)[1] if stderr.startswith("c/") else stderr
-    parts = [p.strip() for p in text.split(";")]
-    message = parts[1]
-    return message.split("`: ", 1)[1] if message.startswith("while calling import") else message
+    return text.split(";")[1].strip()
 
 
 def _compare_with_stock(capsys, model, models, args):

@@ -106,7 +106,8 @@ def test_native_errors_are_annotated(paths):
     with pytest.raises(StatusError) as error:
         _call(context, "scalars", [1, 2, 1.0, 1.0])
     assert error.value.code == StatusCode.ABORTED
-    assert "while calling import `native.add`" in error.value.message
+    assert error.value.message.startswith(
+        "no; while invoking native function native.add; while calling import")
     assert "imports.scalars+" in error.value.message
 
 
