@@ -14,7 +14,7 @@ format.
 """
 from iree.compiler import ir
 
-NPU_FORMAT = "npu-fb"
+from executable_format.version import FORMAT_NAME as NPU_FORMAT
 NPU_VARIANT = "npu_fb"
 STUB_TARGET = f'#hal.executable.target<"vmvx", "{NPU_FORMAT}">'
 

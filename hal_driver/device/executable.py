@@ -8,13 +8,12 @@ from typing import Sequence
 import numpy as np
 
 from executable_format.errors import excerpt
+from executable_format.version import FORMAT_NAME as NPU_FORMAT
 from hal_driver.device.buffer import Buffer, aligned_bytes
 from hal_driver.device.executable_specialiser import Specialisations
 from hal_driver.device.memory import ALIGNMENT, MemoryAccess
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm.ref import VmRef
-
-NPU_FORMAT = "npu-fb"
 
 
 class Executable(VmRef):

@@ -9,15 +9,8 @@ import threading
 
 from executable_format.errors import excerpt
 from hal_driver.device.executable import NPU_FORMAT, Executable, HostExecutable, NpuExecutable
+from hal_driver.device.host_executable import SUPPORTED_FORMATS as HOST_FORMATS
 from hal_driver.status import StatusCode, StatusError
-
-
-def host_formats() -> tuple[str, ...]:
-    try:
-        from hal_driver.device.host_executable import SUPPORTED_FORMATS
-    except ImportError:
-        return ()
-    return tuple(SUPPORTED_FORMATS)
 
 
 class ExecutableCache:
@@ -27,7 +20,7 @@ class ExecutableCache:
         self._lock = threading.Lock()
 
     def can_prepare(self, format: str) -> bool:
-        return format == NPU_FORMAT or format in host_formats()
+        return format == NPU_FORMAT or format in HOST_FORMATS
 
     def prepare(self, format: str, data: bytes, constants: tuple[int, ...] = ()) -> Executable:
         """The executable for `data`; `constants` are executable-level constants."""
@@ -44,9 +37,9 @@ class ExecutableCache:
                 raise StatusError(StatusCode.INVALID_ARGUMENT,
                                   "npu-fb executables take no executable-level constants")
             return NpuExecutable(data, self.machine)
-        if format in host_formats():
+        if format in HOST_FORMATS:
             return HostExecutable(format, data, constants)
-        supported = ", ".join((NPU_FORMAT,) + host_formats())
+        supported = ", ".join((NPU_FORMAT,) + HOST_FORMATS)
         raise StatusError(StatusCode.NOT_FOUND,
                           f"no executable loader for format '{excerpt(format)}' on npu-sim "
                           f"(supported: {supported})")

@@ -11,10 +11,11 @@ from importlib.metadata import entry_points
 
 from executable_format.errors import FormatError
 from executable_format.reader import Executable, Export, read_executable
+from executable_format.version import FORMAT_NAME
 from hal_driver.status import StatusCode, StatusError
 
 ENTRY_POINT_GROUP = "iree_npu.specialisers"
-ENTRY_POINT_NAME = "npu-fb"
+ENTRY_POINT_NAME = FORMAT_NAME    # the entry point is named after the format it specialises
 
 _specialiser = None
 _specialiser_lock = threading.Lock()
