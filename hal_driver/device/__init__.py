@@ -14,7 +14,7 @@ allocator, executable cache, queue and NPU core).
   executable_cache.py    prepares executables by format
   executable.py          npu-fb executables (NPU core) and host executables (CPU)
   executable_specialiser.py  parametric npu-fb exports specialised per extents
-  host_executable.py     llvm-cpu libraries through native/host_dispatch.c
+  host_library.py     llvm-cpu libraries through native/host_dispatch.c
   npu_core.py            the NPU core: native/npu_core.c through cffi
   statistics.py, trace.py  dispatch counts, cycles, Chrome traces
   element_type.py, memory.py  HAL element types, memory types and usage bits

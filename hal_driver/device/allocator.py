@@ -11,7 +11,6 @@ import numpy as np
 from hal_driver.device.buffer import Allocation, Buffer, aligned_bytes
 from hal_driver.device.memory import MemoryAccess, MemoryType, align_up, resolve_memory_type
 from hal_driver.status import StatusCode, StatusError
-from hal_driver.vm.ref import VmRef
 
 DEFAULT_DRAM_BYTES = 4 << 30
 
@@ -27,8 +26,7 @@ class AllocatorStatistics:
         return self.bytes_allocated - self.bytes_freed
 
 
-class Allocator(VmRef):
-    vm_type = "hal.allocator"
+class Allocator:
 
     def __init__(self, capacity: int = DEFAULT_DRAM_BYTES):
         self.capacity = capacity

@@ -13,7 +13,6 @@ from native._host_dispatch import ffi as _ffi, lib as _memory
 
 from hal_driver.device.memory import ALIGNMENT, WHOLE_BUFFER, MemoryAccess
 from hal_driver.status import StatusCode, StatusError
-from hal_driver.vm.ref import VmRef
 
 
 _READ_WRITE = int(MemoryAccess.READ | MemoryAccess.WRITE)
@@ -68,8 +67,7 @@ class Allocation:
         return self.preserve_count == 1
 
 
-class Buffer(VmRef):
-    vm_type = "hal.buffer"
+class Buffer:
 
     def __init__(self, allocation: Allocation, byte_offset: int, byte_length: int):
         self.allocation = allocation

@@ -6,14 +6,12 @@ import numpy as np
 from hal_driver.device import element_type as et
 from hal_driver.device.buffer import Buffer
 from hal_driver.status import StatusCode, StatusError
-from hal_driver.vm.ref import VmRef
 
 ENCODING_OPAQUE = 0
 ENCODING_DENSE_ROW_MAJOR = 1
 
 
-class BufferView(VmRef):
-    vm_type = "hal.buffer_view"
+class BufferView:
 
     def __init__(self, buffer: Buffer, shape: Sequence[int], element_type: int,
                  encoding_type: int = ENCODING_DENSE_ROW_MAJOR):

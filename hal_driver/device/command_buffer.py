@@ -15,7 +15,6 @@ import numpy as np
 from hal_driver.device.buffer import Buffer, copy_buffer
 from hal_driver.device.memory import BufferUsage, check_usage
 from hal_driver.status import StatusCode, StatusError
-from hal_driver.vm.ref import VmRef
 
 
 class CommandBufferMode(enum.IntFlag):
@@ -70,8 +69,7 @@ class DispatchCommand:
         device.dispatch(self.executable, self.ordinal, count, self.constants, buffers)
 
 
-class CommandBuffer(VmRef):
-    vm_type = "hal.command_buffer"
+class CommandBuffer:
 
     def __init__(self, mode: int, categories: int, binding_capacity: int):
         self.mode = CommandBufferMode(mode & 0x33)

@@ -16,7 +16,6 @@ from executable_format.errors import excerpt
 from hal_driver.device.allocator import Allocator
 from hal_driver.device.buffer import Buffer, copy_buffer
 from hal_driver.device.command_buffer import Binding, CommandBuffer
-from hal_driver.device.executable import HostExecutable, NpuExecutable
 from hal_driver.device.executable_cache import ExecutableCache
 from hal_driver.device.file import File
 from hal_driver.device.memory import BufferUsage, check_usage
@@ -25,13 +24,11 @@ from hal_driver.device.semaphore import Semaphore, Timepoint
 from hal_driver.device.statistics import StatisticsRecorder
 from hal_driver.device.trace import DeviceTrace
 from hal_driver.status import StatusCode, StatusError
-from hal_driver.vm.ref import VmRef
 
 DEVICE_ID = "npu-sim"
 
 
-class Device(VmRef):
-    vm_type = "hal.device"
+class Device:
 
     def __init__(self, machine=None, trace: bool = False, dispatch_timeout_ms=None):
         from executable_format.machine import DEFAULT_MACHINE
@@ -107,7 +104,7 @@ class Device(VmRef):
     def dispatch(self, executable, ordinal: int, workgroup_count, constants: Sequence[int],
                  bindings: Sequence[Buffer]) -> None:
         try:
-            self._run(executable, ordinal, workgroup_count, constants, bindings)
+            executable.dispatch(self, ordinal, workgroup_count, constants, bindings)
         except StatusError as status:
             if status.code != StatusCode.DEADLINE_EXCEEDED:
                 raise
@@ -118,22 +115,6 @@ class Device(VmRef):
                                   f"{getattr(status, 'stopped_at', status.message)}")
             self.deadline_failure = failure     # for runtime.ModuleFunction's message
             raise failure from None
-
-    def _run(self, executable, ordinal: int, workgroup_count, constants: Sequence[int],
-             bindings: Sequence[Buffer]) -> None:
-        name = executable.export_names[ordinal]
-        if isinstance(executable, NpuExecutable):
-            stats = executable.run(self.core, ordinal, constants, bindings,
-                                   trace=self.trace is not None)
-            self.statistics.record_npu_dispatch(name, stats)
-            if self.trace is not None:
-                self.trace.add_dispatch(name, stats)
-        elif isinstance(executable, HostExecutable):
-            executable.run(ordinal, workgroup_count, constants, bindings,
-                           self._dispatch_timeout_ms)
-            self.statistics.record_host_dispatch(name)
-        else:
-            raise StatusError(StatusCode.INVALID_ARGUMENT, "dispatch of a non-executable")
 
     # -- queue operations ------------------------------------------------------------
     def queue_alloca(self, waits: list[Timepoint], signals: list[Timepoint], memory_type: int,

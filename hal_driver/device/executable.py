@@ -13,11 +13,9 @@ from hal_driver.device.buffer import Buffer, aligned_bytes
 from hal_driver.device.executable_specialiser import Specialisations
 from hal_driver.device.memory import ALIGNMENT, MemoryAccess
 from hal_driver.status import StatusCode, StatusError
-from hal_driver.vm.ref import VmRef
 
 
-class Executable(VmRef):
-    vm_type = "hal.executable"
+class Executable:
     format = ""
     export_names: list[str] = []
 
@@ -28,6 +26,12 @@ class Executable(VmRef):
             raise StatusError(StatusCode.NOT_FOUND,
                               f"executable ({self.format}) has no export named "
                               f"'{excerpt(name)}'") from None
+
+    def dispatch(self, device, ordinal: int, workgroup_count, constants: Sequence[int],
+                 bindings: Sequence[Buffer]) -> None:
+        """Runs export `ordinal` on `device` (its NPU core or its CPU), over the grid
+        `workgroup_count`, and records it in the device's statistics and trace."""
+        raise NotImplementedError
 
     def check_dispatch(self, ordinal: int, constant_count: int, binding_count: int) -> None:
         if not 0 <= ordinal < len(self.export_names):
@@ -61,6 +65,15 @@ class NpuExecutable(Executable):
                 f"{export.binding_count} bindings; dispatch provides {constant_count} constants "
                 f"and {binding_count} bindings")
 
+    def dispatch(self, device, ordinal: int, workgroup_count, constants: Sequence[int],
+                 bindings: Sequence[Buffer]) -> None:
+        trace = device.trace is not None
+        stats = self.run(device.core, ordinal, constants, bindings, trace)
+        name = self.export_names[ordinal]
+        device.statistics.record_npu_dispatch(name, stats)
+        if trace:
+            device.trace.add_dispatch(name, stats)
+
     def run(self, core, ordinal: int, constants: Sequence[int], bindings: Sequence[Buffer],
             trace: bool):
         """Runs the export's program once over the bindings; the program covers the
@@ -93,12 +106,12 @@ class NpuExecutable(Executable):
 
 
 class HostExecutable(Executable):
-    """A host-CPU library (llvm-cpu output) run through host_executable."""
+    """A host-CPU library (llvm-cpu output) run through host_library."""
 
     def __init__(self, format: str, data: bytes, constants: Sequence[int] = ()):
-        from hal_driver.device import host_executable
+        from hal_driver.device import host_library
         self.format = format
-        self.library = host_executable.HostExecutable(format, bytes(data), constants)
+        self.library = host_library.HostLibrary(format, bytes(data), constants)
         self.export_names = list(self.library.export_names)
 
     def check_dispatch(self, ordinal: int, constant_count: int, binding_count: int) -> None:
@@ -111,12 +124,13 @@ class HostExecutable(Executable):
                 f"{info.binding_count} bindings; dispatch provides {constant_count} constants "
                 f"and {binding_count} bindings")
 
-    def run(self, ordinal: int, workgroup_count, constants: Sequence[int],
-            bindings: Sequence[Buffer], timeout_ms: float = 0) -> None:
+    def dispatch(self, device, ordinal: int, workgroup_count, constants: Sequence[int],
+                 bindings: Sequence[Buffer]) -> None:
         staged = [_staged_binding(buffer) for buffer in bindings]
         self.library.dispatch(ordinal, tuple(workgroup_count), list(constants),
-                              [array for array, _ in staged], timeout_ms)
+                              [array for array, _ in staged], device.dispatch_timeout_ms)
         _write_back(staged)
+        device.statistics.record_host_dispatch(self.export_names[ordinal])
 
 
 def _view_windows(export, constants: Sequence[int],

@@ -9,7 +9,7 @@ import threading
 
 from executable_format.errors import excerpt
 from hal_driver.device.executable import NPU_FORMAT, Executable, HostExecutable, NpuExecutable
-from hal_driver.device.host_executable import SUPPORTED_FORMATS as HOST_FORMATS
+from hal_driver.device.host_library import SUPPORTED_FORMATS as HOST_FORMATS
 from hal_driver.status import StatusCode, StatusError
 
 

@@ -3,11 +3,9 @@ from typing import Iterable, Optional
 
 from hal_driver.device.semaphore import Semaphore, Timepoint, wait_all
 from hal_driver.status import StatusError
-from hal_driver.vm.ref import VmRef
 
 
-class Fence(VmRef):
-    vm_type = "hal.fence"
+class Fence:
 
     def __init__(self, timepoints: Iterable[Timepoint] = ()):
         self._values: dict[Semaphore, int] = {}

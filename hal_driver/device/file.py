@@ -2,11 +2,9 @@
 from hal_driver.device.buffer import Buffer
 from hal_driver.device.memory import MemoryAccess
 from hal_driver.status import StatusCode, StatusError
-from hal_driver.vm.ref import VmRef
 
 
-class File(VmRef):
-    vm_type = "hal.file"
+class File:
 
     def __init__(self, contents: memoryview, access: int):
         self.contents = contents

@@ -10,15 +10,13 @@ import time
 from typing import Callable, Iterable, Optional
 
 from hal_driver.status import StatusCode, StatusError
-from hal_driver.vm.ref import VmRef
 
 _changed = threading.Condition()
 
 Timepoint = tuple["Semaphore", int]
 
 
-class Semaphore(VmRef):
-    vm_type = "hal.semaphore"
+class Semaphore:
 
     def __init__(self, initial_value: int = 0):
         self._value = initial_value

@@ -1,19 +1,42 @@
-"""Checked access to the refs the `hal` imports receive (iree_*_check_deref)."""
+"""The HAL objects as VM refs, and checked access to the refs the `hal` imports
+receive (iree_*_check_deref).
+
+The device (hal_driver/device) knows nothing of the VM; this is where its objects
+become refs: each class is registered with the VM under IREE's type name.
+"""
 from typing import Optional, TypeVar
 
+from hal_driver.device.allocator import Allocator
+from hal_driver.device.buffer import Buffer
+from hal_driver.device.buffer_view import BufferView
+from hal_driver.device.command_buffer import CommandBuffer
+from hal_driver.device.device import Device
+from hal_driver.device.executable import Executable
+from hal_driver.device.fence import Fence
+from hal_driver.device.file import File
+from hal_driver.device.semaphore import Semaphore
 from hal_driver.status import StatusCode, StatusError
+from hal_driver.vm.ref import ref_type, ref_type_text, register_ref_type
 
 T = TypeVar("T")
+
+REF_TYPES = {Allocator: "hal.allocator", Buffer: "hal.buffer",
+             BufferView: "hal.buffer_view", CommandBuffer: "hal.command_buffer",
+             Device: "hal.device", Executable: "hal.executable", Fence: "hal.fence",
+             File: "hal.file", Semaphore: "hal.semaphore"}
+for _cls, _name in REF_TYPES.items():
+    register_ref_type(_cls, _name)
 
 
 def deref(ref, cls: type[T]) -> T:
     """`ref` as a `cls`; null or another type is INVALID_ARGUMENT."""
+    expected = REF_TYPES[cls]
     if ref is None:
-        raise StatusError(StatusCode.INVALID_ARGUMENT, f"null reference; expected {cls.vm_type}")
-    if getattr(ref, "vm_type", None) != cls.vm_type:
+        raise StatusError(StatusCode.INVALID_ARGUMENT, f"null reference; expected {expected}")
+    if ref_type(ref) != expected:
         raise StatusError(StatusCode.INVALID_ARGUMENT,
-                          f"reference type mismatch; expected {cls.vm_type} but have "
-                          f"{getattr(ref, 'vm_type', type(ref).__name__)}")
+                          f"reference type mismatch; expected {expected} but have "
+                          f"{ref_type_text(ref)}")
     return ref
 
 
@@ -23,9 +46,9 @@ def deref_or_null(ref, cls: type[T]) -> Optional[T]:
 
 def vm_bytes(ref) -> memoryview:
     """The contents of a `vm.buffer` ref."""
-    if ref is None or getattr(ref, "vm_type", None) != "vm.buffer":
+    if ref is None or ref_type(ref) != "vm.buffer":
         raise StatusError(StatusCode.INVALID_ARGUMENT,
-                          f"expected a vm.buffer but have {getattr(ref, 'vm_type', ref)!r}")
+                          f"expected a vm.buffer but have {ref_type_text(ref)}")
     return memoryview(ref.data).cast("B")
 
 

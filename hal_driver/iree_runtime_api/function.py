@@ -10,7 +10,8 @@ from hal_driver.device.buffer_view import BufferView
 from hal_driver.iree_runtime_api.device_array import DeviceArray
 from hal_driver.runtime import buffer_view_from_array
 from hal_driver.status import StatusError
-from hal_driver.vm import VmList, VmRef
+from hal_driver.vm import VmList
+from hal_driver.vm.ref import ref_type
 
 
 class FunctionInvoker:
@@ -40,7 +41,7 @@ class FunctionInvoker:
     def _to_vm(self, arg):
         if isinstance(arg, DeviceArray):
             return arg.buffer_view
-        if arg is None or isinstance(arg, (int, float, VmRef)):
+        if arg is None or isinstance(arg, (int, float)) or ref_type(arg) is not None:
             return arg
         if isinstance(arg, (list, tuple)):
             return VmList("?", [self._to_vm(item) for item in arg])

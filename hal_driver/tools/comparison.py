@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hal_driver.tools.buffer_view_text import HostTensor, format_element, format_tensor
+from hal_driver.vm.ref import ref_type_text
 
 IGNORED = object()   # an `(ignored)` expected output
 
@@ -92,7 +93,7 @@ def _type_name(value) -> str:
         return "hal.buffer_view"
     if isinstance(value, tuple):
         return _value_type_name(value[0])
-    return getattr(value, "vm_type", type(value).__name__)
+    return ref_type_text(value)
 
 
 __all__ = ["IGNORED", "Tolerance", "compare_results"]

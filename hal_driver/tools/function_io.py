@@ -14,6 +14,7 @@ from hal_driver.device.buffer_view import BufferView
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.tools.buffer_view_text import HostTensor, format_tensor, parse_tensor
 from hal_driver.tools.comparison import IGNORED
+from hal_driver.vm.ref import ref_type
 
 
 class NpyStreams:
@@ -138,10 +139,10 @@ def format_value(value, max_element_count: int) -> str:
         kind, number = value
         name = dict(i="i32", I="i64", f="f32", F="f64")[kind]
         return f"{name}={'%g' % number if kind in 'fF' else number}"
-    if getattr(value, "vm_type", "") == "vm.list":
+    if ref_type(value) == "vm.list":
         return "vm.list\n" + "".join(f"child_list[{i}]: {format_value(v, max_element_count)}\n"
                                      for i, v in enumerate(_list_items(value)))
-    return f"{getattr(value, 'vm_type', '?')}\n(no printer)"
+    return f"{ref_type(value) or '?'}\n(no printer)"
 
 
 def _list_items(vm_list) -> list:

@@ -17,6 +17,7 @@ from hal_driver.status import StatusCode, StatusError, known_status_code
 from hal_driver.vm import opcodes, values
 from hal_driver.vm.buffer import VmBuffer, siphash24
 from hal_driver.vm.list import VmList, normalize_type, ref_matches
+from hal_driver.vm.ref import ref_type_text
 from hal_driver.vm.verifier import REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
 
 CALL, IMPORT, RETURN, YIELD = "call", "import", "return", "yield"
@@ -146,21 +147,21 @@ def _error(code: StatusCode, message: str) -> StatusError:
 def _as_buffer(ref, what: str) -> VmBuffer:
     if not isinstance(ref, VmBuffer):
         raise _error(StatusCode.INVALID_ARGUMENT, f"{what} is null" if ref is None
-                     else f"{what} is a `{ref.vm_type}`, not a vm.buffer")
+                     else f"{what} is a `{ref_type_text(ref)}`, not a vm.buffer")
     return ref
 
 
 def _as_list(ref) -> VmList:
     if not isinstance(ref, VmList):
         raise _error(StatusCode.INVALID_ARGUMENT, "list is null" if ref is None
-                     else f"list operand is a `{ref.vm_type}`, not a vm.list")
+                     else f"list operand is a `{ref_type_text(ref)}`, not a vm.list")
     return ref
 
 
 def _check_ref_type(ref, type_name: str) -> None:
     if not ref_matches(ref, type_name):
         raise _error(StatusCode.INVALID_ARGUMENT,
-                     f"ref type mismatch: have `{ref.vm_type if hasattr(ref, 'vm_type') else type(ref).__name__}`, "
+                     f"ref type mismatch: have `{ref_type_text(ref)}`, "
                      f"require `{type_name}`")
 
 

@@ -23,7 +23,7 @@ from hal_driver.vm import values
 from hal_driver.vm.cconv import register_placement
 from hal_driver.vm.handlers import CALL, IMPORT, RETURN, YIELD, HandlerBuilder
 from hal_driver.vm.native_module import NativeFunction
-from hal_driver.vm.ref import VmRef
+from hal_driver.vm.ref import ref_type
 from hal_driver.vm.verifier import IMPORT_BIT, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
 
 MAX_FRAMES = 4096
@@ -214,8 +214,8 @@ def to_register_value(kind: str, value, what: str):
     """Converts a Python value for a register of cconv type `kind`."""
     try:
         if kind == "r":
-            if value is not None and not isinstance(value, VmRef):
-                raise TypeError(f"expected a VmRef or None, got {type(value).__name__}")
+            if value is not None and ref_type(value) is None:
+                raise TypeError(f"expected a ref or None, got {type(value).__name__}")
             return value
         if kind == "i":
             return values.i32(_as_int(value))

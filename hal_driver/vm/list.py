@@ -4,7 +4,7 @@
 (`i8`, `i16`, `i32`, `i64`, `f32`, `f64`), a ref type (`hal.buffer`, `vm.buffer`,
 `vm.list`, with or without a leading `!`; `vm.list<...>` parameters are ignored like
 IREE does), or `?` / `vm.opaque` / `any` for a variant list holding anything.
-Storage is the Python list `.items` (ints, floats, VmRef or None); variant lists
+Storage is the Python list `.items` (ints, floats, refs or None); variant lists
 keep each value's type in `.value_types`.
 
 Semantics follow IREE's list: reading a value converts between integer widths and
@@ -14,7 +14,7 @@ into a typed ref list is INVALID_ARGUMENT; indices past the size are OUT_OF_RANG
 """
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm import values
-from hal_driver.vm.ref import VmRef
+from hal_driver.vm.ref import VmRef, ref_type, ref_type_text
 
 MAX_ELEMENTS = 1 << 24
 VALUE_TYPES = ("i8", "i16", "i32", "i64", "f32", "f64")
@@ -32,8 +32,8 @@ def normalize_type(type_name: str | None) -> str:
 
 
 def ref_matches(ref, type_name: str) -> bool:
-    """Whether `ref` (None or a VmRef) may be stored where `type_name` is declared."""
-    return ref is None or type_name == "?" or (isinstance(ref, VmRef) and ref.vm_type == type_name)
+    """Whether `ref` (None or a ref) may be stored where `type_name` is declared."""
+    return ref is None or type_name == "?" or ref_type(ref) == type_name
 
 
 def convert_value(value, source_type: str, target_type: str):
@@ -119,15 +119,15 @@ class VmList(VmRef):
             raise StatusError(StatusCode.FAILED_PRECONDITION, "list cannot store refs")
         if not ref_matches(ref, self.element_type):
             raise StatusError(StatusCode.INVALID_ARGUMENT,
-                              f"cannot store a `{ref.vm_type}` ref in a list of `{self.element_type}`")
+                              f"cannot store a `{ref_type_text(ref)}` ref in a list of `{self.element_type}`")
         self.items[index] = ref
         self.value_types[index] = None
 
     def append(self, item, value_type: str | None = None) -> None:
-        """Appends a VmRef/None, or a number (typed by `value_type` or the list)."""
+        """Appends a ref/None, or a number (typed by `value_type` or the list)."""
         index = len(self.items)
         self.resize(index + 1)
-        if item is None or isinstance(item, VmRef):
+        if item is None or ref_type(item) is not None:
             self.set_ref(index, item)
         else:
             default = "f64" if isinstance(item, float) else "i64"

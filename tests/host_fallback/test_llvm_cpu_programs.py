@@ -1,8 +1,8 @@
-"""Runs stock llvm-cpu executables through HostExecutable and compares with numpy."""
+"""Runs stock llvm-cpu executables through HostLibrary and compares with numpy."""
 import numpy as np
 import pytest
 
-from hal_driver.device.host_executable import HostExecutable
+from hal_driver.device.host_library import HostLibrary
 
 from .buffers import aligned_bytes, binding_for
 from .iree_tools import SYSTEM_ELF_FLAGS, SYSTEM_ELF_IREE_LLD_FLAGS, compile_mlir
@@ -85,7 +85,7 @@ def run(executable, dispatch, inputs, result_shape):
 
 def run_single_dispatch(compiled, inputs, result_shape):
     [dispatch] = compiled.dispatches
-    with HostExecutable(*compiled.only_executable()) as executable:
+    with HostLibrary(*compiled.only_executable()) as executable:
         return run(executable, dispatch, inputs, result_shape)
 
 
@@ -130,7 +130,7 @@ def test_linked_library_exports_are_looked_up_by_name(tmp_path):
     compiled = compile_mlir(MATMUL_AND_SUB, tmp_path)
     matmul, sub = compiled.dispatches
     a, b, c, d = rand(32, 32), rand(32, 32), rand(100), rand(100)
-    with HostExecutable(*compiled.only_executable()) as executable:
+    with HostLibrary(*compiled.only_executable()) as executable:
         assert sorted(executable.export_names) == sorted(
             [matmul.export_name, sub.export_name])
         for dispatch in (matmul, sub):
@@ -149,7 +149,7 @@ def test_dynamic_shape_push_constants(tmp_path):
     n = 10000
     a, b = rand(n), rand(n)
     result = aligned_bytes(n * 4)
-    with HostExecutable(format, data) as executable:
+    with HostLibrary(format, data) as executable:
         [name] = executable.export_names
         info = executable.export_info(executable.lookup(name))
         assert (info.binding_count, info.constant_count) == (3, 4)

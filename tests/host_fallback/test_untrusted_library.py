@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from hal_driver.device.host_executable import HostExecutable
+from hal_driver.device.host_library import HostLibrary
 from hal_driver.status import StatusCode, StatusError
 
 from .buffers import aligned_bytes, binding_for
@@ -64,12 +64,12 @@ def dynamic_entries(data: bytes) -> list[tuple[int, int, int]]:
 
 def load_error(data: bytes) -> StatusError:
     with pytest.raises(StatusError) as info:
-        HostExecutable(EMBEDDED, data)
+        HostLibrary(EMBEDDED, data)
     return info.value
 
 
 def test_stock_library_loads_and_runs(add_library):
-    with HostExecutable(EMBEDDED, add_library) as executable:
+    with HostLibrary(EMBEDDED, add_library) as executable:
         a = np.arange(64, dtype=np.float32)
         buffers = [binding_for(a), binding_for(2 * a), aligned_bytes(256)]
         executable.dispatch(0, (1, 1, 1), [], buffers)
@@ -136,9 +136,9 @@ def run_child(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 MISBEHAVING = """
-    from hal_driver.device.host_executable import HostExecutable
+    from hal_driver.device.host_library import HostLibrary
     from hal_driver.status import StatusError
-    executable = HostExecutable("embedded-elf-x86_64", bytes.fromhex(DATA))
+    executable = HostLibrary("embedded-elf-x86_64", bytes.fromhex(DATA))
     for name in NAMES:
         try:
             executable.dispatch(executable.lookup(name), (3, 1, 1), [], [], timeout_ms=300)
@@ -174,8 +174,8 @@ def test_fault_outside_a_guarded_call_still_kills_the_process(fake_library):
     data = fake_library(FAKE_MISBEHAVE=1)
     result = run_child(f"""
         import ctypes
-        from hal_driver.device.host_executable import HostExecutable
-        executable = HostExecutable("embedded-elf-x86_64", bytes.fromhex({data.hex()!r}))
+        from hal_driver.device.host_library import HostLibrary
+        executable = HostLibrary("embedded-elf-x86_64", bytes.fromhex({data.hex()!r}))
         executable.dispatch(1, (1, 1, 1), [], [])
         ctypes.string_at(8)
     """)

@@ -1,6 +1,6 @@
 """Host-CPU fallback executables: llvm-cpu output run by native/host_dispatch.c.
 
-A `HostExecutable` loads an executable library produced by the stock llvm-cpu backend
+A `HostLibrary` loads an executable library produced by the stock llvm-cpu backend
 (the bytes `hal.executable.create` receives) with native/elf_loader.c, which checks the
 whole ELF before it maps and relocates it and never runs its initialisers, and runs
 dispatches of its exports on the calling thread under native/fault_guard.c: a fault or
@@ -65,7 +65,7 @@ def _pack_u32(values: Sequence[int], what: str):
     return ffi.new("uint32_t[]", packed) if packed else ffi.NULL
 
 
-class HostExecutable:
+class HostLibrary:
     """One loaded llvm-cpu executable library."""
 
     _library = ffi.NULL
@@ -224,7 +224,7 @@ class HostExecutable:
             lib.hd_library_free(self._library)
             self._library = ffi.NULL
 
-    def __enter__(self) -> "HostExecutable":
+    def __enter__(self) -> "HostLibrary":
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,4 +1,4 @@
-"""HostExecutable's ABI plumbing and its errors, using a hand-written library
+"""HostLibrary's ABI plumbing and its errors, using a hand-written library
 (fake_library.c) and one small stock llvm-cpu executable."""
 import concurrent.futures
 import contextlib
@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from hal_driver.device.host_executable import HostExecutable
+from hal_driver.device.host_library import HostLibrary
 from hal_driver.status import StatusCode, StatusError
 
 from .buffers import aligned_bytes, binding_for
@@ -28,7 +28,7 @@ def add_executable(tmp_path_factory):
     """(executable, export name, workgroup count) of a 64-element add."""
     compiled = compile_mlir(ADD, tmp_path_factory.mktemp("add"))
     [dispatch] = compiled.dispatches
-    executable = HostExecutable(*compiled.only_executable())
+    executable = HostLibrary(*compiled.only_executable())
     yield executable, dispatch.export_name, dispatch.workgroup_count
     executable.close()
 
@@ -45,25 +45,25 @@ def raises(code: StatusCode, match: str):
 
 def test_garbage_bytes():
     with raises(StatusCode.INVALID_ARGUMENT, "not an ELF file"):
-        HostExecutable(EMBEDDED, b"\x00garbage" * 100)
+        HostLibrary(EMBEDDED, b"\x00garbage" * 100)
 
 
 def test_empty_bytes():
     with raises(StatusCode.INVALID_ARGUMENT, "not an ELF file"):
-        HostExecutable(EMBEDDED, b"")
+        HostLibrary(EMBEDDED, b"")
 
 
 def test_elf_for_another_machine(fake_library):
     data = bytearray(fake_library())
     data[18:20] = (183).to_bytes(2, "little")  # EM_AARCH64
     with raises(StatusCode.INVALID_ARGUMENT, "not a 64-bit little-endian x86-64 ELF"):
-        HostExecutable(EMBEDDED, bytes(data))
+        HostLibrary(EMBEDDED, bytes(data))
 
 
 def test_truncated_elf(fake_library):
     data = fake_library()[:200]
     with raises(StatusCode.INVALID_ARGUMENT, "program headers .* do not lie in its 200 bytes"):
-        HostExecutable(EMBEDDED, data)
+        HostLibrary(EMBEDDED, data)
 
 
 def test_shared_object_without_query_symbol(tmp_path):
@@ -73,39 +73,39 @@ def test_shared_object_without_query_symbol(tmp_path):
     subprocess.run(["gcc", "-shared", "-fPIC", str(source), "-o", str(output)],
                    check=True)
     with raises(StatusCode.INVALID_ARGUMENT, "no `iree_hal_executable_library_query`"):
-        HostExecutable(EMBEDDED, output.read_bytes())
+        HostLibrary(EMBEDDED, output.read_bytes())
 
 
 def test_unsupported_format(fake_library):
     with raises(StatusCode.UNIMPLEMENTED, "format `vmvx-bytecode-fb` is not supported"):
-        HostExecutable("vmvx-bytecode-fb", fake_library())
+        HostLibrary("vmvx-bytecode-fb", fake_library())
 
 
 def test_other_abi_version(fake_library):
     with raises(StatusCode.FAILED_PRECONDITION, "does not support ABI version 6"):
-        HostExecutable(EMBEDDED, fake_library(FAKE_VERSION=5))
+        HostLibrary(EMBEDDED, fake_library(FAKE_VERSION=5))
 
 
 def test_required_import_is_not_provided(fake_library):
     data = fake_library(FAKE_IMPORT='"mylib_fn_v1"')
     with raises(StatusCode.NOT_FOUND, "requires import `mylib_fn_v1`"):
-        HostExecutable(EMBEDDED, data)
+        HostLibrary(EMBEDDED, data)
 
 
 def test_optional_import_resolves_to_null(fake_library):
-    with HostExecutable(EMBEDDED, fake_library(FAKE_IMPORT='"?mylib_fn_v1"')) as e:
+    with HostLibrary(EMBEDDED, fake_library(FAKE_IMPORT='"?mylib_fn_v1"')) as e:
         assert e.export_names == ["record", "fail_at_1_2_0"]
 
 
 def test_executable_constant_count_must_match(fake_library):
     data = fake_library(FAKE_CONSTANTS=2)
     with raises(StatusCode.INVALID_ARGUMENT, "declares 2 constants; 0 provided"):
-        HostExecutable(EMBEDDED, data)
+        HostLibrary(EMBEDDED, data)
 
 
 def test_same_bytes_load_twice_independently(fake_library):
     data = fake_library()
-    first, second = HostExecutable(EMBEDDED, data), HostExecutable(EMBEDDED, data)
+    first, second = HostLibrary(EMBEDDED, data), HostLibrary(EMBEDDED, data)
     first.close()
     out = aligned_bytes(64)
     second.dispatch(0, (1, 1, 1), [5], [out])
@@ -116,7 +116,7 @@ def test_same_bytes_load_twice_independently(fake_library):
 # ---- Exports and dispatch plumbing -------------------------------------------
 
 def test_export_info(fake_library):
-    with HostExecutable(EMBEDDED, fake_library()) as executable:
+    with HostLibrary(EMBEDDED, fake_library()) as executable:
         assert executable.name == "fake"
         info = executable.export_info(executable.lookup("record"))
         assert info.name == "record"
@@ -127,7 +127,7 @@ def test_export_info(fake_library):
 
 def test_grid_constants_and_local_memory_reach_every_workgroup(fake_library):
     data = fake_library(FAKE_CONSTANTS=1)
-    with HostExecutable(EMBEDDED, data, constants=[1000]) as executable:
+    with HostLibrary(EMBEDDED, data, constants=[1000]) as executable:
         out = aligned_bytes(4 * 3 * 5 * 2)
         executable.dispatch(0, (3, 5, 2), [20], [out])
         np.testing.assert_array_equal(out.view(np.uint32), 1020 + np.arange(30))
@@ -139,7 +139,7 @@ def test_grid_constants_and_local_memory_reach_every_workgroup(fake_library):
 
 
 def test_concurrent_dispatches(fake_library):
-    with HostExecutable(EMBEDDED, fake_library()) as executable:
+    with HostLibrary(EMBEDDED, fake_library()) as executable:
         outputs = [aligned_bytes(4 * 64) for _ in range(4)]
 
         def work(index):
@@ -153,14 +153,14 @@ def test_concurrent_dispatches(fake_library):
 
 
 def test_workgroup_failure_names_export_and_workgroup(fake_library):
-    with HostExecutable(EMBEDDED, fake_library()) as executable:
+    with HostLibrary(EMBEDDED, fake_library()) as executable:
         with raises(StatusCode.INTERNAL,
                     r"dispatch of `fail_at_1_2_0`: workgroup \(1, 2, 0\) returned 7"):
             executable.dispatch(1, (4, 4, 1), [], [])
 
 
 def test_empty_grid_runs_nothing(fake_library):
-    with HostExecutable(EMBEDDED, fake_library()) as executable:
+    with HostLibrary(EMBEDDED, fake_library()) as executable:
         executable.dispatch(1, (4, 0, 1), [], [])
 
 
@@ -224,13 +224,13 @@ def test_bad_workgroup_count(add_executable, count):
 
 
 def test_bad_constant_value(fake_library):
-    with HostExecutable(EMBEDDED, fake_library()) as executable:
+    with HostLibrary(EMBEDDED, fake_library()) as executable:
         with raises(StatusCode.INVALID_ARGUMENT, "constant 0 is 4294967296"):
             executable.dispatch(0, (1, 1, 1), [1 << 32], [aligned_bytes(64)])
 
 
 def test_use_after_close(fake_library):
-    executable = HostExecutable(EMBEDDED, fake_library())
+    executable = HostLibrary(EMBEDDED, fake_library())
     executable.close()
     executable.close()
     with raises(StatusCode.FAILED_PRECONDITION, "has been closed"):
