@@ -5,7 +5,7 @@ The syntax (docs/npu-fb-format.md) in short:
     .version 1.0                                  # optional, default the current version
     .machine sram_bytes=1048576, mac_cols=16      # optional overrides of the default machine
     .constants align 64                           # pad the constant pool to a multiple of 64
-    .constants f32 0.5, -1.0                      # append data: hex | f32 | f16 | bf16 | i8 | i32
+    .constants f32 0.5, -1.0                      # append data: hex | f32 | f16 | bf16 | i8 | i32 | u8
     .export conv bindings=[ro:4096,rw:8192] constant_count=0 workgroup_count=1x1x1
     .export c2 bindings=[ro:0,rw:0] views=[0+pc0:4096,1+pc1*-2048+63488:2048] constant_count=2 ...
                                                   # views: BINDING+pcK[*SCALE][+BASE]:SIZE,

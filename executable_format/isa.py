@@ -40,14 +40,16 @@ class DType(enum.IntEnum):
     BF16 = 2
     I8 = 3
     I32 = 4
+    U8 = 5      # unsigned bytes: quantized activations with a uint8 zero point
 
 
 DTYPE_NAMES = {DType.F32: "f32", DType.F16: "f16", DType.BF16: "bf16", DType.I8: "i8",
-               DType.I32: "i32"}
-DTYPE_BYTES = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.I8: 1, DType.I32: 4}
-# The MAC array accumulates floats in f32 and i8 in i32.
+               DType.I32: "i32", DType.U8: "u8"}
+DTYPE_BYTES = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.I8: 1, DType.I32: 4,
+               DType.U8: 1}
+# The MAC array accumulates floats in f32 and bytes (both operands i8, or both u8) in i32.
 ACCUMULATOR = {DType.F32: DType.F32, DType.F16: DType.F32, DType.BF16: DType.F32,
-               DType.I8: DType.I32}
+               DType.I8: DType.I32, DType.U8: DType.I32}
 
 
 class Engine(enum.IntEnum):
@@ -69,6 +71,7 @@ class Flag(enum.IntFlag):
     BIAS = 2             # initialise out with bias[n] (acc dtype) from bias_addr
     TRANSPOSE_A = 4      # MATMUL: A stored [K][M]
     TRANSPOSE_B = 8      # MATMUL: B stored [N][K]
+    MIXED_SIGN = 16      # i8/u8: B (the weights) has the other signedness (u8 x i8, i8 x u8)
     # VPOOL
     POOL_AVG = 1         # else max
     COUNT_INCLUDE_PAD = 2
@@ -122,16 +125,16 @@ OPCODE_LIST = (
                ("sram_addr", "n0", "n1", "n2", "n3", "s0", "s1", "s2", "s3", "value"), _ALL),
     OpcodeInfo(32, "matmul", Engine.MAC,
                ("a", "b", "out", "m", "n", "k", "lda", "ldb", "ldo", "bias"),
-               _FLOAT + (DType.I8,)),
+               _FLOAT + (DType.I8, DType.U8)),
     OpcodeInfo(33, "conv2d", Engine.MAC,
                ("in", "w", "out", "c", "hi", "wi", "f", "ho", "wo",
                 "kh_kw", "sh_sw", "dh_dw", "groups", "bias"),
-               _FLOAT + (DType.I8,)),
+               _FLOAT + (DType.I8, DType.U8)),
     # Depthwise: one kh x kw filter per channel; columns take pixels, k lanes the taps.
     OpcodeInfo(34, "dwconv2d", Engine.MAC,
                ("in", "w", "out", "c", "hi", "wi", "ho", "wo",
                 "kh_kw", "sh_sw", "dh_dw", "bias"),
-               _FLOAT + (DType.I8,)),
+               _FLOAT + (DType.I8, DType.U8)),
     _binary(48, "vadd"),
     _binary(49, "vsub"),
     _binary(50, "vmul"),
@@ -162,6 +165,17 @@ OPCODES_BY_NAME = {info.name: info for info in OPCODE_LIST}
 TRANSCENDENTAL = frozenset({"vsigmoid", "vtanh", "vexp", "vsqrt", "vrsqrt"})
 
 
+BYTE_INTS = (DType.I8, DType.U8)
+
+
+def mac_b_dtype(dtype: DType, flags: int) -> DType:
+    """The dtype of a MAC instruction's B operand (matmul) or weights (conv2d, dwconv2d):
+    the instruction's, or with MIXED_SIGN the other byte integer."""
+    if flags & Flag.MIXED_SIGN:
+        return DType.U8 if dtype == DType.I8 else DType.I8
+    return dtype
+
+
 def pack_pair(low: int, high: int) -> int:
     return (low & 0xFFFF) | ((high & 0xFFFF) << 16)
 
@@ -181,9 +195,11 @@ def bits_f32(bits: int) -> float:
 # Flag bits each opcode accepts, by their assembly name; every other bit must be zero.
 OPCODE_FLAGS = {
     "matmul": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS,
-               "transpose_a": Flag.TRANSPOSE_A, "transpose_b": Flag.TRANSPOSE_B},
-    "conv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS},
-    "dwconv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS},
+               "transpose_a": Flag.TRANSPOSE_A, "transpose_b": Flag.TRANSPOSE_B,
+               "mixed_sign": Flag.MIXED_SIGN},
+    "conv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS, "mixed_sign": Flag.MIXED_SIGN},
+    "dwconv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS,
+                 "mixed_sign": Flag.MIXED_SIGN},
     "vpool": {"avg": Flag.POOL_AVG, "count_include_pad": Flag.COUNT_INCLUDE_PAD},
     "vreduce": {"max": Flag.REDUCE_MAX, "mean": Flag.REDUCE_MEAN},
     "vcvt": {"truncate": Flag.TRUNCATE},

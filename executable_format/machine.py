@@ -16,7 +16,7 @@ class MachineConfig:
     mac_rows: int = 32
     mac_cols: int = 32
     f32_rate_divisor: int = 4              # f32 runs at 1/4 of the f16 rate: 256 MAC/cycle
-    i8_rate_multiplier: int = 2            # i8 packs two per lane: 2048 MAC/cycle
+    i8_rate_multiplier: int = 2            # i8 and u8 pack two per lane: 2048 MAC/cycle
     mac_latency_cycles: int = 32           # pipeline fill per MAC instruction
     # SRAM scratchpad.
     sram_bytes: int = 2 * 1024 * 1024
@@ -65,7 +65,7 @@ class MachineConfig:
         """Reduction elements the MAC array consumes per cycle per output column."""
         if dtype == "f32":
             return max(1, self.mac_rows // self.f32_rate_divisor)
-        if dtype == "i8":
+        if dtype in ("i8", "u8"):
             return self.mac_rows * self.i8_rate_multiplier
         return self.mac_rows
 

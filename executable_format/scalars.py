@@ -1,7 +1,7 @@
 """Scalar values as instruction fields hold them: the bit pattern of a dtype in a u32.
 
 `fill` stores its value as the dtype's bit pattern in the low bits (f16/bf16 in 16 bits,
-i8 in 8, two's complement); f32 parameters (p0, p1, scale) are f32 bits.
+i8 in 8, two's complement; u8 in 8); f32 parameters (p0, p1, scale) are f32 bits.
 """
 import math
 
@@ -43,6 +43,8 @@ def decode_value(dtype: DType, bits: int) -> int | float:
     if dtype == DType.BF16:
         return bits_f32(bits << 16)
     width = 8 * DTYPE_BYTES[dtype]
+    if dtype == DType.U8:
+        return bits
     return bits - (1 << width) if bits >> (width - 1) else bits
 
 
@@ -64,4 +66,6 @@ def _f32_bits_to_bf16(bits: int) -> int:
 
 def _int_range(dtype: DType) -> tuple[int, int]:
     width = 8 * DTYPE_BYTES[dtype]
+    if dtype == DType.U8:
+        return 0, (1 << width) - 1
     return -(1 << (width - 1)), (1 << width) - 1

@@ -17,7 +17,7 @@ CONSTANTS_PER_LINE = 32                 # bytes per `.constants hex` line when p
 BINDING_FLAG_NAMES = {"ro": 1, "rw": 0}  # flags of `bindings=[ro:4096,rw:128]`
 DEBUG_DIRECTIVES = ("dispatch_name", "source_location", "npu_ir")
 ROOFLINE_KEYS = ("macs", "dtype", "read", "write")      # `.roofline macs=N, dtype=f32, ...`
-CONSTANT_KINDS = ("hex", "f32", "f16", "bf16", "i8", "i32")
+CONSTANT_KINDS = ("hex", "f32", "f16", "bf16", "i8", "i32", "u8")
 BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.$-]*")   # export names printed without quotes
 SIGNAL_ENGINES = {ENGINE_NAMES[e]: int(e)
                   for e in (Engine.DMA_IN, Engine.DMA_OUT, Engine.MAC, Engine.VECTOR)}

@@ -12,7 +12,7 @@ from .cost import (ELEMENT_WORK, PROGRAM_WORK_PER_SRAM_BYTE, instruction_element
                    instruction_macs, program_work_limit)
 from .errors import FormatError, excerpt
 from .generated import npu_executable_generated as fb
-from .isa import (CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES,
+from .isa import (BYTE_INTS, CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES,
                   INSTRUCTION_BYTES, INSTRUCTION_DTYPE, MACS_PER_SRAM_BYTE, OPCODE_FLAGS,
                   OPCODES, UNUSED_FIELDS, DType, Engine, Flag, unpack_pair)
 from .machine import MachineConfig
@@ -329,7 +329,9 @@ def _window_fits(fields: dict, axis: int, size: str, out: str) -> None:
                           f"dilation {dilation}) reads past {size} {fields[size]}")
 
 
-def _accumulate_and_bias(fields: dict, flags: int) -> None:
+def _mac_flags(fields: dict, flags: int, dtype: DType) -> None:
+    if flags & Flag.MIXED_SIGN and dtype not in BYTE_INTS:
+        raise FormatError(f"flag mixed_sign needs i8 or u8 operands, not {DTYPE_NAMES[dtype]}")
     if flags & Flag.ACCUMULATE and flags & Flag.BIAS:
         raise FormatError("flags accumulate and bias exclude each other")
     if not flags & Flag.BIAS and fields["bias"]:
@@ -361,7 +363,7 @@ def _check_matmul(fields: dict, flags: int, dtype: DType) -> None:
     for ld, row in (("lda", a_row), ("ldb", b_row), ("ldo", fields["n"])):
         if fields[ld] < row:
             raise FormatError(f"{ld} {fields[ld]} is less than the row length {row}")
-    _accumulate_and_bias(fields, flags)
+    _mac_flags(fields, flags, dtype)
 
 
 def _check_conv2d(fields: dict, flags: int, dtype: DType) -> None:
@@ -373,7 +375,7 @@ def _check_conv2d(fields: dict, flags: int, dtype: DType) -> None:
                               f"{fields['groups']}")
     _window_fits(fields, 0, "hi", "ho")
     _window_fits(fields, 1, "wi", "wo")
-    _accumulate_and_bias(fields, flags)
+    _mac_flags(fields, flags, dtype)
 
 
 def _check_dwconv2d(fields: dict, flags: int, dtype: DType) -> None:
@@ -381,7 +383,7 @@ def _check_dwconv2d(fields: dict, flags: int, dtype: DType) -> None:
     _positive_pairs(fields, "kh_kw", "sh_sw", "dh_dw")
     _window_fits(fields, 0, "hi", "ho")
     _window_fits(fields, 1, "wi", "wo")
-    _accumulate_and_bias(fields, flags)
+    _mac_flags(fields, flags, dtype)
 
 
 def _check_vector(fields: dict, flags: int, dtype: DType) -> None:

@@ -289,11 +289,23 @@ static void store_f32(int dtype, uint8_t* base, size_t stride, size_t n,
 }
 
 /* i8 or i32 elements to i32. */
+/* Byte integers: the MAC array's integer operand dtypes (i8, u8). */
+static bool is_byte_int(int dtype) { return dtype == DT_I8 || dtype == DT_U8; }
+
+/* The dtype of a MAC instruction's B operand (matmul) or weights (conv2d, dwconv2d):
+ * the instruction's, or with MIXED_SIGN the other byte integer (isa.mac_b_dtype). */
+static int mac_b_dtype(const instr_t* in) {
+  if (!(in->flags & FLAG_MIXED_SIGN)) return in->dtype;
+  return in->dtype == DT_I8 ? DT_U8 : DT_I8;
+}
+
 static void load_i32(int dtype, const uint8_t* base, size_t stride, size_t n,
                      int32_t* restrict out) {
   if (dtype == DT_I32) {
     const int32_t* src = (const int32_t*)base;
     for (size_t i = 0; i < n; i++) out[i] = src[i * stride];
+  } else if (dtype == DT_U8) {
+    for (size_t i = 0; i < n; i++) out[i] = base[i * stride];
   } else {
     const int8_t* src = (const int8_t*)base;
     for (size_t i = 0; i < n; i++) out[i] = src[i * stride];
@@ -915,6 +927,9 @@ static int check_fill(exec_t* x, const instr_t* in) {
 }
 
 static int check_mac_flags(exec_t* x, const instr_t* in, uint32_t bias) {
+  if ((in->flags & FLAG_MIXED_SIGN) && !is_byte_int(in->dtype)) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flag MIXED_SIGN needs i8 or u8 operands");
+  }
   if ((in->flags & FLAG_ACCUMULATE) && (in->flags & FLAG_BIAS)) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags ACCUMULATE and BIAS are exclusive");
   }
@@ -1182,7 +1197,7 @@ static void pack_transposed(int dtype, const uint8_t* base, size_t rows, size_t 
     size_t count = rows - r0 < PACK_RUN ? rows - r0 : PACK_RUN;
     for (size_t c = 0; c < cols; c++) {
       const uint8_t* src = base + (c * col_stride + r0) * elem;
-      if (dtype == DT_I8) {
+      if (is_byte_int(dtype)) {
         load_i32(dtype, src, 1, count, (int32_t*)run);
       } else {
         load_f32(dtype, src, 1, count, (float*)run);
@@ -1204,7 +1219,7 @@ static void pack_matrix(int dtype, const uint8_t* base, size_t rows, size_t cols
   }
   for (size_t r = 0; r < rows; r++) {
     const uint8_t* src = base + r * row_stride * elem;
-    if (dtype == DT_I8) {
+    if (is_byte_int(dtype)) {
       load_i32(dtype, src, col_stride, cols, (int32_t*)out + r * cols);
     } else {
       load_f32(dtype, src, col_stride, cols, (float*)out + r * cols);
@@ -1311,10 +1326,10 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
   if (!ap) return out_of_memory(x, (u128)m * k * 4);
   if (!bp) return out_of_memory(x, (u128)k * n * 4);
   if (!a_in_place) pack_matrix(dt, sram + a[0], m, k, ta ? 1 : lda, ta ? lda : 1, ap);
-  if (!b_in_place) pack_matrix(dt, sram + a[1], k, n, tb ? 1 : ldb, tb ? ldb : 1, bp);
+  if (!b_in_place) pack_matrix(mac_b_dtype(in), sram + a[1], k, n, tb ? 1 : ldb, tb ? ldb : 1, bp);
   uint8_t* out = sram + a[2];
   if (!acc) init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + a[9]) : NULL, NULL);
-  gemm_job_t job = {dt == DT_I8, m, n, k, ap, a_in_place ? lda : k, bp, out, ldo, n >= m};
+  gemm_job_t job = {is_byte_int(dt), m, n, k, ap, a_in_place ? lda : k, bp, out, ldo, n >= m};
   size_t units = job.by_columns ? ceil_units(n, GEMM_UNIT_COLS) : ceil_units(m, GEMM_MR);
   run_units(x->pool, gemm_unit, &job, units, worker_count(x->pool, (uint64_t)m * n * k, units));
   return NPU_STATUS_OK;
@@ -1354,7 +1369,7 @@ static void conv_im2col_channel(const conv_job_t* j, uint8_t* col, size_t g, siz
       for (size_t y = 0; y < rows; y++) {
         const uint8_t* src = in_c + (((y0 + y) * j->sh + ky * j->dh) * j->wi + kx * j->dw) * elem;
         size_t at = r * cols + y * wo;
-        if (j->dtype == DT_I8) {
+        if (is_byte_int(j->dtype)) {
           load_i32(j->dtype, src, j->sw, wo, (int32_t*)col + at);
         } else {
           load_f32(j->dtype, src, j->sw, wo, (float*)col + at);
@@ -1376,7 +1391,7 @@ static gemm_job_t conv_gemm(const conv_job_t* j, const uint8_t* col, size_t cols
   size_t kdim = j->cg * j->kh * j->kw, spatial = j->ho * j->wo;
   const uint8_t* w = (const uint8_t*)j->weights + g * j->fg * kdim * 4;
   uint8_t* o = j->out + (g * j->fg * spatial + y0 * j->wo) * 4;
-  return (gemm_job_t){j->dtype == DT_I8, j->fg, cols, kdim, w, kdim, col, o, spatial,
+  return (gemm_job_t){is_byte_int(j->dtype), j->fg, cols, kdim, w, kdim, col, o, spatial,
                       cols >= j->fg};
 }
 
@@ -1461,7 +1476,7 @@ static int exec_conv2d(exec_t* x, const instr_t* in) {
     init_accumulator(out, f, spatial, spatial, NULL,
                      bias ? (const uint32_t*)(sram + p.bias) : NULL);
   }
-  if (dt != DT_F32) pack_matrix(dt, sram + p.w, f, kdim, kdim, 1, wp);
+  if (dt != DT_F32) pack_matrix(mac_b_dtype(in), sram + p.w, f, kdim, kdim, 1, wp);
   conv_job_t job = {dt, cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
                     sram + p.in, wp, out, col, col_bytes, chunk_rows, chunks};
   if (workers == 1 || units >= 2 * workers) {
@@ -1678,6 +1693,10 @@ static void cvt_load(int dtype, const uint8_t* base, size_t stride, size_t n,
       for (size_t i = 0; i < n; i++) out[i] = s[i * stride] * scale;
       break;
     }
+    case DT_U8: {
+      for (size_t i = 0; i < n; i++) out[i] = base[i * stride] * scale;
+      break;
+    }
     case DT_I32: {
       const int32_t* s = (const int32_t*)base;
       for (size_t i = 0; i < n; i++) out[i] = s[i * stride] * scale;
@@ -1704,6 +1723,13 @@ static void cvt_store(int dtype, uint8_t* base, size_t stride, size_t n,
       for (size_t i = 0; i < n; i++) {
         double v = cvt_round(in[i], truncate);
         d[i * stride] = (int8_t)(v < -128.0 ? -128.0 : v > 127.0 ? 127.0 : v);
+      }
+      break;
+    }
+    case DT_U8: {
+      for (size_t i = 0; i < n; i++) {
+        double v = cvt_round(in[i], truncate);
+        base[i * stride] = (uint8_t)(v < 0.0 ? 0.0 : v > 255.0 ? 255.0 : v);
       }
       break;
     }
@@ -1877,7 +1903,7 @@ static uint64_t k_lanes(const npu_machine_config_t* m, int dtype) {
     uint64_t lanes = m->mac_rows / m->f32_rate_divisor;
     return lanes ? lanes : 1;
   }
-  if (dtype == DT_I8) return m->mac_rows * m->i8_rate_multiplier;
+  if (is_byte_int(dtype)) return m->mac_rows * m->i8_rate_multiplier;
   return m->mac_rows;
 }
 

@@ -45,7 +45,8 @@ enum {
   DT_BF16 = 2,
   DT_I8 = 3,
   DT_I32 = 4,
-  DT_COUNT = 5,
+  DT_U8 = 5,
+  DT_COUNT = 6,
 };
 
 enum {
@@ -61,6 +62,7 @@ enum {
   FLAG_BIAS = 2,
   FLAG_TRANSPOSE_A = 4,
   FLAG_TRANSPOSE_B = 8,
+  FLAG_MIXED_SIGN = 16,
   FLAG_POOL_AVG = 1,
   FLAG_COUNT_INCLUDE_PAD = 2,
   FLAG_REDUCE_MAX = 1,
@@ -83,25 +85,25 @@ typedef struct op_info_t {
 
 static const op_info_t OPS[256] = {
   [OP_END] = {"end", ENGINE_CONTROL, 0,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32), 0x0},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x0},
   [OP_SIGNAL] = {"signal", ENGINE_CONTROL, 2,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32), 0x0},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x0},
   [OP_WAIT] = {"wait", ENGINE_CONTROL, 3,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32), 0x0},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x0},
   [OP_BARRIER] = {"barrier", ENGINE_CONTROL, 0,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32), 0x0},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x0},
   [OP_DMA_LOAD] = {"dma.load", ENGINE_DMA_IN, 15,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32), 0x0},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x0},
   [OP_DMA_STORE] = {"dma.store", ENGINE_DMA_OUT, 15,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32), 0x0},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x0},
   [OP_FILL] = {"fill", ENGINE_DMA_IN, 10,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32), 0x1},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x1},
   [OP_MATMUL] = {"matmul", ENGINE_MAC, 10,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8), 0xf},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_U8), 0x1f},
   [OP_CONV2D] = {"conv2d", ENGINE_MAC, 14,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8), 0x3},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_U8), 0x13},
   [OP_DWCONV2D] = {"dwconv2d", ENGINE_MAC, 12,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8), 0x3},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_U8), 0x13},
   [OP_VADD] = {"vadd", ENGINE_VECTOR, 15,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I32), 0x0},
   [OP_VSUB] = {"vsub", ENGINE_VECTOR, 15,
@@ -117,7 +119,7 @@ static const op_info_t OPS[256] = {
   [OP_VFMA] = {"vfma", ENGINE_VECTOR, 15,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x0},
   [OP_VCOPY] = {"vcopy", ENGINE_VECTOR, 11,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32), 0x0},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x0},
   [OP_VRELU] = {"vrelu", ENGINE_VECTOR, 11,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I32), 0x0},
   [OP_VCLAMP] = {"vclamp", ENGINE_VECTOR, 13,
@@ -133,7 +135,7 @@ static const op_info_t OPS[256] = {
   [OP_VSCALE] = {"vscale", ENGINE_VECTOR, 13,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x0},
   [OP_VCVT] = {"vcvt", ENGINE_VECTOR, 13,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32), 0x1},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x1},
   [OP_VSQRT] = {"vsqrt", ENGINE_VECTOR, 11,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x0},
   [OP_VRSQRT] = {"vrsqrt", ENGINE_VECTOR, 11,
@@ -146,7 +148,7 @@ static const op_info_t OPS[256] = {
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x3},
 };
 
-static const unsigned DTYPE_BYTES[DT_COUNT] = {4, 2, 2, 1, 4};
-static const char* const DTYPE_NAMES[DT_COUNT] = {"f32", "f16", "bf16", "i8", "i32"};
+static const unsigned DTYPE_BYTES[DT_COUNT] = {4, 2, 2, 1, 4, 1};
+static const char* const DTYPE_NAMES[DT_COUNT] = {"f32", "f16", "bf16", "i8", "i32", "u8"};
 
 #endif  /* NPU_ISA_H_ */

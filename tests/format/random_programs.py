@@ -2,7 +2,7 @@
 import random
 
 from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
-from executable_format.isa import (CONST_POOL, OPCODE_FLAGS, OPCODES_BY_NAME, DType, Flag,
+from executable_format.isa import (BYTE_INTS, CONST_POOL, OPCODE_FLAGS, OPCODES_BY_NAME, DType, Flag,
                                    pack_pair)
 from executable_format.machine import MachineConfig
 
@@ -52,6 +52,11 @@ class _Generator:
                 bits &= ~second
         return bits
 
+    def mac_flags(self, opcode: str, dtype: int) -> int:
+        """Random valid flags of a MAC instruction: mixed_sign only with byte operands."""
+        flags = self.flags(opcode, [(Flag.ACCUMULATE, Flag.BIAS)])
+        return flags if dtype in BYTE_INTS else flags & ~Flag.MIXED_SIGN
+
     def emit(self, p: ProgramBuilder) -> None:
         kind = self.rng.choice(["dma", "fill", "matmul", "conv2d", "dwconv2d", "binary",
                                 "unary", "vcvt", "vpool", "vreduce", "sync", "sync", "barrier"])
@@ -67,7 +72,7 @@ class _Generator:
 
     def fill(self, p):
         dtype = self.dtype("fill")
-        width = {0: 32, 1: 16, 2: 16, 3: 8, 4: 32}[dtype]
+        width = {0: 32, 1: 16, 2: 16, 3: 8, 4: 32, 5: 8}[dtype]
         a = [self.address(), *self.counts(4), *self.strides(4), self.rng.getrandbits(width)]
         p.emit_raw(OPCODES_BY_NAME["fill"].code, dtype, 0, a)
 
@@ -77,7 +82,8 @@ class _Generator:
         return [first, second, out, bias if flags & Flag.BIAS else 0]
 
     def matmul(self, p):
-        flags = self.flags("matmul", [(Flag.ACCUMULATE, Flag.BIAS)])
+        dtype = self.dtype("matmul")
+        flags = self.mac_flags("matmul", dtype)
         m, n, k = self.counts(3)
         a_row = m if flags & Flag.TRANSPOSE_A else k
         b_row = k if flags & Flag.TRANSPOSE_B else n
@@ -85,7 +91,7 @@ class _Generator:
         a = [first, second, out, m, n, k,
              a_row + self.rng.randint(0, 3), b_row + self.rng.randint(0, 3),
              n + self.rng.randint(0, 3), bias]
-        p.emit_raw(OPCODES_BY_NAME["matmul"].code, self.dtype("matmul"), flags, a)
+        p.emit_raw(OPCODES_BY_NAME["matmul"].code, dtype, flags, a)
 
     def _window(self):
         kh, kw, sh, sw, dh, dw, ho, wo = (self.rng.randint(1, 3) for _ in range(8))
@@ -94,20 +100,22 @@ class _Generator:
         return hi, wi, ho, wo, pack_pair(kh, kw), pack_pair(sh, sw), pack_pair(dh, dw)
 
     def conv2d(self, p):
-        flags = self.flags("conv2d", [(Flag.ACCUMULATE, Flag.BIAS)])
+        dtype = self.dtype("conv2d")
+        flags = self.mac_flags("conv2d", dtype)
         groups = self.rng.randint(1, 3)
         hi, wi, ho, wo, k, s, d = self._window()
         c, f = groups * self.rng.randint(1, 3), groups * self.rng.randint(1, 3)
         first, second, out, bias = self._mac_addresses(flags)
         a = [first, second, out, c, hi, wi, f, ho, wo, k, s, d, groups, bias]
-        p.emit_raw(OPCODES_BY_NAME["conv2d"].code, self.dtype("conv2d"), flags, a)
+        p.emit_raw(OPCODES_BY_NAME["conv2d"].code, dtype, flags, a)
 
     def dwconv2d(self, p):
-        flags = self.flags("dwconv2d", [(Flag.ACCUMULATE, Flag.BIAS)])
+        dtype = self.dtype("dwconv2d")
+        flags = self.mac_flags("dwconv2d", dtype)
         hi, wi, ho, wo, k, s, d = self._window()
         first, second, out, bias = self._mac_addresses(flags)
         a = [first, second, out, self.rng.randint(1, 4), hi, wi, ho, wo, k, s, d, bias]
-        p.emit_raw(OPCODES_BY_NAME["dwconv2d"].code, self.dtype("dwconv2d"), flags, a)
+        p.emit_raw(OPCODES_BY_NAME["dwconv2d"].code, dtype, flags, a)
 
     def binary(self, p):
         opcode = self.rng.choice(["vadd", "vsub", "vmul", "vmax", "vmin", "vdiv"])

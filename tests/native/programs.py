@@ -5,7 +5,7 @@ import numpy as np
 from executable_format import isa
 
 NP_DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i8": np.int8,
-             "i32": np.int32}
+             "i32": np.int32, "u8": np.uint8}
 
 
 def instr(name: str, dtype: str = "f32", flags: int = 0, **fields) -> np.ndarray:
@@ -68,6 +68,8 @@ def random_values(rng, dtype: str, shape) -> np.ndarray:
     """Random stored elements of `dtype`."""
     if dtype == "i8":
         return rng.integers(-128, 128, size=shape).astype(np.int8)
+    if dtype == "u8":
+        return rng.integers(0, 256, size=shape).astype(np.uint8)
     if dtype == "i32":
         return rng.integers(-1000, 1000, size=shape).astype(np.int32)
     return from_f32(rng.standard_normal(shape).astype(np.float32), dtype)

@@ -6,16 +6,17 @@ import pytest
 from executable_format import isa
 from tests.native.programs import SramImage, instr, random_values, run_on_sram, to_f32
 
-MAC_DTYPES = ["f32", "f16", "bf16", "i8"]
+MAC_DTYPES = ["f32", "f16", "bf16", "i8", "u8"]
+BYTE_INTS = ("i8", "u8")
 F = isa.Flag
 
 
 def _acc(dtype):
-    return "i32" if dtype == "i8" else "f32"
+    return "i32" if dtype in BYTE_INTS else "f32"
 
 
 def _assert_mac_result(out, ref, magnitude, dtype):
-    if dtype == "i8":
+    if dtype in BYTE_INTS:
         np.testing.assert_array_equal(out, ref.astype(np.int64).astype(np.int32))
     else:
         assert np.all(np.abs(out - ref) <= 1e-5 * magnitude + 1e-6), np.abs(out - ref).max()

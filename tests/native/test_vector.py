@@ -169,9 +169,9 @@ def test_integer_copy_and_relu(core, rng, dtype):
 
 
 def _cvt_reference(x, src, dst, scale):
-    v = x.astype(np.float64) if src in ("i8", "i32") else to_f32(x, src).astype(np.float64)
+    v = x.astype(np.float64) if src in ("i8", "i32", "u8") else to_f32(x, src).astype(np.float64)
     v = v * np.float64(np.float32(scale if scale else 1.0))
-    if dst in ("i8", "i32"):
+    if dst in ("i8", "i32", "u8"):
         info = np.iinfo(NP_DTYPES[dst])
         return np.clip(np.rint(np.nan_to_num(v, nan=0.0)), info.min, info.max).astype(NP_DTYPES[dst])
     return from_f32(v.astype(np.float32), dst)
@@ -179,7 +179,8 @@ def _cvt_reference(x, src, dst, scale):
 
 CVT_CASES = [("f32", "i8", 0.37), ("i32", "i8", 0.0123), ("i8", "f32", 0.05), ("i32", "f32", 0.0),
              ("f32", "f16", 0.0), ("f16", "f32", 0.0), ("f32", "bf16", 0.0), ("bf16", "f32", 0.0),
-             ("f32", "i32", 3.0), ("f16", "bf16", 2.0), ("i8", "i32", 0.0), ("f32", "f32", 0.5)]
+             ("f32", "i32", 3.0), ("f16", "bf16", 2.0), ("i8", "i32", 0.0), ("f32", "f32", 0.5),
+             ("u8", "f32", 0.05), ("u8", "i32", 0.0), ("f32", "u8", 0.37), ("i32", "u8", 0.5)]
 
 
 @pytest.mark.parametrize("src,dst,scale", CVT_CASES)
