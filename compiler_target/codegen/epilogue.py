@@ -19,8 +19,8 @@ from .vector import Operand, binary, convert, unary
 BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax",
           "min": "vmin"}
 INT_BINARY = {"iadd": "vadd", "isub": "vsub", "imul": "vmul", "imax": "vmax", "imin": "vmin"}
-CONVERT = ("itof", "ftoi")        # vcvt between a node's i32 and f32
-INTS = ("i8", "i32")
+CONVERT = ("itof", "ftoi", "ftou")  # vcvt between a node's i32 and f32
+INTS = ("i8", "i32", "u8")
 UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
          "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround"}
@@ -259,7 +259,7 @@ def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], 
         return [binary(INT_BINARY[kind], "i32", target, args[0], args[1], box, note)]
     src = args[0]
     if kind in CONVERT:
-        return [convert(target, src, box, note, truncate=kind == "ftoi")]
+        return [convert(target, src, box, note, truncate=kind in ("ftoi", "ftou"))]
     if kind == "neg":
         return [unary("vscale", dtype, target, src, box, note, -1.0, 0.0)]
     if kind == "abs":

@@ -5,10 +5,10 @@ from dataclasses import fields
 from .analysis import Analysis
 from .ops import Conv2D, Elementwise, NpuOp, Pool2D, Reduce, TensorRef
 
-DTYPES = ("f32", "f16", "bf16", "i8", "i32")      # the element types ops.py describes
+DTYPES = ("f32", "f16", "bf16", "i8", "u8", "i32")  # the element types ops.py describes
 POOL_KINDS = ("max", "avg", "sum")
 REDUCE_KINDS = ("sum", "max", "mean")
-QUANTIZED = {"f32", "i8", "i32"}     # a quantized graph mixes these (integer expression nodes)
+QUANTIZED = {"f32", "i8", "u8", "i32"}  # a quantized graph mixes these (integer expression nodes)
 
 
 def legalize(analysis: Analysis, machine) -> str:

@@ -19,7 +19,8 @@ from .ops import (SCALARS, Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce, R
                   TensorRef)
 
 CONSTANT_ALIGN = 64
-NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32}
+NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32,
+                "u8": np.uint8}
 
 
 class NotLowerable(Exception):

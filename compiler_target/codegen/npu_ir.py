@@ -19,16 +19,28 @@ parser with unregistered dialects allowed can read it:
 """
 from dataclasses import dataclass, field
 
-from executable_format.isa import DTYPE_BYTES, DType, Engine, ENGINE_NAMES, OPCODES_BY_NAME
+from executable_format.isa import DTYPE_BYTES, DType, Engine, ENGINE_NAMES, OPCODES_BY_NAME, Flag
 from executable_format.cost import instruction_cycles
 from executable_format.scalars import encode_value
 
 DTYPES = {name: dtype for dtype, name in
           ((DType.F32, "f32"), (DType.F16, "f16"), (DType.BF16, "bf16"),
-           (DType.I8, "i8"), (DType.I32, "i32"))}
+           (DType.I8, "i8"), (DType.I32, "i32"), (DType.U8, "u8"))}
 
 
 FLOATS = ("f32", "f16", "bf16")
+MAC_DTYPES = ("f32", "f16", "bf16", "i8", "u8")
+
+
+def mac_operands_supported(a_dtype: str, b_dtype: str) -> bool:
+    """Whether the MAC array multiplies these operand dtypes: equal ones, or i8 with u8."""
+    return a_dtype in MAC_DTYPES and (b_dtype == a_dtype or {a_dtype, b_dtype} == {"i8", "u8"})
+
+
+def mac_sign_flag(a_dtype: str, b_dtype: str) -> int:
+    """The MIXED_SIGN flag of a MAC instruction whose dtype field is a's: set when B
+    (the weights) has the other byte signedness."""
+    return int(Flag.MIXED_SIGN) if a_dtype != b_dtype else 0
 
 
 def dtype_bytes(dtype: str) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class TensorRef:
-    dtype: str                       # "f32", "f16", "bf16", "i8", "i32"
+    dtype: str                       # "f32", "f16", "bf16", "i8", "u8", "i32"
     shape: tuple[int, ...]           # logical dims, in the order the op documents
     strides: tuple[int, ...]         # element stride of each logical dim (0 = broadcast)
     binding: int = -1                # HAL binding ordinal, or -1 for `constant`
@@ -39,7 +39,8 @@ class TensorRef:
 #   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, sqrt, rsqrt (1/sqrt), neg,
 #                             abs, clamp(lo, hi), leakyrelu(alpha), scale(mul, add)
 #   ("reduce", (a,), kind)    Rowwise only: the row's sum or max of node a
-# Integer nodes (quantized graphs) compute on i32 values; i8 inputs are read as i32:
+# Integer nodes (quantized graphs) compute on i32 values; i8 and u8 inputs are read as i32
+# (an i8 tensor the IR zero-extends, arith.extui/uitofp, is a u8 input):
 #   ("iconst", value)         an i32 scalar
 #   ("pconst", k)             the dispatch's i32 push constant k (a scalar IREE passes per
 #                             call, such as a quantized input's sum)
@@ -47,13 +48,15 @@ class TensorRef:
 #   ("itof", (a,))            i32 -> f32, rounded to nearest even (arith.sitofp)
 #   ("ftoi", (a,), bits)      f32 -> i32 toward zero, saturating (arith.fptosi to `bits`
 #                             bits; the value is in that range or the IR's is poison)
+#   ("ftou", (a,), bits)      the same for arith.fptoui: a value in [0, 2^bits)
 #   ("round", (a,), lo, hi)   f32 rounded half to even (math.roundeven), clamped to
 #                             [lo, hi] (-inf, inf unless a quantizer's clamp folded in)
 # A node's dtype follows from its kind: integer nodes, iconst, and inputs or an
 # accumulator of an integer dtype are i32; every other node is of the float dtype.
 ExprNode = tuple
 LEAVES = ("input", "acc", "const", "iconst", "pconst")
-INT_NODES = frozenset({"iadd", "isub", "imul", "imax", "imin", "ftoi", "iconst", "pconst"})
+INT_NODES = frozenset({"iadd", "isub", "imul", "imax", "imin", "ftoi", "ftou", "iconst",
+                       "pconst"})
 SCALARS = ("const", "iconst", "pconst")    # leaves held in a one-element SRAM cell
 
 

@@ -28,7 +28,7 @@ from .lower import Lowered, NotLowerable
 from . import tile_conv_depthwise as depthwise
 from .tile_conv_im2col import Im2colTiler
 from .vector import Operand
-from .npu_ir import Buffer, Instr, busy_cycles
+from .npu_ir import Buffer, Instr, busy_cycles, mac_operands_supported, mac_sign_flag
 from .tile import (Dim, Slots, Sram, Streamed, TiledProgram, block_candidates, ceil_div,
                    Pipeline, dma_instrs, fitting, footprint, load_window,
                    split_candidates, store_instrs)
@@ -102,6 +102,15 @@ class ConvJob:
     def __post_init__(self):
         self.transfers = ConvTransfers(self)
 
+    @property
+    def weight_dtype(self) -> str:
+        return self.lowered.op.weight.dtype
+
+    @property
+    def sign_flag(self) -> int:
+        """MIXED_SIGN for an instruction whose dtype is the input's (conv2d, dwconv2d)."""
+        return mac_sign_flag(self.dtype, self.weight_dtype)
+
     def epilogue_ops(self) -> int:
         return sum(1 for i in reachable(self.expr) if self.expr[i][0] not in LEAVES)
 
@@ -149,7 +158,7 @@ class ConvTransfers:
 def conv_job(lowered: Lowered, m: MachineConfig) -> ConvJob:
     op = lowered.op
     dtype = op.input.dtype
-    if dtype not in ("f32", "f16", "bf16", "i8") or op.weight.dtype != dtype:
+    if not mac_operands_supported(dtype, op.weight.dtype):
         raise NotLowerable(f"conv operand dtypes {dtype}/{op.weight.dtype} not supported")
     acc_dtype = accumulator(dtype)
     bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, {1}, acc_dtype)
@@ -260,7 +269,8 @@ class ConvTiler:
         strategies: list[Tiler] = [DirectConvTiler(job)]
         bias_dtype = None if job.bias_index is None else \
             job.lowered.tensors[f"epilogue.{job.bias_index}"].dtype
-        if job.s.groups == 1 and job.dtype in ("f32", "i8") and bias_dtype in (None, job.dtype):
+        if job.s.groups == 1 and job.dtype in ("f32", "i8", "u8") and \
+                bias_dtype in (None, job.dtype):
             strategies.append(Im2colTiler(affine_job(job) if job.dtype == "f32" else job))
         if depthwise.applies(job):
             strategies.append(depthwise.DepthwiseTiler(affine_job(job) if job.dtype == "f32"
@@ -354,7 +364,8 @@ class ConvEmitter:
             reads = (in_buf, w_buf) + ((bias_buf,) if flags & Flag.BIAS else ())
             if ci:
                 flags, reads = Flag.ACCUMULATE, (in_buf, w_buf, out)
-            front.append(Instr("conv2d", self.dtype, fields, int(flags), reads=reads,
+            front.append(Instr("conv2d", self.dtype, fields, int(flags) | self.job.sign_flag,
+                               reads=reads,
                                writes=(out,), note=note + f" c{c0}+{cc}"))
         dense = [rows * cols, cols, 1]
         acc = Operand(out, tuple(dense))

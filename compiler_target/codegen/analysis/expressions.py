@@ -299,13 +299,19 @@ def _fold_quantizers(nodes: list, kept: set[int]) -> None:
         _fold_dequantizers(nodes, kept, c, r, zp, (lo, hi))
 
 
+def _fits_conversion(node, bounds) -> bool:
+    """Whether integral values within `bounds` pass a float-to-integer node unchanged."""
+    kind, _, bits = node
+    lo, hi = (0, 2 ** bits - 1) if kind == "ftou" else (-2 ** (bits - 1), 2 ** (bits - 1) - 1)
+    return lo <= bounds[0] <= bounds[1] <= hi
+
+
 def _fold_dequantizers(nodes: list, kept: set[int], q: int, r: int, zp: float, bounds) -> None:
     """Every itof(ftoi(q) ∓ k) of the quantized value q = r + zp (integral, within
     `bounds`) as r + zp ∓ k in f32 (users redirected to r where that is r itself)."""
     users = _live_users(nodes, kept)
     for f in users[q]:
-        if nodes[f][0] != "ftoi" or not -2 ** (nodes[f][2] - 1) <= bounds[0] <= bounds[1] \
-                < 2 ** (nodes[f][2] - 1):
+        if nodes[f][0] not in ("ftoi", "ftou") or not _fits_conversion(nodes[f], bounds):
             continue
         for d in users[f]:
             if nodes[d][0] not in ("iadd", "isub"):
@@ -466,11 +472,23 @@ def reduction_kind(generic) -> str:
     return "rows"
 
 
+EXTENSIONS = ("arith.extsi", "arith.extui")
+
+
+def zero_extended(body, args) -> set[int]:
+    """Positions in `args` (the body's block arguments) of the byte operands the body
+    zero-extends (arith.extui: uint8 quantized data; arith.extsi is int8)."""
+    return {i for op in body if op.name == "arith.extui"
+            for i, arg in enumerate(args) if op.operands[0] == arg}
+
+
 def integer_mac(body, data, out) -> bool:
-    """Whether the body is out + extsi(a)·extsi(b) in i32 of two i8 operands (an i8 x i8
-    -> i32 contraction, as IREE fuses a quantized conv or matmul)."""
+    """Whether the body is out + ext(a)·ext(b) in i32 of two byte operands, each sign-
+    or zero-extended (i8 or u8; u8 activations with i8 weights is onnxruntime's default
+    quantization): an integer contraction, as IREE fuses a quantized conv or matmul."""
     names = [op.name for op in body]
-    if names != ["arith.extsi", "arith.extsi", "arith.muli", "arith.addi", "linalg.yield"] \
+    if len(names) != 5 or names[0] not in EXTENSIONS or names[1] not in EXTENSIONS or \
+            names[2:] != ["arith.muli", "arith.addi", "linalg.yield"] \
             or len(data) != 2 or any(str(arg.type) != "i8" for arg in data) or \
             str(out.type) != "i32":
         return False
@@ -482,10 +500,12 @@ def integer_mac(body, data, out) -> bool:
 
 
 def integer_sum(body, data, out) -> bool:
-    """Whether the body is out + extsi(x) in i32 of one i8 operand (the sums of a
-    quantized input IREE computes for a zero-point correction)."""
+    """Whether the body is out + ext(x) in i32 of one byte operand, sign- or
+    zero-extended (the sums of a quantized input IREE computes for a zero-point
+    correction)."""
     names = [op.name for op in body]
-    if names != ["arith.extsi", "arith.addi", "linalg.yield"] or len(data) != 1 or \
+    if len(names) != 3 or names[0] not in EXTENSIONS or \
+            names[1:] != ["arith.addi", "linalg.yield"] or len(data) != 1 or \
             str(data[0].type) != "i8" or str(out.type) != "i32":
         return False
     ext, add, yielded = body

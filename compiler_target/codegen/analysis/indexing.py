@@ -15,7 +15,7 @@ from .errors import NotSupported
 from .values import View
 
 ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2,
-                 "i8": 1, "i1": 1}
+                 "i8": 1, "i1": 1, "u8": 1}
 
 Term = tuple[dict[int, int], int]     # {loop: coefficient}, constant
 

@@ -93,9 +93,9 @@ class ReductionMain(MainOp):
         a matmul of a row of ones (M = 1, K = the reduced dims) by the source seen as
         (batch, K, N), where N is the last kept dim and the batch the kept dims before it
         (kept dims that do not flatten into one stay apart this way)."""
-        if source.dtype != "i8":
+        if source.dtype not in ("i8", "u8"):
             raise NotSupported(f"{self.name}: a sum of {source.dtype} values in i32 (the MAC "
-                               "array sums i8)")
+                               "array sums i8 and u8)")
         rank = self.kept_rank
         self.built = "sum reduction (MAC array, by ones)"
 
@@ -105,7 +105,8 @@ class ReductionMain(MainOp):
 
         (batch, batch_stride), (n, n_stride) = batch_and_n(source)
         k, k_stride = flattened(source, range(rank, len(source.shape)), self.name)
-        ones = TensorRef("i8", (batch, 1, k), (0, 0, 1), -1, 0, np.ones(k, np.int8))
+        ones = TensorRef(source.dtype, (batch, 1, k), (0, 0, 1), -1, 0,
+                         np.ones(k, np.uint8 if source.dtype == "u8" else np.int8))
         b = view_ref(source, (batch, k, n), (batch_stride, k_stride, n_stride))
 
         def kept(ref: TensorRef) -> TensorRef:

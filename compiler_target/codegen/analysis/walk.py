@@ -18,12 +18,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from iree.compiler import ir
 
-from ..ops import Elementwise, NpuOp, TensorRef
+from ..ops import INT_NODES, LEAVES, Elementwise, NpuOp, TensorRef
 from . import contraction, convolution, elementwise, gather, pooling, reduction
 from .errors import NotSupported
 from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, INT_BINARY, UNARY, constant,
                           index_arithmetic, pruned, pruned_to, reduction_kind, simplified,
-                          splat)
+                          splat, zero_extended)
 from .indexing import (ELEMENT_BYTES, Generic, Operand, linear, logical_strides, row_major,
                        single_loop, strides_over_loops, view_ref)
 from .main_op import MainOp
@@ -364,29 +364,69 @@ class Walk:
         kind = op.name
         bits = _int_bits(op.results[0].type)
         if kind == "arith.sitofp":
-            return self.add(("itof", (self.int_node(op.operands[0], node_of),)))
-        if kind == "arith.fptosi":
-            if bits is None or bits > 32:
-                raise NotSupported(f"{name}: arith.fptosi to {op.results[0].type}")
-            return self.add(("ftoi", (node_of(op.operands[0]),), bits))
+            return self.add(("itof", (self.signed_node(op.operands[0], node_of, name),)))
+        if kind == "arith.uitofp":
+            return self.add(("itof", (self.unsigned_node(op.operands[0], node_of, name),)))
+        if kind in ("arith.fptosi", "arith.fptoui"):
+            if bits is None or bits > 32 or kind == "arith.fptoui" and bits == 32:
+                raise NotSupported(f"{name}: {kind} to {op.results[0].type}")
+            return self.add(("ftoi" if kind == "arith.fptosi" else "ftou",
+                             (node_of(op.operands[0]),), bits))
         if bits is None or bits > 32:
             raise NotSupported(f"{name}: {kind} on {op.results[0].type}")
         if kind == "arith.extsi":
-            return self.int_node(op.operands[0], node_of)
-        args = tuple(self.int_node(v, node_of) for v in op.operands)
+            return self.signed_node(op.operands[0], node_of, name)
+        if kind == "arith.extui":
+            return self.unsigned_node(op.operands[0], node_of, name)
+        args = tuple(self.signed_node(v, node_of, name) for v in op.operands)
         node = self.add((INT_BINARY[kind], args))
         bounds = self.int_range(node) if bits < 32 else None
         if bounds is not None and not _fits(bounds, bits):
             raise NotSupported(f"{name}: {kind} on i{bits} may wrap (range {bounds})")
         return node
 
-    def int_node(self, value, node_of) -> int:
-        """The node of an integer value (MLIR's types say it is one); a scalar constant
-        becomes an iconst."""
+    def is_unsigned_byte(self, node: int) -> bool:
+        kind, *rest = self.nodes[node]
+        if kind not in INT_NODES and not (kind == "input" and
+                                          self.inputs[rest[0]].dtype in INT_RANGES):
+            return False
+        lo, hi = self.int_range(node)
+        return kind == "ftou" and rest[1] == 8 or 0 <= lo and 127 < hi <= 255
+
+    def unsigned_node(self, value, node_of, name: str) -> int:
+        """The node of an integer value read as unsigned (arith.extui, arith.uitofp):
+        an i8 input becomes a u8 input; a value already known to be non-negative and
+        below 2^bits is itself."""
+        bits = _int_bits(value.type)
+        known = self.values.get(value)
+        if isinstance(known, Scalar):
+            return self.add(("iconst", int(known.value) % (1 << bits)))
+        node = node_of(value)
+        kind, *rest = self.nodes[node]
+        if kind == "input" and self.inputs[rest[0]].dtype == "i8" and bits == 8:
+            if any(node in n[1] for n in self.nodes if n[0] not in LEAVES):
+                raise NotSupported(f"{name}: an i8 tensor read both signed and unsigned")
+            self.inputs[rest[0]] = replace(self.inputs[rest[0]], dtype="u8")
+            return node
+        lo, hi = self.int_range(node)
+        if not 0 <= lo <= hi < (1 << bits):
+            raise NotSupported(f"{name}: {value.type} read as unsigned, range {lo}..{hi}")
+        return node
+
+    def signed_node(self, value, node_of, name: str) -> int:
+        """The node of an integer value (MLIR's types say it is one) read as signed; a
+        scalar constant becomes an iconst. A u8 input (read unsigned elsewhere) or an
+        unsigned byte beyond i8's range cannot be read as signed."""
         known = self.values.get(value)
         if isinstance(known, Scalar):
             return self.add(("iconst", int(known.value)))
-        return node_of(value)
+        node = node_of(value)
+        kind, *rest = self.nodes[node]
+        if _int_bits(value.type) == 8 and (
+                kind == "input" and self.inputs[rest[0]].dtype == "u8" or
+                kind == "ftou" and rest[1] == 8):
+            raise NotSupported(f"{name}: an i8 value read both signed and unsigned")
+        return node
 
     def int_range(self, node: int) -> tuple[int, int]:
         """Bounds of an integer node's value (i32's for values nothing bounds)."""
@@ -397,6 +437,8 @@ class Walk:
             return INT_RANGES.get(self.inputs[rest[0]].dtype, INT_RANGES["i32"])
         if kind == "ftoi":
             return INT_RANGES.get(f"i{rest[1]}", INT_RANGES["i32"])
+        if kind == "ftou":
+            return 0, (1 << rest[1]) - 1
         if kind in ("iadd", "isub", "imul", "imax", "imin"):
             (a_lo, a_hi), (b_lo, b_hi) = (self.int_range(a) for a in rest[0])
             if kind == "iadd":
@@ -495,6 +537,8 @@ class Walk:
         for operand in generic.inputs:
             if isinstance(operand.value, Result):
                 raise NotSupported(f"{generic.name} consumes a value computed in the dispatch")
+        if kind in ("mac", "window isum"):
+            generic = with_unsigned_bytes(generic)
         if kind == "window isum":
             self.start(convolution.recognise(with_ones_filter(generic), infer_roles=False),
                        generic.op)
@@ -623,9 +667,13 @@ class Walk:
         return op, self.main.summary
 
     def output_ref(self, value: Result, target: TensorRef) -> TensorRef:
-        """The stored tensor `target` over the op's logical dims."""
+        """The stored tensor `target` over the op's logical dims. An i8 tensor that
+        receives unsigned bytes (arith.fptoui, or a value the analysis bounds to
+        [0, 255] beyond i8's range) is stored as u8: saturated to [0, 255]."""
         if value.split is not None:
             target = split_dims(target, value.split)
+        if target.dtype == "i8" and self.is_unsigned_byte(value.node):
+            target = replace(target, dtype="u8")
         shape = self.main.shape
         return view_ref(target, shape, logical_strides(
             {t: s for t, s in enumerate(target.strides)},
@@ -634,8 +682,9 @@ class Walk:
 
 # ---- helpers --------------------------------------------------------------------------
 
-INT_CONVERSIONS = {"arith.extsi", "arith.sitofp", "arith.fptosi"}
-INT_RANGES = {"i8": (-2 ** 7, 2 ** 7 - 1), "i16": (-2 ** 15, 2 ** 15 - 1),
+INT_CONVERSIONS = {"arith.extsi", "arith.sitofp", "arith.fptosi",
+                   "arith.extui", "arith.uitofp", "arith.fptoui"}
+INT_RANGES = {"i8": (-2 ** 7, 2 ** 7 - 1), "u8": (0, 2 ** 8 - 1), "i16": (-2 ** 15, 2 ** 15 - 1),
               "i32": (-2 ** 31, 2 ** 31 - 1)}
 
 
@@ -684,9 +733,26 @@ def with_ones_filter(generic: Generic) -> Generic:
     channels = [loop for loop in plain if loop in generic.reductions]
     terms = [({loop: 1}, 0) for loop in groups + channels] + window.terms
     shape = tuple(generic.extents[single_loop(t)] for t in terms)
-    ones = TensorRef("i8", shape, (0,) * len(shape), -1, 0, np.ones(1, np.int8))
+    dtype = image.value.ref.dtype
+    ones = TensorRef(dtype, shape, (0,) * len(shape), -1, 0,
+                     np.ones(1, np.uint8 if dtype == "u8" else np.int8))
     filter_ = Operand(View(ones), terms)
     return replace(generic, inputs=[filter_ if o is window else o for o in generic.inputs])
+
+
+def with_unsigned_bytes(generic: Generic) -> Generic:
+    """The integer contraction or sum with the i8 tensor operands its body zero-extends
+    read as u8 (the MAC array multiplies i8 and u8 operands)."""
+    args = generic.op.regions[0].blocks[0].arguments
+    unsigned = zero_extended(generic.body, list(args)[:len(generic.inputs)])
+
+    def as_u8(operand: Operand) -> Operand:
+        value = operand.value
+        if isinstance(value, (View, Padded)) and value.ref.dtype == "i8":
+            return replace(operand, value=replace(value, ref=replace(value.ref, dtype="u8")))
+        return operand
+    return replace(generic, inputs=[as_u8(o) if i in unsigned else o
+                                    for i, o in enumerate(generic.inputs)])
 
 
 def split_dims(ref: TensorRef, split) -> TensorRef:
