@@ -1,13 +1,14 @@
 """Int8 versions of the real networks, made as a user makes them: onnxruntime's
-`quantize_static` (QDQ format, QInt8 activations and weights, per-tensor scales) with
-fixed-seed calibration data. Each is imported to MLIR once and that MLIR is compiled
+`quantize_static` (QDQ format, QInt8 weights, per-tensor scales, QInt8 activations or
+with --uint8 QUInt8 ones) with fixed-seed
+calibration data. Each is imported to MLIR once and that MLIR is compiled
 for npu and for stock llvm-cpu; npu-sim's outputs are compared with the stock
 runtime's (bit for bit: IREE computes a quantized graph in integers and f32 with
 exact rounding steps) and with onnxruntime's execution of the QDQ model.
 
-    python -m tests.real_models.quantized [name ...]   # a table of every (or the named) model
+    python -m tests.real_models.quantized [--uint8] [name ...]   # every (or the named) model
 
-The quantized model is cached beside the float one (<name>.int8.onnx).
+The quantized model is cached beside the float one (<name>.int8.onnx, <name>.uint8.onnx).
 """
 import subprocess
 import sys
@@ -61,9 +62,13 @@ class _Calibration(CalibrationDataReader):
         return self.batches.pop(0) if self.batches else None
 
 
-def quantized_model(model: RealModel) -> Path:
-    """The QDQ int8 version of the prepared model (made once, cached)."""
-    target = cache_dir() / f"{model.name}.int8.onnx"
+ACTIVATION_TYPES = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8}
+
+
+def quantized_model(model: RealModel, activations: str = "int8") -> Path:
+    """The QDQ version of the prepared model with `activations` ("int8" or "uint8")
+    activations and int8 weights (made once, cached)."""
+    target = cache_dir() / f"{model.name}.{activations}.onnx"
     if target.exists():
         return target
     source = prepared_model(model)
@@ -72,7 +77,8 @@ def quantized_model(model: RealModel) -> Path:
     [input_name] = [i.name for i in graph.input if i.name not in initializers]
     partial = target.with_suffix(".partial.onnx")
     quantize_static(str(source), str(partial), _Calibration(input_name, model.input_shape),
-                    quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+                    quant_format=QuantFormat.QDQ,
+                    activation_type=ACTIVATION_TYPES[activations],
                     weight_type=QuantType.QInt8)
     partial.rename(target)
     return target
@@ -98,8 +104,9 @@ def run_stock(mlir: Path, x: np.ndarray, function: str) -> list[np.ndarray]:
     return [np.asarray(o.to_host()) for o in outputs]
 
 
-def measure_quantized(model: RealModel, work_dir: Path) -> QuantizedResult:
-    onnx_path = quantized_model(model)
+def measure_quantized(model: RealModel, work_dir: Path,
+                      activations: str = "int8") -> QuantizedResult:
+    onnx_path = quantized_model(model, activations)
     mlir = import_mlir(onnx_path, work_dir)
     x = model_input(model)
     start = time.perf_counter()
@@ -131,18 +138,21 @@ def _function_name(build) -> str:
     return build.tasks[0]["name"].split("$")[0]
 
 
-def main(names: list[str]) -> None:
+def main(args: list[str]) -> None:
     import tempfile
 
     from tests.bench.measure import host_cpu, host_cpu_line
+    activations = "uint8" if "--uint8" in args else "int8"
+    names = [a for a in args if a != "--uint8"]
     print(host_cpu_line(host_cpu()))
+    print(f"activations: {activations}, weights: int8 (quantize_static, QDQ)")
     print("| model | npu/host dispatches | NPU share of integer MACs | elements != stock "
           "(max rel err) | "
           "max abs err vs onnxruntime QDQ | argmax = onnxruntime's | true roofline fraction |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as work:
         for name in names or MODELS:
-            r = measure_quantized(MODELS[name], Path(work))
+            r = measure_quantized(MODELS[name], Path(work), activations)
             print(f"| {name} | {r.npu_dispatches}/{r.host_dispatches} | {r.macs.npu_share:.4f} | "
                   f"{sum(r.stock_mismatches)} ({max(r.stock_relative_errors):.1e}) | "
                   f"{max(r.ort_max_abs_errors):.2e} | "
