@@ -21,10 +21,11 @@ handlers only between bytecodes of the main thread).
 import _signal
 import signal
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 from executable_format import isa
+from executable_format.cost import TimelineStats
 from executable_format.machine import MachineConfig
 from hal_driver.status import StatusCode, StatusError
 from native._npu_core import ffi, lib
@@ -44,21 +45,15 @@ _STATUS = {lib.NPU_STATUS_INVALID_ARGUMENT: StatusCode.INVALID_ARGUMENT,
 
 
 @dataclass
-class DispatchStats:
-    """Cycle-model statistics of one dispatch (executable_format/cost.py semantics)."""
-    total_cycles: int = 0
-    busy_cycles: dict = field(default_factory=dict)     # engine name -> cycles
-    stall_cycles: dict = field(default_factory=dict)    # engine name -> cycles
-    dram_read_bytes: int = 0
-    dram_write_bytes: int = 0
-    macs: int = 0                       # executed, padding included
+class DispatchStats(TimelineStats):
+    """The cycle model's statistics of one dispatch (executable_format.cost.TimelineStats:
+    cycles, engine busy and stall cycles, DRAM bytes, executed MACs, traced events) and
+    what the device adds: the SRAM high-water mark and the export's true roofline
+    (executable_format.cost.Roofline), when recorded."""
     sram_peak_bytes: int = 0
-    # From the export's true roofline (executable_format.cost.Roofline), when recorded:
     useful_macs: int = 0
     roofline_cycles: float = 0.0
     roofline_bound: str = ""            # "MACs" or "DRAM" (Roofline.bound)
-    # (engine name, start, end, opcode name, instruction index) when traced
-    events: list = field(default_factory=list)
 
     def transfer_bound_cycles(self, machine: MachineConfig, dtype: str) -> float:
         """Lower bound on total_cycles from the work this program did (its MACs at peak,
