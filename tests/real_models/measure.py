@@ -155,11 +155,13 @@ def onnx_contraction_macs(onnx_path: Path) -> int:
 
 
 def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
-    """max |actual - expected| / max |expected|; infinite when the shapes differ."""
+    """max |actual - expected| / max |expected|; infinite when the shapes differ; 0 for
+    equal arrays (an all-zero output included)."""
     if actual.shape != expected.shape:
         return math.inf
     actual, expected = actual.astype(np.float64), expected.astype(np.float64)
-    return float(np.max(np.abs(actual - expected)) / np.max(np.abs(expected)))
+    difference = float(np.max(np.abs(actual - expected), initial=0.0))
+    return difference / float(np.max(np.abs(expected))) if difference else 0.0
 
 
 def measure_model(model: RealModel, work_dir: Path, calls: int = 1) -> Result:
