@@ -49,6 +49,15 @@ class Allocation:
         self.staged_copies: dict[tuple[int, int], np.ndarray] = {}   # see executable.py
         self._finalizer = weakref.finalize(self, on_release) if on_release else None
 
+    def make_writable_copy(self) -> None:
+        """Storage of its own for an allocation over read-only memory (a constant
+        imported from the module) that a dispatch is about to write; later reads see
+        the writes, the module's data stays as it was."""
+        copy = aligned_bytes(len(self.storage), zeroed=False)
+        copy[:] = self.storage
+        self.storage = copy
+        self.staged_copies.clear()
+
     def release(self) -> None:
         """Returns the memory to the allocator (queue dealloca or garbage collection)."""
         self.released = True

@@ -158,27 +158,35 @@ def _writable(buffer: Buffer) -> bool:
     return bool(buffer.allowed_access & MemoryAccess.WRITE)
 
 
-def _staged_binding(buffer: Buffer, read_only: bool = False) -> tuple[np.ndarray, Buffer | None]:
-    """A writable 64-byte aligned array for the binding; a staging copy (to write back
-    to the buffer if it is writable) when the buffer's own memory does not qualify,
-    e.g. read-only constants imported from the module.
+def _staged_binding(buffer: Buffer, read_only: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """A writable 64-byte aligned array for the binding, and where to copy it back
+    after the dispatch (None: nowhere, it is the buffer's own memory or never written).
 
     A binding the program never stores to (`read_only`, checked by the npu-fb
     verifier) of an immutable buffer is staged once: the copy is kept on the
-    allocation and reused by later dispatches."""
+    allocation and reused by later dispatches. A binding the dispatch may write whose
+    memory is read-only (a constant imported from the module: IREE sorts, scatters and
+    accumulates into such constants in place, and a CPU dispatch in the stock runtime
+    writes the imported memory) gets storage of its own first (make_writable_copy), so
+    the writes reach the buffer as they do in IREE."""
     view = buffer.view()
     if view.flags.writeable and view.ctypes.data % ALIGNMENT == 0:
         return view, None
     if read_only and not _writable(buffer):
         return _immutable_staging(buffer, view), None
+    if not view.flags.writeable:
+        buffer.allocation.make_writable_copy()
+        view = buffer.view()
+        if view.ctypes.data % ALIGNMENT == 0:
+            return view, None
     staging = aligned_bytes(len(view), zeroed=False)
     staging[:] = view
-    return staging, buffer if _writable(buffer) else None
+    return staging, view
 
 
 def _immutable_staging(buffer: Buffer, view: np.ndarray) -> np.ndarray:
     """The allocation's kept aligned copy of the buffer's range (made on first use);
-    valid for ever because nothing can write an allocation without WRITE access."""
+    valid until a dispatch writes the allocation (make_writable_copy drops it)."""
     key = (buffer.byte_offset, buffer.byte_length)
     staging = buffer.allocation.staged_copies.get(key)
     if staging is None:
@@ -188,10 +196,10 @@ def _immutable_staging(buffer: Buffer, view: np.ndarray) -> np.ndarray:
     return staging
 
 
-def _write_back(staged: list[tuple[np.ndarray, Buffer | None]]) -> None:
-    for array, buffer in staged:
-        if buffer is not None:
-            buffer.write(0, array)
+def _write_back(staged: list[tuple[np.ndarray, np.ndarray | None]]) -> None:
+    for array, target in staged:
+        if target is not None:
+            target[...] = array
 
 
 def check_machine(compiled_for, device_machine) -> None:
