@@ -35,6 +35,7 @@ _float = lambda f: lambda a, b: f(np.float32(a), np.float32(b))  # noqa: E731
 # Arithmetic on values computed from loop positions (index computations, f32 as the
 # body computes them), evaluated at every position.
 INDEX_ARITHMETIC = {"arith.index_cast": _same, "arith.index_castui": _same, "arith.extsi": _same,
+                    "arith.extui": _same,
                     "arith.trunci": _same, "arith.sitofp": _to_float, "arith.uitofp": _to_float,
                     "arith.fptosi": _to_int, "arith.fptoui": _to_int,
                     "arith.addi": np.add, "arith.subi": np.subtract, "arith.muli": np.multiply,
@@ -77,8 +78,43 @@ def index_arithmetic(op, array_of, position) -> np.ndarray | None:
     if op.name in INDEX_ARITHMETIC:
         args = [array_of(value) for value in op.operands]
         if all(arg is not None for arg in args):
-            return INDEX_ARITHMETIC[op.name](*args)
+            if op.name in UNSIGNED_OPERANDS:
+                args = [_as_unsigned(arg, _integer_bits(value.type))
+                        for arg, value in zip(args, op.operands)]
+            result = INDEX_ARITHMETIC[op.name](*args)
+            bits = _integer_bits(op.results[0].type)
+            return result if bits is None else _wrapped(result, bits)
     return None
+
+
+# Ops that read their integer operands as unsigned.
+UNSIGNED_OPERANDS = {"arith.uitofp", "arith.divui", "arith.remui", "arith.index_castui",
+                     "arith.extui"}
+
+
+def _integer_bits(type_) -> int | None:
+    """The bit width of an integer or index type (index: 64), else None."""
+    text = str(type_)
+    if text == "index":
+        return 64
+    return int(text[1:]) if text[:1] == "i" and text[1:].isdigit() else None
+
+
+def _wrapped(values, bits: int) -> np.ndarray:
+    """Integers wrapped to `bits` bits, two's complement (MLIR's integer arithmetic)."""
+    values = np.asarray(values, np.int64)
+    if bits >= 64:
+        return values
+    half = 1 << (bits - 1)
+    return (values + half) % (1 << bits) - half
+
+
+def _as_unsigned(values, bits: int | None) -> np.ndarray:
+    """Integers of `bits` bits read as unsigned (floats pass unchanged)."""
+    values = np.asarray(values)
+    if bits is None or bits >= 64 or values.dtype.kind == "f":
+        return values
+    return values.astype(np.int64) % (1 << bits)
 
 
 def splat(value) -> Scalar | None:
