@@ -3,12 +3,21 @@ if not, the reason the report shows ("not supported on npu: ...")."""
 from dataclasses import fields
 
 from .analysis import Analysis
-from .ops import Conv2D, Elementwise, NpuOp, Pool2D, Reduce, TensorRef
+from .ops import Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce, TensorRef
 
 DTYPES = ("f32", "f16", "bf16", "i8", "u8", "i32")  # the element types ops.py describes
 POOL_KINDS = ("max", "avg", "sum")
 REDUCE_KINDS = ("sum", "max", "mean")
 QUANTIZED = {"f32", "i8", "u8", "i32"}  # a quantized graph mixes these (integer expression nodes)
+
+
+def _widening_mac(op: NpuOp, dtypes: list[str]) -> bool:
+    """f16 or bf16 operands of a matmul or convolution with f32 results: the MAC array
+    accumulates half-precision operands in f32."""
+    operands = (op.a, op.b) if isinstance(op, Matmul) else \
+        (op.input, op.weight) if isinstance(op, Conv2D) else ()
+    half = {ref.dtype for ref in operands}
+    return half in ({"f16"}, {"bf16"}) and set(dtypes) == half | {"f32"}
 
 
 def legalize(analysis: Analysis, machine) -> str:
@@ -26,7 +35,7 @@ def _problem(op: NpuOp) -> str:
     unsupported = [f"{ref.dtype} ({role})" for role, ref in refs if ref.dtype not in DTYPES]
     if unsupported:
         return f"unsupported element type {unsupported[0]}"
-    if len(dtypes) > 1 and not set(dtypes) <= QUANTIZED:
+    if len(dtypes) > 1 and not set(dtypes) <= QUANTIZED and not _widening_mac(op, dtypes):
         return f"mixed element types {'/'.join(dtypes)}"
     for role, ref in refs:
         if 0 in ref.shape:

@@ -485,7 +485,7 @@ def reduction_kind(generic) -> str:
     data = [arg for arg, operand in zip(args, generic.inputs)
             if not isinstance(operand.value, Empty)]
     yielded = body[-1].operands[0]
-    if integer_mac(body, data, out):
+    if integer_mac(body, data, out) or widening_float_mac(body, data, out):
         return "mac"
     if len(data) < len(generic.inputs) and integer_sum(body, data, out):
         return "window isum"
@@ -527,6 +527,21 @@ def integer_mac(body, data, out) -> bool:
             names[2:] != ["arith.muli", "arith.addi", "linalg.yield"] \
             or len(data) != 2 or any(str(arg.type) != "i8" for arg in data) or \
             str(out.type) != "i32":
+        return False
+    ext_a, ext_b, mul, add, yielded = body
+    extends_both = combines(ext_a, data[0]) and combines(ext_b, data[1]) or \
+        combines(ext_a, data[1]) and combines(ext_b, data[0])
+    return extends_both and combines(mul, ext_a.results[0], ext_b.results[0]) and \
+        combines(add, out, mul.results[0]) and yielded.operands[0] == add.results[0]
+
+
+def widening_float_mac(body, data, out) -> bool:
+    """Whether the body is out + extf(a)·extf(b) in f32 of two f16 or two bf16 operands:
+    the MAC array's own f16/bf16 contraction, which accumulates in f32."""
+    names = [op.name for op in body]
+    if names != ["arith.extf", "arith.extf", "arith.mulf", "arith.addf", "linalg.yield"] or \
+            len(data) != 2 or str(out.type) != "f32" or \
+            {str(arg.type) for arg in data} not in ({"f16"}, {"bf16"}):
         return False
     ext_a, ext_b, mul, add, yielded = body
     extends_both = combines(ext_a, data[0]) and combines(ext_b, data[1]) or \
