@@ -528,11 +528,7 @@ def integer_mac(body, data, out) -> bool:
             or len(data) != 2 or any(str(arg.type) != "i8" for arg in data) or \
             str(out.type) != "i32":
         return False
-    ext_a, ext_b, mul, add, yielded = body
-    extends_both = combines(ext_a, data[0]) and combines(ext_b, data[1]) or \
-        combines(ext_a, data[1]) and combines(ext_b, data[0])
-    return extends_both and combines(mul, ext_a.results[0], ext_b.results[0]) and \
-        combines(add, out, mul.results[0]) and yielded.operands[0] == add.results[0]
+    return _extended_mac(body, data, out)
 
 
 def widening_float_mac(body, data, out) -> bool:
@@ -543,6 +539,12 @@ def widening_float_mac(body, data, out) -> bool:
             len(data) != 2 or str(out.type) != "f32" or \
             {str(arg.type) for arg in data} not in ({"f16"}, {"bf16"}):
         return False
+    return _extended_mac(body, data, out)
+
+
+def _extended_mac(body, data, out) -> bool:
+    """Whether a five-op body (ext, ext, mul, add, yield) is out + ext(a)·ext(b) of its
+    two data arguments, in either order."""
     ext_a, ext_b, mul, add, yielded = body
     extends_both = combines(ext_a, data[0]) and combines(ext_b, data[1]) or \
         combines(ext_a, data[1]) and combines(ext_b, data[0])
