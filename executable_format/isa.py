@@ -78,6 +78,10 @@ class Flag(enum.IntFlag):
     # VREDUCE
     REDUCE_MAX = 1       # else sum
     REDUCE_MEAN = 2
+    # VROUND: the rounding (default: to nearest, ties to even); at most one
+    ROUND_FLOOR = 1      # math.floor
+    ROUND_CEIL = 2       # math.ceil
+    ROUND_HALF_AWAY = 4  # math.round: to nearest, ties away from zero
     # VCVT
     TRUNCATE = 1         # to an integer: toward zero (arith.fptosi), else half to even
     # FILL
@@ -153,7 +157,7 @@ OPCODE_LIST = (
     OpcodeInfo(72, "vcvt", Engine.VECTOR, _UNARY_FIELDS[:11] + ("scale", "src_dtype"), _ALL),
     _unary(73, "vsqrt"),
     _unary(74, "vrsqrt"),             # dst = 1 / sqrt(src), both rounded in f32
-    _unary(75, "vround"),             # dst = clamp(src rounded half to even, p0, p1)
+    _unary(75, "vround"),             # dst = clamp(src rounded (flags; half to even), p0, p1)
     OpcodeInfo(80, "vpool", Engine.VECTOR,
                ("dst", "src", "c", "hi", "wi", "ho", "wo",
                 "kh_kw", "sh_sw", "dh_dw", "pt_pl", "vh_vw"), _FLOAT),
@@ -203,6 +207,8 @@ OPCODE_FLAGS = {
     "vpool": {"avg": Flag.POOL_AVG, "count_include_pad": Flag.COUNT_INCLUDE_PAD},
     "vreduce": {"max": Flag.REDUCE_MAX, "mean": Flag.REDUCE_MEAN},
     "vcvt": {"truncate": Flag.TRUNCATE},
+    "vround": {"floor": Flag.ROUND_FLOOR, "ceil": Flag.ROUND_CEIL,
+               "half_away": Flag.ROUND_HALF_AWAY},
     "fill": {"push_constant": Flag.PUSH_CONSTANT},
 }
 

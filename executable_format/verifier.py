@@ -396,6 +396,12 @@ def _check_vcvt(fields: dict, flags: int, dtype: DType) -> None:
         raise FormatError(f"unknown src_dtype {fields['src_dtype']}")
 
 
+def _check_vround(fields: dict, flags: int, dtype: DType) -> None:
+    _positive(fields, "n0", "n1", "n2")
+    if bin(flags).count("1") > 1:
+        raise FormatError("flags floor, ceil and half_away exclude each other")
+
+
 def _check_vpool(fields: dict, flags: int, dtype: DType) -> None:
     _positive(fields, "c", "hi", "wi", "ho", "wo")
     _positive_pairs(fields, "kh_kw", "sh_sw", "dh_dw")
@@ -420,6 +426,7 @@ _SHAPE_CHECKS = {
     "dma.load": _check_dma, "dma.store": _check_dma, "fill": _check_fill,
     "matmul": _check_matmul, "conv2d": _check_conv2d, "dwconv2d": _check_dwconv2d,
     "vcvt": _check_vcvt, "vpool": _check_vpool, "vreduce": _check_vreduce,
+    "vround": _check_vround,
 }
 # Every other vector opcode is an elementwise unary or binary op over 3-D boxes.
 _SHAPE_CHECKS.update({info.name: _check_vector for info in OPCODES.values()

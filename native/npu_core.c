@@ -1098,6 +1098,11 @@ static int check_encoding(exec_t* x, const instr_t* in) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags REDUCE_MAX and REDUCE_MEAN are exclusive");
       }
       return check_counts(x, in, 2, 2);
+    case OP_VROUND:
+      if (__builtin_popcount(in->flags) > 1) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags FLOOR, CEIL and HALF_AWAY are exclusive");
+      }
+      return check_counts(x, in, 2, 3);
     case OP_VCVT:
       if (in->a[12] >= DT_COUNT) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid src_dtype %u", in->a[12]);
@@ -1615,7 +1620,16 @@ static float npu_sigmoid(float x) {
   return 1.0f / fmaf(e, scale, 1.0f);
 }
 
-static void unary_f32(int op, float p0, float p1, float* restrict v, size_t n) {
+/* vround's rounding (isa.Flag.ROUND_*): to nearest with ties to even by default. */
+static float round_by(unsigned flags, float x) {
+  if (flags & FLAG_ROUND_FLOOR) return floorf(x);
+  if (flags & FLAG_ROUND_CEIL) return ceilf(x);
+  if (flags & FLAG_ROUND_HALF_AWAY) return roundf(x);
+  return nearbyintf(x);
+}
+
+static void unary_f32(int op, unsigned flags, float p0, float p1, float* restrict v,
+                      size_t n) {
   switch (op) {
     case OP_VRELU: for (size_t i = 0; i < n; i++) v[i] = NPU_MAX(v[i], 0.0f); break;
     case OP_VCLAMP:
@@ -1631,10 +1645,10 @@ static void unary_f32(int op, float p0, float p1, float* restrict v, size_t n) {
     case OP_VSQRT: for (size_t i = 0; i < n; i++) v[i] = sqrtf(v[i]); break;
     /* two f32 roundings, the square root then the division: 1 / sqrt(x) in f32 */
     case OP_VRSQRT: for (size_t i = 0; i < n; i++) v[i] = 1.0f / sqrtf(v[i]); break;
-    /* the default rounding mode: to nearest, ties to even (math.roundeven); then vclamp's */
+    /* rounded as the flags say (default: to nearest, ties to even); then vclamp's */
     case OP_VROUND:
       for (size_t i = 0; i < n; i++) {
-        float t = NPU_MAX(nearbyintf(v[i]), p0);
+        float t = NPU_MAX(round_by(flags, v[i]), p0);
         v[i] = NPU_MIN(t, p1);
       }
       break;
@@ -1672,7 +1686,7 @@ static int exec_unary(exec_t* x, const instr_t* in) {
           store_i32(d, dst.strides[2], len, v.i);
         } else {
           load_f32(in->dtype, s, src.strides[2], len, v.f);
-          unary_f32(in->opcode, p0, p1, v.f, len);
+          unary_f32(in->opcode, in->flags, p0, p1, v.f, len);
           store_f32(in->dtype, d, dst.strides[2], len, v.f);
         }
         if (stopping_elements(len)) return NPU_STATUS_OK;

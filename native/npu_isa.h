@@ -67,6 +67,9 @@ enum {
   FLAG_COUNT_INCLUDE_PAD = 2,
   FLAG_REDUCE_MAX = 1,
   FLAG_REDUCE_MEAN = 2,
+  FLAG_ROUND_FLOOR = 1,
+  FLAG_ROUND_CEIL = 2,
+  FLAG_ROUND_HALF_AWAY = 4,
   FLAG_TRUNCATE = 1,
   FLAG_PUSH_CONSTANT = 1,
 };
@@ -141,7 +144,7 @@ static const op_info_t OPS[256] = {
   [OP_VRSQRT] = {"vrsqrt", ENGINE_VECTOR, 11,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x0},
   [OP_VROUND] = {"vround", ENGINE_VECTOR, 13,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x0},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x7},
   [OP_VPOOL] = {"vpool", ENGINE_VECTOR, 12,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x3},
   [OP_VREDUCE] = {"vreduce", ENGINE_VECTOR, 4,

@@ -8,6 +8,8 @@ strides, 0 where it broadcasts. The last node writes the destination operand; th
 `stored` nodes of a multi-output expression write operands of their own (their output
 tiles, never temporaries), where later nodes read them.
 """
+import math
+
 from executable_format.isa import ACCUMULATOR, DTYPE_NAMES, Flag
 
 from .lower import NotLowerable
@@ -20,10 +22,13 @@ BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vm
           "min": "vmin"}
 INT_BINARY = {"iadd": "vadd", "isub": "vsub", "imul": "vmul", "imax": "vmax", "imin": "vmin"}
 CONVERT = ("itof", "ftoi", "ftou")  # vcvt between a node's i32 and f32
+ROUNDINGS = {"floor": Flag.ROUND_FLOOR, "ceil": Flag.ROUND_CEIL,
+             "roundaway": Flag.ROUND_HALF_AWAY}        # vround with its rounding flag
 INTS = ("i8", "i32", "u8")
 UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
-         "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround"}
+         "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround",
+         "floor": "vround", "ceil": "vround", "roundaway": "vround"}
 
 
 def _last_uses(expr) -> dict[int, int]:
@@ -262,6 +267,9 @@ def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], 
         return [convert(target, src, box, note, truncate=kind in ("ftoi", "ftou"))]
     if kind == "neg":
         return [unary("vscale", dtype, target, src, box, note, -1.0, 0.0)]
+    if kind in ROUNDINGS:
+        return [unary("vround", dtype, target, src, box, note, -math.inf, math.inf,
+                      flags=int(ROUNDINGS[kind]))]
     if kind == "abs":
         return [unary("vscale", dtype, scratch, src, box, note, -1.0, 0.0),
                 binary("vmax", dtype, target, src, scratch, box, note)]

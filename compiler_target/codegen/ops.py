@@ -37,7 +37,8 @@ class TensorRef:
 #   ("fma", (a, b, c))        a·b + c rounded once (an add of a product, contracted as
 #                             LLVM does stock's fmul + fadd)
 #   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, sqrt, rsqrt (1/sqrt), neg,
-#                             abs, clamp(lo, hi), leakyrelu(alpha), scale(mul, add)
+#                             abs, floor, ceil, roundaway (math.round: ties away from
+#                             zero), clamp(lo, hi), leakyrelu(alpha), scale(mul, add)
 #   ("reduce", (a,), kind)    Rowwise only: the row's sum or max of node a
 # Integer nodes (quantized graphs) compute on i32 values; i8 and u8 inputs are read as i32
 # (an i8 tensor the IR zero-extends, arith.extui/uitofp, is a u8 input):

@@ -35,7 +35,7 @@ def binary(op, dtype, dst: Operand, lhs: Operand, rhs: Operand, box, note) -> In
     return Instr(op, dtype, fields, reads=reads, writes=(dst.buffer,), note=note)
 
 
-def unary(op, dtype, dst: Operand, src: Operand, box, note, *params) -> Instr:
+def unary(op, dtype, dst: Operand, src: Operand, box, note, *params, flags: int = 0) -> Instr:
     """A unary op; params are p0, p1 as floats."""
     fields = {"dst": _addr(dst), "src": _addr(src)}
     _box(fields, box)
@@ -43,7 +43,8 @@ def unary(op, dtype, dst: Operand, src: Operand, box, note, *params) -> Instr:
     fields.update({f"src_s{i}": s for i, s in enumerate(src.strides)})
     for i, value in enumerate(params):
         fields[f"p{i}"] = f32_bits(float(value))
-    return Instr(op, dtype, fields, reads=(src.buffer,), writes=(dst.buffer,), note=note)
+    return Instr(op, dtype, fields, flags=flags, reads=(src.buffer,), writes=(dst.buffer,),
+                 note=note)
 
 
 def convert(dst: Operand, src: Operand, box, note, truncate: bool = False) -> Instr:

@@ -364,6 +364,25 @@ def test_matmul_leading_dimension():
     rejects(with_extra(lambda p: matmul(p, lda=8)), "lda 8 is less than the row length 16")
 
 
+def test_vround_takes_one_rounding():
+    def vround(p, flags=""):
+        p.emit("vround", dst=0, src=1024, n0=1, n1=1, n2=8, dst_s0=0, dst_s1=0, dst_s2=1,
+               src_s0=0, src_s1=0, src_s2=1,
+               p0=float("-inf"), p1=float("inf"), flags=flags)
+    verify(with_extra(lambda p: vround(p, "floor")))
+    rejects(with_extra(lambda p: vround(p, "floor|ceil")),
+            "flags floor, ceil and half_away exclude each other")
+
+
+def test_mixed_sign_needs_byte_operands():
+    def matmul(p, dtype):
+        p.emit("matmul", dtype=dtype, a=0, b=1024, out=2048, m=4, n=8, k=16, lda=16, ldb=8,
+               ldo=8, flags="mixed_sign")
+    verify(with_extra(lambda p: matmul(p, "u8")))
+    rejects(with_extra(lambda p: matmul(p, "f16")),
+            "flag mixed_sign needs i8 or u8 operands, not f16")
+
+
 def test_vpool_valid_region():
     def pool(p, **changes):
         args = dict(dst=0, src=1024, c=2, hi=4, wi=4, ho=2, wo=2, kh_kw=(2, 2), sh_sw=(2, 2),

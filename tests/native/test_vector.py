@@ -328,6 +328,28 @@ def test_vround_rounds_half_to_even_and_clamps(core, rng, lo, hi):
     np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
 
 
+def _half_away(x: np.ndarray) -> np.ndarray:
+    wide = x.astype(np.float64)                       # exact: no tie is lost to rounding
+    return np.where(wide >= 0, np.floor(wide + 0.5), np.ceil(wide - 0.5)).astype(np.float32)
+
+
+@pytest.mark.parametrize("flag, reference", [
+    (isa.Flag.ROUND_FLOOR, np.floor), (isa.Flag.ROUND_CEIL, np.ceil),
+    (isa.Flag.ROUND_HALF_AWAY, _half_away)])
+def test_vround_modes(core, rng, flag, reference):
+    """math.floor, math.ceil and math.round (ties away from zero), then the clamp."""
+    x = (rng.standard_normal(4000) * 300).astype(np.float32)
+    x[:9] = [0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, -0.0, 8388609.0, -1e30]
+    x[9:400] = np.round(x[9:400] * 2) / 2            # many ties
+    image = SramImage()
+    s_addr, d_addr = image.put(x), image.reserve(x.size * 4)
+    result = run_on_sram(core, image, instr(
+        "vround", "f32", int(flag), dst=d_addr, src=s_addr, n0=1, n1=1, n2=x.size, dst_s2=1,
+        src_s2=1, p0=isa.f32_bits(-1e6), p1=isa.f32_bits(1e6)))
+    expected = np.clip(reference(x), np.float32(-1e6), np.float32(1e6)).astype(np.float32)
+    np.testing.assert_array_equal(result.view(d_addr, "f32", x.shape), expected)
+
+
 @pytest.mark.parametrize("dst", ["i8", "i32"])
 def test_vcvt_truncate_rounds_toward_zero_and_saturates(core, rng, dst):
     """arith.fptosi: toward zero; out of range saturates (the IR's value is poison)."""
