@@ -95,11 +95,13 @@ def footer(suite: str, results: list[TestResult], seconds: float) -> str:
 
 
 def npu_statistics(result: TestResult, statistics) -> str:
-    """--npu_sim_stats: where one test's dispatches ran."""
+    """--npu_sim_stats: where one test's dispatches ran, and how often each export ran."""
     s = statistics
-    return (f"[ npu-sim  ] {result.suite}.{result.name}: {count(s.dispatches, 'dispatch', 'dispatches')}"
-            f" (npu: {s.npu_dispatches}, host fallback: {s.host_dispatches}), "
-            f"{s.npu_cycles} npu cycles\n")
+    ran = ", ".join(f"{name} x{runs}" for name, runs in sorted(s.dispatch_counts.items()))
+    return (f"[ npu-sim  ] {result.suite}.{result.name}: "
+            f"{count(s.dispatches, 'dispatch', 'dispatches')} (npu: {s.npu_dispatches}, "
+            f"host fallback: {s.host_dispatches}), {s.npu_cycles} npu cycles"
+            + (f"; ran: {ran}\n" if ran else "\n"))
 
 
 def _ms(seconds: float) -> int:

@@ -4,6 +4,7 @@ tolerance edges, NaN and infinity, booleans, element types a check does not acce
 IREE's messages, googletest's report and exit status, and modules the tool must refuse
 (a check import it does not provide would be skipped silently)."""
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -297,7 +298,10 @@ def test_expect_failure_inverts_the_outcome(capsys, modules):
 def test_npu_sim_stats_show_where_dispatches_ran(capsys, modules):
     code, _, err = run(capsys, modules["passing"], "--npu_sim_stats")
     assert code == 0
-    assert "[ npu-sim  ] module.test_floats: 1 dispatch (npu: 1, host fallback: 0), " in err
+    line = next(line for line in err.splitlines() if "module.test_floats:" in line)
+    assert line.startswith("[ npu-sim  ] module.test_floats: 1 dispatch (npu: 1, host "
+                           "fallback: 0), ")
+    assert re.search(r"; ran: \S*test_floats\S*elementwise\S* x1$", line), line
 
 
 @pytest.mark.parametrize("name, error", [
