@@ -1,111 +1,83 @@
-"""The `check` native module: the imports the 3.13 compiler emits for IREE's e2e op
-tests (runtime/src/iree/modules/check/module.cc), over npu-sim buffer views.
+"""The `check` native module: the five imports the 3.13 compiler emits for IREE's e2e op
+tests (runtime/src/iree/modules/check/module.cc; compiler Modules/Check/check.imports.mlir).
 
-  expect_true(i32)  expect_false(i32)             "0i_v"
-  expect_all_true(device, view)                   "0rr_v"
-  expect_eq(device, lhs, rhs)                     "0rrr_v"
-  expect_almost_eq(device, lhs, rhs, atol, rtol)  "0rrrff_v"
+  expect_true(operand: i32)                              "0i_v"
+  expect_false(operand: i32)                             "0i_v"
+  expect_all_true(device, operand)                       "0rr_v"
+  expect_eq(device, lhs, rhs)                            "0rrr_v"
+  expect_almost_eq(device, lhs, rhs, atol: f32, rtol: f32)  "0rrrff_v"
 
-As in IREE, a failed expectation does not fail the call: it is recorded (the test
-fails at its end, with every failure's message) and the function goes on. Messages
-are IREE's: "Expected equality of these values. Contents does not match." followed by
-both operands in iree-run-module's text form. expect_almost_eq compares floats
-elementwise with IREE's rule: equal, both NaN, or |lhs - rhs| <= atol + rtol·|rhs| for a
-finite rhs.
+The compiler lowers `check.expect_eq_const` / `expect_almost_eq_const` to expect_eq /
+expect_almost_eq with a constant rhs; `expect_almost_eq` without tolerances passes
+atol=1e-4, rtol=0.
+
+As in IREE (googletest's non-fatal EXPECT_*), a check that does not hold does not fail
+the call: its failure is recorded in the CheckState and the function goes on, so a test
+reports every failed check. A call fails (StatusError) only for what IREE fails it for:
+null or mistyped refs, and element types a check does not accept.
 """
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from hal_driver.device import element_type as et
+from hal_driver.check import compare, messages
 from hal_driver.device.buffer_view import BufferView
 from hal_driver.device.device import Device
 from hal_driver.hal.refs import deref
-from hal_driver.status import StatusCode, StatusError
-from hal_driver.tools.buffer_view_text import HostTensor, format_tensor
 from hal_driver.vm.native_module import NativeModule
 
 MODULE_NAME = "check"
-EXPORTS = {"expect_true": "0i_v", "expect_false": "0i_v", "expect_all_true": "0rr_v",
-           "expect_eq": "0rrr_v", "expect_almost_eq": "0rrrff_v"}
-_FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
+MODULE_VERSION = 0
+
+
+@dataclass(frozen=True)
+class CheckFailure:
+    check: str          # the import that recorded it, e.g. `check.expect_eq`
+    message: str
 
 
 @dataclass
 class CheckState:
-    """The failed expectations of one test function, in order."""
-    failures: list[str] = field(default_factory=list)
+    """The failed checks of one test function, in order."""
+    failures: list[CheckFailure] = field(default_factory=list)
 
 
-def create_check_module(state: CheckState) -> NativeModule:
-    module = NativeModule(MODULE_NAME)
-    checks = {"expect_true": _expect_true, "expect_false": _expect_false,
-              "expect_all_true": _expect_all_true, "expect_eq": _expect_eq,
-              "expect_almost_eq": _expect_almost_eq}
-    for name, check in checks.items():
-        module.add(name, EXPORTS[name],
-                   lambda *args, check=check: _record(state, check(*args)))
-    return module
+def expect_true(operand: int) -> str | None:
+    return None if operand else messages.expect_true(operand)
 
 
-def _record(state: CheckState, failure: str | None) -> None:
-    if failure:
-        state.failures.append(failure)
+def expect_false(operand: int) -> str | None:
+    return messages.expect_false(operand) if operand else None
 
 
-def _expect_true(operand: int) -> str | None:
-    return None if operand else f"Expected {operand} to be nonzero."
-
-
-def _expect_false(operand: int) -> str | None:
-    return f"Expected {operand} to be zero." if operand else None
-
-
-def _expect_all_true(device, view) -> str | None:
-    array = _contents(device, view)
-    values = array.view(np.uint8) if array.dtype == np.bool_ else array
-    if np.all(values != 0):
+def expect_all_true(device, operand) -> str | None:
+    deref(device, Device)
+    view = deref(operand, BufferView)
+    index = compare.first_zero(view)
+    if index is None:
         return None
-    return f"Expected all elements of {_text(view, array)} to be nonzero."
+    return messages.expect_all_true(compare.elements(view), index)
 
 
-def _expect_eq(device, lhs, rhs) -> str | None:
-    a, b = _contents(device, lhs), _contents(device, rhs)
-    problems = _type_and_shape(lhs, rhs)
-    if a.tobytes() != b.tobytes():
-        problems.append("Contents does not match.")
-    return _failure("Expected equality of these values.", problems, lhs, a, rhs, b)
-
-
-def _expect_almost_eq(device, lhs, rhs, atol: float, rtol: float) -> str | None:
-    a, b = _contents(device, lhs), _contents(device, rhs)
-    problems = _type_and_shape(lhs, rhs)
-    if not problems:
-        name = et.name(deref(lhs, BufferView).element_type)
-        if name not in _FLOAT_TYPES:
-            raise StatusError(StatusCode.INVALID_ARGUMENT, f"unsupported element type {name}")
-        index = _first_mismatch(a.astype(np.float64).ravel(), b.astype(np.float64).ravel(),
-                                atol, rtol)
-        if index is not None:
-            x, y = float(a.ravel()[index]), float(b.ravel()[index])
-            problems.append(
-                f"Contents does not match to tolerance parameters atol={atol:g}, "
-                f"rtol={rtol:g}. The first failure occurs at index {index} as the lhs value "
-                f"{x:g} differs from the rhs value {y:g} by {y - x:.3e}.")
-    return _failure("Expected near equality of these values.", problems, lhs, a, rhs, b)
-
-
-def _first_mismatch(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> int | None:
-    """iree_math_fuzzy_compare_f64 elementwise: the first index where it fails."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        close = (a == b) | (np.isnan(a) & np.isnan(b)) | (
-            np.isfinite(b) & (np.abs(a - b) <= atol + rtol * np.abs(b)))
-    bad = np.flatnonzero(~close)
-    return int(bad[0]) if len(bad) else None
-
-
-def _type_and_shape(lhs, rhs) -> list[str]:
+def expect_eq(device, lhs, rhs) -> str | None:
+    deref(device, Device)
     lhs, rhs = deref(lhs, BufferView), deref(rhs, BufferView)
+    problems = _type_and_shape_problems(lhs, rhs)
+    if not compare.equal_contents(lhs, rhs):
+        problems.append("Contents does not match.")
+    return messages.expect_eq(problems, lhs, rhs) if problems else None
+
+
+def expect_almost_eq(device, lhs, rhs, atol: float, rtol: float) -> str | None:
+    deref(device, Device)
+    lhs, rhs = deref(lhs, BufferView), deref(rhs, BufferView)
+    problems = _type_and_shape_problems(lhs, rhs)
+    if not problems:      # contents are compared only when they can be
+        mismatch = compare.first_mismatch(lhs, rhs, atol, rtol)
+        if mismatch is not None:
+            problems.append(messages.tolerance_mismatch(atol, rtol, *mismatch))
+    return messages.expect_almost_eq(problems, lhs, rhs) if problems else None
+
+
+def _type_and_shape_problems(lhs: BufferView, rhs: BufferView) -> list[str]:
     problems = []
     if lhs.element_type != rhs.element_type:
         problems.append("Element types do not match.")
@@ -114,17 +86,26 @@ def _type_and_shape(lhs, rhs) -> list[str]:
     return problems
 
 
-def _failure(what: str, problems: list[str], lhs, a, rhs, b) -> str | None:
-    if not problems:
-        return None
-    return (f"{what} {' '.join(problems)}\n  lhs:\n    {_text(lhs, a)}\n"
-            f"  rhs:\n    {_text(rhs, b)}")
+EXPORTS = {
+    "expect_true": ("0i_v", expect_true),
+    "expect_false": ("0i_v", expect_false),
+    "expect_all_true": ("0rr_v", expect_all_true),
+    "expect_eq": ("0rrr_v", expect_eq),
+    "expect_almost_eq": ("0rrrff_v", expect_almost_eq),
+}
 
 
-def _contents(device, view) -> np.ndarray:
-    deref(device, Device)
-    return deref(view, BufferView).to_numpy()
+def create_check_module(state: CheckState) -> NativeModule:
+    """A `check` module recording into `state` (one per VM context, as IREE's state)."""
+    module = NativeModule(MODULE_NAME, MODULE_VERSION)
+    for name, (cconv, check) in EXPORTS.items():
+        module.add(name, cconv, _recording(state, f"{MODULE_NAME}.{name}", check))
+    return module
 
 
-def _text(view, array: np.ndarray) -> str:
-    return format_tensor(HostTensor(array, deref(view, BufferView).element_type))
+def _recording(state: CheckState, qualified_name: str, check):
+    def call(*args) -> None:
+        message = check(*args)
+        if message is not None:
+            state.failures.append(CheckFailure(qualified_name, message))
+    return call

@@ -132,14 +132,18 @@ def _read_binary(path: str, dtype: np.dtype, count: int) -> np.ndarray:
     return np.frombuffer(raw[:needed], dtype=dtype).copy()
 
 
+# numerical types iree_hal_format_element prints with %G: f16/f32/f64, bf16, the f8 types
+_FLOAT_NUMERICAL_TYPES = (0x21, 0x22, 0x24, 0x25, 0x26, 0x27, 0x28)
+
+
 def format_element(value, element_type: int) -> str:
-    if et.numerical_type(element_type) in (0x21, 0x22):
+    """iree_hal_format_element: floats `%G`, integers in decimal, any other type (i1,
+    complex, opaque) as its bytes in hex."""
+    if et.numerical_type(element_type) in _FLOAT_NUMERICAL_TYPES:
         return "%G" % float(value)
-    if element_type == et.BOOL_8:
-        return "%02X" % int(value)
-    if et.is_opaque(element_type):
-        return np.asarray(value).tobytes().hex().upper()
-    return str(int(value))
+    if et.numerical_type(element_type) in (0x10, 0x11, 0x12):
+        return str(int(value))
+    return np.asarray(value).tobytes().hex().upper()
 
 
 def format_tensor(tensor: HostTensor, max_element_count: int = 1024) -> str:

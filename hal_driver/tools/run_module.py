@@ -118,20 +118,23 @@ def _stock_output(args: list[str]) -> list[str]:
     return result.stdout.splitlines()
 
 
-def load_program(flags: Flags, device) -> BoundModule:
+def load_bytecode_module(path: str):
+    """The `--module=` file at `path` (`-`: stdin), with the stock tool's errors."""
     from hal_driver.vm import BytecodeModule
+    try:
+        return (BytecodeModule.from_bytes(sys.stdin.buffer.read()) if path == "-"
+                else BytecodeModule.from_file(path))
+    except OSError as error:
+        raise StatusError(StatusCode.NOT_FOUND, f"failed to open file '{path}': "
+                          f"{error.strerror}; loading bytecode module at '{path}'") from None
+    except StatusError as status:
+        raise annotate(status, f"loading bytecode module at '{path}'") from None
+
+
+def load_program(flags: Flags, device) -> BoundModule:
     if not flags.module:
         raise StatusError(StatusCode.INVALID_ARGUMENT, "no --module= specified")
-    modules = []
-    for path in flags.module:
-        try:
-            modules.append(BytecodeModule.from_bytes(sys.stdin.buffer.read()) if path == "-"
-                           else BytecodeModule.from_file(path))
-        except OSError as error:
-            raise StatusError(StatusCode.NOT_FOUND, f"failed to open file '{path}': "
-                              f"{error.strerror}; loading bytecode module at '{path}'") from None
-        except StatusError as status:
-            raise annotate(status, f"loading bytecode module at '{path}'") from None
+    modules = [load_bytecode_module(path) for path in flags.module]
     if needs_parameters(modules):
         try:
             modules.insert(0, parameters_module(flags.parameters))

@@ -9,6 +9,7 @@ import pytest
 from compiler_target import compile_str
 from hal_driver import runtime as rt
 from hal_driver.device import element_type
+from hal_driver.tools.buffer_view_text import HostTensor, format_tensor
 
 SCALE_BF16 = """
 func.func @main(%x: tensor<8xbf16>) -> tensor<8xf32> {
@@ -46,6 +47,17 @@ def test_ml_dtypes_map_to_iree_element_types(dtype, value, name):
     assert element_type.from_dtype(dtype) == value
     assert element_type.to_dtype(value) == np.dtype(dtype)
     assert element_type.name(value) == name
+
+
+@pytest.mark.parametrize("array, text", [
+    (np.array([0.25, 80, -1.5], ml_dtypes.float8_e5m2), "3xf8E5M2=0.25 80 -1.5"),
+    (np.array([0.25, 0], ml_dtypes.float8_e4m3fnuz), "2xf8E4M3FNUZ=0.25 0"),
+    (np.array([1 + 2j], np.complex64), "1xcf64=0000803F00000040"),
+    (np.array([True, False]), "2xi1=01 00")])
+def test_text_form_of_each_element_type(array, text):
+    """iree_hal_format_element: f8 types as %G floats, types it has no case for (complex,
+    i1) as their bytes in hex."""
+    assert format_tensor(HostTensor(array, element_type.from_dtype(array.dtype))) == text
 
 
 def run_on_npu_sim(mlir: str, x: np.ndarray):
