@@ -1,13 +1,16 @@
 """Generates native/npu_isa.h, the NPU core's copy of the ISA, from isa.py (the one
-source): opcodes, dtypes and their sizes, engines, flag bits, the opcode table (name,
-engine, operand fields read, dtypes, flags) and the per-instruction work bounds.
+source): opcodes, dtypes and their sizes, engines and their names, flag bits, the operand
+layouts with an index per field (a[MATMUL_LDA]) and the fields' names, the opcode table
+(name, engine, operand fields read, dtypes, flags, layout, transcendental) and the
+per-instruction work bounds.
 
     python -m executable_format.c_header > native/npu_isa.h
 
 tests/format/test_c_header.py fails when the committed header is stale.
 """
-from .isa import (DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES,
-                  MACS_PER_SRAM_BYTE, OPCODE_FLAGS, OPCODE_LIST, UNUSED_FIELDS, DType, Engine,
+from .isa import (CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES,
+                  FIELD_LAYOUTS, INSTRUCTION_BYTES, MACS_PER_SRAM_BYTE, OPCODE_FLAGS,
+                  OPCODE_LIST, OPERAND_COUNT, TRANSCENDENTAL, UNUSED_FIELDS, DType, Engine,
                   Flag, OpcodeInfo)
 
 COMMAND = "python -m executable_format.c_header > native/npu_isa.h"
@@ -37,6 +40,40 @@ def _flags(info: OpcodeInfo) -> str:
     return f"0x{sum(int(bit) for bit in OPCODE_FLAGS.get(info.name, {}).values()):x}"
 
 
+def _layout(info: OpcodeInfo) -> str:
+    return f"LAYOUT_{_c_name(info.layout or 'none')}"
+
+
+def _layout_lines() -> list[str]:
+    """The layout ids, an index per field of each layout (DMA_N0 = 3) and the names of
+    each layout's fields."""
+    lines = ["enum {", "  LAYOUT_NONE = 0,   /* end, barrier: no operands */"]
+    lines += [f"  LAYOUT_{_c_name(name)}," for name in FIELD_LAYOUTS]
+    lines += ["  LAYOUT_COUNT,", "};", ""]
+    for name, fields in FIELD_LAYOUTS.items():
+        lines.append(f"enum {{  /* {name} */")
+        lines += [f"  {_c_name(name)}_{_c_name(field)} = {index},"
+                  for index, field in enumerate(fields)]
+        lines += ["};"]
+    lines += ["", "/* Field names by layout and index, for messages. */",
+              "static const char* const LAYOUT_FIELDS[LAYOUT_COUNT][OPERAND_COUNT] = {"]
+    for name, fields in FIELD_LAYOUTS.items():
+        lines.append(f"  [LAYOUT_{_c_name(name)}] = {{")
+        lines += _wrapped([f'"{f}"' for f in fields], "      ")
+        lines.append("  },")
+    return lines + ["};", ""]
+
+
+def _wrapped(items: list[str], indent: str, width: int = 90) -> list[str]:
+    """`items` comma-separated over lines of at most `width` characters."""
+    lines = [indent]
+    for item in items:
+        if len(lines[-1]) + len(item) + 2 > width:
+            lines.append(indent)
+        lines[-1] += item + ", "
+    return [line.rstrip() for line in lines]
+
+
 def header() -> str:
     lines = ["/* Generated from executable_format/isa.py: do not edit.",
              f" * Regenerate: {COMMAND} */",
@@ -47,24 +84,33 @@ def header() -> str:
     lines += [f"  DT_{DTYPE_NAMES[d].upper()} = {int(d)}," for d in DType]
     lines += [f"  DT_COUNT = {len(DType)},", "};", "", "enum {"]
     lines += [f"  ENGINE_{ENGINE_NAMES[e].upper()} = {int(e)}," for e in Engine if e != Engine.CONTROL]
-    lines += [f"  ENGINE_CONTROL = {int(Engine.CONTROL)},", "};", "", "enum {"]
+    lines += [f"  ENGINE_CONTROL = {int(Engine.CONTROL)},", "};", "",
+              "static const char* const ENGINE_NAMES[ENGINE_CONTROL + 1] = {",
+              "  " + ", ".join(f'"{ENGINE_NAMES[e]}"' for e in Engine) + "};", "", "enum {"]
     lines += [f"  FLAG_{name} = {int(bit)}," for name, bit in Flag.__members__.items() if bit]
     lines += ["};", "",
+              f"#define INSTRUCTION_BYTES {INSTRUCTION_BYTES}",
+              f"#define OPERAND_COUNT {OPERAND_COUNT}",
+              f"#define CONST_POOL 0x{CONST_POOL:X}u   /* binding index of the constant pool */",
               f"#define ELEMENTS_PER_SRAM_BYTE {ELEMENTS_PER_SRAM_BYTE}",
               f"#define MACS_PER_SRAM_BYTE {MACS_PER_SRAM_BYTE}",
-              "#define DTM(d) (1u << (d))", "",
-              "typedef struct op_info_t {",
+              "#define DTM(d) (1u << (d))", ""]
+    lines += _layout_lines()
+    lines += ["typedef struct op_info_t {",
               "  const char* name;      /* NULL: not an opcode */",
               "  uint8_t engine;",
               "  uint8_t used_fields;   /* a[used_fields..14] must be zero */",
               "  uint8_t dtypes;        /* DTM mask */",
               "  uint16_t flags;        /* allowed flag bits */",
+              "  uint8_t layout;        /* LAYOUT_*: the names of a[] */",
+              "  uint8_t transcendental;  /* 1: vector cost times transcendental_factor */",
               "} op_info_t;", "",
               "static const op_info_t OPS[256] = {"]
     for info in OPCODE_LIST:
         lines.append(f'  [OP_{_c_name(info.name)}] = {{"{info.name}", '
                      f"ENGINE_{ENGINE_NAMES[info.engine].upper()}, {_used_fields(info)},")
-        lines.append(f"      {_dtype_mask(info)}, {_flags(info)}}},")
+        lines.append(f"      {_dtype_mask(info)}, {_flags(info)}, {_layout(info)}, "
+                     f"{int(info.name in TRANSCENDENTAL)}}},")
     lines += ["};", "",
               "static const unsigned DTYPE_BYTES[DT_COUNT] = {"
               + ", ".join(str(DTYPE_BYTES[d]) for d in DType) + "};",

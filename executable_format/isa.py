@@ -95,57 +95,72 @@ class OpcodeInfo:
     engine: Engine
     fields: tuple[str, ...]          # names of a[0..len-1]; the rest must be zero
     dtypes: tuple[DType, ...]        # dtypes the opcode accepts
+    layout: str | None = None        # the FIELD_LAYOUTS entry `fields` is (None: no fields)
 
 
 _FLOAT = (DType.F32, DType.F16, DType.BF16)
 _ALL = tuple(DType)
-_DMA_FIELDS = ("binding", "dram_offset", "sram_addr",
-               "n0", "n1", "n2", "n3",
-               "dram_s0", "dram_s1", "dram_s2", "dram_s3",
-               "sram_s0", "sram_s1", "sram_s2", "sram_s3")
-_BINARY_FIELDS = ("dst", "lhs", "rhs", "n0", "n1", "n2",
-                  "dst_s0", "dst_s1", "dst_s2", "lhs_s0", "lhs_s1", "lhs_s2",
-                  "rhs_s0", "rhs_s1", "rhs_s2")
-_UNARY_FIELDS = ("dst", "src", "n0", "n1", "n2",
-                 "dst_s0", "dst_s1", "dst_s2", "src_s0", "src_s1", "src_s2", "p0", "p1")
+
+# Operand layouts: the field lists of the opcodes, by name. Opcodes of one layout share its
+# field list (every binary vector op the "binary" one); native/npu_isa.h names each field
+# index after its layout (DMA_N0, BINARY_LHS_S0, CONV2D_KH_KW, ...).
+FIELD_LAYOUTS = {
+    "signal": ("engine", "sem"),
+    "wait": ("engine", "sem", "value"),
+    "dma": ("binding", "dram_offset", "sram_addr",
+            "n0", "n1", "n2", "n3",
+            "dram_s0", "dram_s1", "dram_s2", "dram_s3",
+            "sram_s0", "sram_s1", "sram_s2", "sram_s3"),
+    "fill": ("sram_addr", "n0", "n1", "n2", "n3", "s0", "s1", "s2", "s3", "value"),
+    "matmul": ("a", "b", "out", "m", "n", "k", "lda", "ldb", "ldo", "bias"),
+    "conv2d": ("in", "w", "out", "c", "hi", "wi", "f", "ho", "wo",
+               "kh_kw", "sh_sw", "dh_dw", "groups", "bias"),
+    # Depthwise: one kh x kw filter per channel; columns take pixels, k lanes the taps.
+    "dwconv2d": ("in", "w", "out", "c", "hi", "wi", "ho", "wo",
+                 "kh_kw", "sh_sw", "dh_dw", "bias"),
+    "binary": ("dst", "lhs", "rhs", "n0", "n1", "n2",
+               "dst_s0", "dst_s1", "dst_s2", "lhs_s0", "lhs_s1", "lhs_s2",
+               "rhs_s0", "rhs_s1", "rhs_s2"),
+    "unary": ("dst", "src", "n0", "n1", "n2",
+              "dst_s0", "dst_s1", "dst_s2", "src_s0", "src_s1", "src_s2", "p0", "p1"),
+    "vcvt": ("dst", "src", "n0", "n1", "n2",
+             "dst_s0", "dst_s1", "dst_s2", "src_s0", "src_s1", "src_s2", "scale", "src_dtype"),
+    "vpool": ("dst", "src", "c", "hi", "wi", "ho", "wo",
+              "kh_kw", "sh_sw", "dh_dw", "pt_pl", "vh_vw"),
+    "vreduce": ("dst", "src", "outer", "inner"),
+}
+
+
+def _op(code, name, engine, layout, dtypes):
+    return OpcodeInfo(code, name, engine, FIELD_LAYOUTS[layout] if layout else (), dtypes, layout)
 
 
 def _binary(code, name):
-    return OpcodeInfo(code, name, Engine.VECTOR, _BINARY_FIELDS, _FLOAT + (DType.I32,))
+    return _op(code, name, Engine.VECTOR, "binary", _FLOAT + (DType.I32,))
 
 
 def _unary(code, name, dtypes=_FLOAT):
-    return OpcodeInfo(code, name, Engine.VECTOR, _UNARY_FIELDS, dtypes)
+    return _op(code, name, Engine.VECTOR, "unary", dtypes)
 
 
 OPCODE_LIST = (
-    OpcodeInfo(1, "end", Engine.CONTROL, (), _ALL),
-    OpcodeInfo(2, "signal", Engine.CONTROL, ("engine", "sem"), _ALL),
-    OpcodeInfo(3, "wait", Engine.CONTROL, ("engine", "sem", "value"), _ALL),
-    OpcodeInfo(4, "barrier", Engine.CONTROL, (), _ALL),
-    OpcodeInfo(16, "dma.load", Engine.DMA_IN, _DMA_FIELDS, _ALL),
-    OpcodeInfo(17, "dma.store", Engine.DMA_OUT, _DMA_FIELDS, _ALL),
-    OpcodeInfo(18, "fill", Engine.DMA_IN,
-               ("sram_addr", "n0", "n1", "n2", "n3", "s0", "s1", "s2", "s3", "value"), _ALL),
-    OpcodeInfo(32, "matmul", Engine.MAC,
-               ("a", "b", "out", "m", "n", "k", "lda", "ldb", "ldo", "bias"),
-               _FLOAT + (DType.I8, DType.U8)),
-    OpcodeInfo(33, "conv2d", Engine.MAC,
-               ("in", "w", "out", "c", "hi", "wi", "f", "ho", "wo",
-                "kh_kw", "sh_sw", "dh_dw", "groups", "bias"),
-               _FLOAT + (DType.I8, DType.U8)),
-    # Depthwise: one kh x kw filter per channel; columns take pixels, k lanes the taps.
-    OpcodeInfo(34, "dwconv2d", Engine.MAC,
-               ("in", "w", "out", "c", "hi", "wi", "ho", "wo",
-                "kh_kw", "sh_sw", "dh_dw", "bias"),
-               _FLOAT + (DType.I8, DType.U8)),
+    _op(1, "end", Engine.CONTROL, None, _ALL),
+    _op(2, "signal", Engine.CONTROL, "signal", _ALL),
+    _op(3, "wait", Engine.CONTROL, "wait", _ALL),
+    _op(4, "barrier", Engine.CONTROL, None, _ALL),
+    _op(16, "dma.load", Engine.DMA_IN, "dma", _ALL),
+    _op(17, "dma.store", Engine.DMA_OUT, "dma", _ALL),
+    _op(18, "fill", Engine.DMA_IN, "fill", _ALL),
+    _op(32, "matmul", Engine.MAC, "matmul", _FLOAT + (DType.I8, DType.U8)),
+    _op(33, "conv2d", Engine.MAC, "conv2d", _FLOAT + (DType.I8, DType.U8)),
+    _op(34, "dwconv2d", Engine.MAC, "dwconv2d", _FLOAT + (DType.I8, DType.U8)),
     _binary(48, "vadd"),
     _binary(49, "vsub"),
     _binary(50, "vmul"),
     _binary(51, "vmax"),
     _binary(52, "vmin"),
     _binary(53, "vdiv"),
-    OpcodeInfo(54, "vfma", Engine.VECTOR, _BINARY_FIELDS, _FLOAT),   # dst = lhs·rhs + dst, one rounding
+    _op(54, "vfma", Engine.VECTOR, "binary", _FLOAT),   # dst = lhs·rhs + dst, one rounding
     _unary(64, "vcopy", _ALL),
     _unary(65, "vrelu", _FLOAT + (DType.I32,)),
     _unary(66, "vclamp"),             # p0 = min, p1 = max (f32 bits)
@@ -154,14 +169,12 @@ OPCODE_LIST = (
     _unary(69, "vtanh"),
     _unary(70, "vexp"),
     _unary(71, "vscale"),             # dst = src * p0 + p1
-    OpcodeInfo(72, "vcvt", Engine.VECTOR, _UNARY_FIELDS[:11] + ("scale", "src_dtype"), _ALL),
+    _op(72, "vcvt", Engine.VECTOR, "vcvt", _ALL),
     _unary(73, "vsqrt"),
     _unary(74, "vrsqrt"),             # dst = 1 / sqrt(src), both rounded in f32
     _unary(75, "vround"),             # dst = clamp(src rounded (flags; half to even), p0, p1)
-    OpcodeInfo(80, "vpool", Engine.VECTOR,
-               ("dst", "src", "c", "hi", "wi", "ho", "wo",
-                "kh_kw", "sh_sw", "dh_dw", "pt_pl", "vh_vw"), _FLOAT),
-    OpcodeInfo(81, "vreduce", Engine.VECTOR, ("dst", "src", "outer", "inner"), _FLOAT),
+    _op(80, "vpool", Engine.VECTOR, "vpool", _FLOAT),
+    _op(81, "vreduce", Engine.VECTOR, "vreduce", _FLOAT),
 )
 
 OPCODES = {info.code: info for info in OPCODE_LIST}
