@@ -20,14 +20,22 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _dma_cycles(m: MachineConfig, elem: int, a) -> int:
-    n0, n1, n2, n3 = a[3:7]
-    contiguous = a[10] == 1
-    run_bytes = n3 * elem if contiguous else elem
-    runs = n0 * n1 * n2 * (1 if contiguous else n3)
+def _fields(opcode: int, a) -> dict:
+    """The instruction's operand fields by name (isa.OPCODES[opcode].fields)."""
+    return dict(zip(OPCODES[opcode].fields, a))
+
+
+def _dma_cycles(m: MachineConfig, elem: int, f: dict) -> int:
+    contiguous = f["dram_s3"] == 1
+    run_bytes = f["n3"] * elem if contiguous else elem
+    runs = f["n0"] * f["n1"] * f["n2"] * (1 if contiguous else f["n3"])
     burst = m.dma_burst_bytes
     moved = runs * _ceil_div(run_bytes, burst) * burst
     return m.dma_latency_cycles + _ceil_div(moved, m.dram_bytes_per_cycle)
+
+
+def _k_lanes(m: MachineConfig, dtype: int) -> int:
+    return m.mac_k_lanes(DType(dtype).name.lower())
 
 
 def _vector_cycles(m: MachineConfig, elements: int, elem: int, factor: int = 1) -> int:
@@ -36,49 +44,47 @@ def _vector_cycles(m: MachineConfig, elements: int, elem: int, factor: int = 1) 
 
 def instruction_elements(opcode: int, a) -> int:
     """Elements a DMA, fill or vector instruction processes (vpool: window taps)."""
-    name = OPCODES[opcode].name
-    if name in ("dma.load", "dma.store"):
-        return a[3] * a[4] * a[5] * a[6]
-    if name == "fill":
-        return a[1] * a[2] * a[3] * a[4]
-    if name == "vpool":
-        kh, kw = unpack_pair(a[7])
-        return a[2] * a[5] * a[6] * kh * kw
-    if name == "vreduce":
-        return a[2] * a[3]
-    if OPCODES[opcode].engine == Engine.VECTOR:
-        return a[3] * a[4] * a[5] if OPCODES[opcode].fields[1] == "lhs" else a[2] * a[3] * a[4]
+    info = OPCODES[opcode]
+    f = _fields(opcode, a)
+    if info.layout in ("dma", "fill"):
+        return f["n0"] * f["n1"] * f["n2"] * f["n3"]
+    if info.layout == "vpool":
+        kh, kw = unpack_pair(f["kh_kw"])
+        return f["c"] * f["ho"] * f["wo"] * kh * kw
+    if info.layout == "vreduce":
+        return f["outer"] * f["inner"]
+    if info.engine == Engine.VECTOR:      # binary, unary and vcvt boxes
+        return f["n0"] * f["n1"] * f["n2"]
     return 0
 
 
 def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a) -> int:
     """Cycles the instruction occupies its engine (0 for control instructions)."""
     name = OPCODES[opcode].name
+    f = _fields(opcode, a)
     elem = DTYPE_BYTES[DType(dtype)]
     if name in ("dma.load", "dma.store"):
-        return _dma_cycles(m, elem, a)
+        return _dma_cycles(m, elem, f)
     if name == "fill":
         return 1 + _ceil_div(instruction_elements(opcode, a) * elem, m.sram_bytes_per_cycle)
     if name == "matmul":
-        mm, n, k = a[3], a[4], a[5]
-        return m.mac_latency_cycles + mm * _ceil_div(n, m.mac_cols) * _ceil_div(
-            k, m.mac_k_lanes(DType(dtype).name.lower()))
+        return m.mac_latency_cycles + f["m"] * _ceil_div(f["n"], m.mac_cols) * _ceil_div(
+            f["k"], _k_lanes(m, dtype))
     if name == "conv2d":
-        c, f, ho, wo, groups = a[3], a[6], a[7], a[8], a[12]
-        kh, kw = unpack_pair(a[9])
-        k_group = (c // groups) * kh * kw
-        return m.mac_latency_cycles + groups * ho * wo * _ceil_div(f // groups, m.mac_cols) * \
-            _ceil_div(k_group, m.mac_k_lanes(DType(dtype).name.lower()))
+        groups = f["groups"]
+        kh, kw = unpack_pair(f["kh_kw"])
+        k_group = (f["c"] // groups) * kh * kw
+        return m.mac_latency_cycles + groups * f["ho"] * f["wo"] * \
+            _ceil_div(f["f"] // groups, m.mac_cols) * _ceil_div(k_group, _k_lanes(m, dtype))
     if name == "dwconv2d":
         # Per channel, its ho*wo output pixels (row-major, rows packed back to back) in
         # groups of mac_cols columns, each group stepping through the kh*kw taps in
         # k_lanes chunks.
-        c, ho, wo = a[3], a[6], a[7]
-        kh, kw = unpack_pair(a[8])
-        return m.mac_latency_cycles + c * _ceil_div(ho * wo, m.mac_cols) * \
-            _ceil_div(kh * kw, m.mac_k_lanes(DType(dtype).name.lower()))
+        kh, kw = unpack_pair(f["kh_kw"])
+        return m.mac_latency_cycles + f["c"] * _ceil_div(f["ho"] * f["wo"], m.mac_cols) * \
+            _ceil_div(kh * kw, _k_lanes(m, dtype))
     if name == "vcvt":
-        elem = max(elem, DTYPE_BYTES[DType(a[12])])
+        elem = max(elem, DTYPE_BYTES[DType(f["src_dtype"])])
     if OPCODES[opcode].engine == Engine.VECTOR:
         factor = m.transcendental_factor if name in TRANSCENDENTAL else 1
         return _vector_cycles(m, instruction_elements(opcode, a), elem, factor)
@@ -87,15 +93,15 @@ def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a) -> int:
 
 def instruction_macs(opcode: int, a) -> int:
     name = OPCODES[opcode].name
+    if name not in ("matmul", "conv2d", "dwconv2d"):
+        return 0
+    f = _fields(opcode, a)
     if name == "matmul":
-        return a[3] * a[4] * a[5]
+        return f["m"] * f["n"] * f["k"]
+    kh, kw = unpack_pair(f["kh_kw"])
     if name == "conv2d":
-        kh, kw = unpack_pair(a[9])
-        return a[7] * a[8] * a[6] * (a[3] // a[12]) * kh * kw
-    if name == "dwconv2d":
-        kh, kw = unpack_pair(a[8])
-        return a[3] * a[6] * a[7] * kh * kw
-    return 0
+        return f["ho"] * f["wo"] * f["f"] * (f["c"] // f["groups"]) * kh * kw
+    return f["c"] * f["ho"] * f["wo"] * kh * kw
 
 
 # Work, the simulator's (host) effort an instruction costs, not simulated cycles: its MACs,
@@ -145,11 +151,13 @@ def simulate_timeline(m: MachineConfig, instructions, record_events: bool = Fals
         if info.name == "end":
             break
         if info.name == "signal":
-            signals.setdefault(a[1], []).append(free_at[Engine(a[0])])
+            f = _fields(opcode, a)
+            signals.setdefault(f["sem"], []).append(free_at[Engine(f["engine"])])
         elif info.name == "wait":
-            engine, value = Engine(a[0]), a[2]
+            f = _fields(opcode, a)
+            engine, value = Engine(f["engine"]), f["value"]
             if value > 0:
-                ready = signals[a[1]][value - 1]
+                ready = signals[f["sem"]][value - 1]
                 if ready > free_at[engine]:
                     stats.stall_cycles[ENGINE_NAMES[engine]] += ready - free_at[engine]
                     free_at[engine] = ready
@@ -165,7 +173,7 @@ def simulate_timeline(m: MachineConfig, instructions, record_events: bool = Fals
             stats.busy_cycles[ENGINE_NAMES[info.engine]] += cycles
             stats.macs += instruction_macs(opcode, a)
             if info.name in ("dma.load", "dma.store"):
-                moved = a[3] * a[4] * a[5] * a[6] * DTYPE_BYTES[DType(dtype)]
+                moved = instruction_elements(opcode, a) * DTYPE_BYTES[DType(dtype)]
                 if info.name == "dma.load":
                     stats.dram_read_bytes += moved
                 else:
