@@ -50,12 +50,11 @@ def _layout_lines() -> list[str]:
     lines = ["enum {", "  LAYOUT_NONE = 0,   /* end, barrier: no operands */"]
     lines += [f"  LAYOUT_{_c_name(name)}," for name in FIELD_LAYOUTS]
     lines += ["  LAYOUT_COUNT,", "};", ""]
+    lines.append("enum {  /* operand field indices: a[MATMUL_LDA] */")
     for name, fields in FIELD_LAYOUTS.items():
-        lines.append(f"enum {{  /* {name} */")
         lines += [f"  {_c_name(name)}_{_c_name(field)} = {index},"
                   for index, field in enumerate(fields)]
-        lines += ["};"]
-    lines += ["", "/* Field names by layout and index, for messages. */",
+    lines += ["};", "", "/* Field names by layout and index, for messages. */",
               "static const char* const LAYOUT_FIELDS[LAYOUT_COUNT][OPERAND_COUNT] = {"]
     for name, fields in FIELD_LAYOUTS.items():
         lines.append(f"  [LAYOUT_{_c_name(name)}] = {{")

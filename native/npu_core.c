@@ -39,11 +39,17 @@ typedef unsigned __int128 u128;
  * table and the per-instruction work bounds per SRAM byte), generated from
  * executable_format/isa.py ---------------------------------------------------------- */
 
+_Static_assert(INSTRUCTION_BYTES == NPU_INSTRUCTION_BYTES, "npu_core.h agrees with isa.py");
+_Static_assert(CONST_POOL == NPU_CONST_POOL_BINDING, "npu_core.h agrees with isa.py");
+_Static_assert(ENGINE_CONTROL == NPU_ENGINE_COUNT, "the engines with a timeline precede control");
+
+/* One instruction record; a[] holds the operand fields, named by the opcode's layout
+ * (a[MATMUL_LDA], a[DMA_N0]: npu_isa.h). */
 typedef struct instr_t {
   uint8_t opcode;
   uint8_t dtype;
   uint16_t flags;
-  uint32_t a[15];
+  uint32_t a[OPERAND_COUNT];
 } instr_t;
 
 static instr_t decode(const uint8_t* p) {
@@ -51,7 +57,7 @@ static instr_t decode(const uint8_t* p) {
   in.opcode = p[0];
   in.dtype = p[1];
   in.flags = (uint16_t)(p[2] | (p[3] << 8));
-  for (int i = 0; i < 15; i++) {
+  for (int i = 0; i < OPERAND_COUNT; i++) {
     const uint8_t* q = p + 4 + 4 * i;
     in.a[i] = (uint32_t)q[0] | ((uint32_t)q[1] << 8) | ((uint32_t)q[2] << 16) |
               ((uint32_t)q[3] << 24);
@@ -59,8 +65,24 @@ static instr_t decode(const uint8_t* p) {
   return in;
 }
 
+/* Counts and strides read as arrays (a + DMA_N0: n0..n3) are consecutive fields. */
+_Static_assert(DMA_N3 == DMA_N0 + 3 && DMA_DRAM_S3 == DMA_DRAM_S0 + 3 &&
+               DMA_SRAM_S3 == DMA_SRAM_S0 + 3 && FILL_N3 == FILL_N0 + 3 &&
+               FILL_S3 == FILL_S0 + 3, "4-D boxes");
+_Static_assert(BINARY_N2 == BINARY_N0 + 2 && BINARY_DST_S2 == BINARY_DST_S0 + 2 &&
+               BINARY_LHS_S2 == BINARY_LHS_S0 + 2 && BINARY_RHS_S2 == BINARY_RHS_S0 + 2 &&
+               UNARY_N2 == UNARY_N0 + 2 && UNARY_DST_S2 == UNARY_DST_S0 + 2 &&
+               UNARY_SRC_S2 == UNARY_SRC_S0 + 2 && VCVT_N2 == VCVT_N0 + 2 &&
+               VCVT_DST_S2 == VCVT_DST_S0 + 2 && VCVT_SRC_S2 == VCVT_SRC_S0 + 2, "3-D boxes");
+
 static uint32_t lo16(uint32_t v) { return v & 0xFFFFu; }
 static uint32_t hi16(uint32_t v) { return v >> 16; }
+
+/* The field n0 of a binary, unary or vcvt vector op: its 3-D box's counts n0, n1, n2. */
+static int vector_n0_field(int layout) {
+  _Static_assert(UNARY_N0 == VCVT_N0, "unary and vcvt boxes share their fields");
+  return layout == LAYOUT_BINARY ? BINARY_N0 : UNARY_N0;
+}
 
 /* A conv2d or dwconv2d's operands and shape. A dwconv2d is the conv2d with
  * f = groups = c: it computes the same sums in the same order, so the same bits. */
@@ -72,13 +94,21 @@ typedef struct conv_args_t {
 static conv_args_t conv_args(const instr_t* in) {
   const uint32_t* a = in->a;
   if (in->opcode == OP_DWCONV2D) {
-    return (conv_args_t){a[0], a[1], a[2], a[11], a[3], a[4], a[5], a[3], a[6], a[7],
-                         lo16(a[8]), hi16(a[8]), lo16(a[9]), hi16(a[9]), lo16(a[10]),
-                         hi16(a[10]), a[3]};
+    return (conv_args_t){
+        .in = a[DWCONV2D_IN], .w = a[DWCONV2D_W], .out = a[DWCONV2D_OUT],
+        .bias = a[DWCONV2D_BIAS], .c = a[DWCONV2D_C], .hi = a[DWCONV2D_HI],
+        .wi = a[DWCONV2D_WI], .f = a[DWCONV2D_C], .ho = a[DWCONV2D_HO], .wo = a[DWCONV2D_WO],
+        .kh = lo16(a[DWCONV2D_KH_KW]), .kw = hi16(a[DWCONV2D_KH_KW]),
+        .sh = lo16(a[DWCONV2D_SH_SW]), .sw = hi16(a[DWCONV2D_SH_SW]),
+        .dh = lo16(a[DWCONV2D_DH_DW]), .dw = hi16(a[DWCONV2D_DH_DW]), .groups = a[DWCONV2D_C]};
   }
-  return (conv_args_t){a[0], a[1], a[2], a[13], a[3], a[4], a[5], a[6], a[7], a[8],
-                       lo16(a[9]), hi16(a[9]), lo16(a[10]), hi16(a[10]), lo16(a[11]),
-                       hi16(a[11]), a[12]};
+  return (conv_args_t){
+      .in = a[CONV2D_IN], .w = a[CONV2D_W], .out = a[CONV2D_OUT], .bias = a[CONV2D_BIAS],
+      .c = a[CONV2D_C], .hi = a[CONV2D_HI], .wi = a[CONV2D_WI], .f = a[CONV2D_F],
+      .ho = a[CONV2D_HO], .wo = a[CONV2D_WO],
+      .kh = lo16(a[CONV2D_KH_KW]), .kw = hi16(a[CONV2D_KH_KW]),
+      .sh = lo16(a[CONV2D_SH_SW]), .sw = hi16(a[CONV2D_SH_SW]),
+      .dh = lo16(a[CONV2D_DH_DW]), .dw = hi16(a[CONV2D_DH_DW]), .groups = a[CONV2D_GROUPS]};
 }
 
 /* ---- deadline, cancellation and SIGINT -----------------------------------
@@ -774,13 +804,13 @@ static int check_work(exec_t* x, const instr_t* in) {
   uint64_t v[6];
   switch (in->opcode) {
     case OP_DMA_LOAD: case OP_DMA_STORE:
-      for (int i = 0; i < 4; i++) v[i] = a[3 + i];
+      for (int i = 0; i < 4; i++) v[i] = a[DMA_N0 + i];
       return check_work_limit(x, "elements", product(v, 4), ELEMENTS_PER_SRAM_BYTE);
     case OP_FILL:
-      for (int i = 0; i < 4; i++) v[i] = a[1 + i];
+      for (int i = 0; i < 4; i++) v[i] = a[FILL_N0 + i];
       return check_work_limit(x, "elements", product(v, 4), ELEMENTS_PER_SRAM_BYTE);
     case OP_MATMUL:
-      for (int i = 0; i < 3; i++) v[i] = a[3 + i];
+      v[0] = a[MATMUL_M], v[1] = a[MATMUL_N], v[2] = a[MATMUL_K];
       return check_work_limit(x, "MACs", product(v, 3), MACS_PER_SRAM_BYTE);
     case OP_CONV2D:
     case OP_DWCONV2D: {
@@ -789,15 +819,16 @@ static int check_work(exec_t* x, const instr_t* in) {
       return check_work_limit(x, "MACs", product(v, 6), MACS_PER_SRAM_BYTE);
     }
     case OP_VPOOL:
-      v[0] = a[2], v[1] = a[5], v[2] = a[6], v[3] = lo16(a[7]), v[4] = hi16(a[7]);
+      v[0] = a[VPOOL_C], v[1] = a[VPOOL_HO], v[2] = a[VPOOL_WO];
+      v[3] = lo16(a[VPOOL_KH_KW]), v[4] = hi16(a[VPOOL_KH_KW]);
       return check_work_limit(x, "elements", product(v, 5), ELEMENTS_PER_SRAM_BYTE);
     case OP_VREDUCE:
-      v[0] = a[2], v[1] = a[3];
+      v[0] = a[VREDUCE_OUTER], v[1] = a[VREDUCE_INNER];
       return check_work_limit(x, "elements", product(v, 2), ELEMENTS_PER_SRAM_BYTE);
-    default: {    /* vector boxes: binary counts at a[3..5], unary and vcvt at a[2..4] */
+    default: {    /* the 3-D boxes of the binary, unary and vcvt vector ops */
       if (x->op->engine != ENGINE_VECTOR) return NPU_STATUS_OK;
-      int first = x->op->used_fields == 15 ? 3 : 2;
-      for (int i = 0; i < 3; i++) v[i] = a[first + i];
+      int n0 = vector_n0_field(x->op->layout);
+      for (int i = 0; i < 3; i++) v[i] = a[n0 + i];
       return check_work_limit(x, "elements", product(v, 3), ELEMENTS_PER_SRAM_BYTE);
     }
   }
@@ -876,25 +907,7 @@ static int check_dram(exec_t* x, uint32_t binding, uint32_t offset, u128 extent,
 
 /* Field names, for messages. */
 static const char* field_name(int opcode, int index) {
-  static const char* const DMA[] = {"binding", "dram_offset", "sram_addr", "n0", "n1", "n2", "n3"};
-  static const char* const FILL[] = {"sram_addr", "n0", "n1", "n2", "n3"};
-  static const char* const MATMUL[] = {"a", "b", "out", "m", "n", "k"};
-  static const char* const CONV[] = {"in", "w", "out", "c", "hi", "wi", "f", "ho", "wo"};
-  static const char* const DWCONV[] = {"in", "w", "out", "c", "hi", "wi", "ho", "wo"};
-  static const char* const BINARY[] = {"dst", "lhs", "rhs", "n0", "n1", "n2"};
-  static const char* const UNARY[] = {"dst", "src", "n0", "n1", "n2"};
-  static const char* const POOL[] = {"dst", "src", "c", "hi", "wi", "ho", "wo"};
-  static const char* const REDUCE[] = {"dst", "src", "outer", "inner"};
-  switch (opcode) {
-    case OP_DMA_LOAD: case OP_DMA_STORE: return DMA[index];
-    case OP_FILL: return FILL[index];
-    case OP_MATMUL: return MATMUL[index];
-    case OP_CONV2D: return CONV[index];
-    case OP_DWCONV2D: return DWCONV[index];
-    case OP_VPOOL: return POOL[index];
-    case OP_VREDUCE: return REDUCE[index];
-    default: return OPS[opcode].used_fields == 15 ? BINARY[index] : UNARY[index];
-  }
+  return LAYOUT_FIELDS[OPS[opcode].layout][index];
 }
 
 /* a[first .. first+count) are counts: each at least 1. */
@@ -915,15 +928,15 @@ static int check_fill(exec_t* x, const instr_t* in) {
       return fail(x, NPU_STATUS_INVALID_ARGUMENT, "a push constant fills 32-bit elements, not %s",
                   DTYPE_NAMES[in->dtype]);
     }
-    if (in->a[9] >= x->constant_count) {
+    if (in->a[FILL_VALUE] >= x->constant_count) {
       return fail(x, NPU_STATUS_INVALID_ARGUMENT, "fills push constant %u (%zu constants)",
-                  in->a[9], x->constant_count);
+                  in->a[FILL_VALUE], x->constant_count);
     }
-  } else if (bits < 32 && (in->a[9] >> bits)) {
-    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "value 0x%x does not fit %s", in->a[9],
-                DTYPE_NAMES[in->dtype]);
+  } else if (bits < 32 && (in->a[FILL_VALUE] >> bits)) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "value 0x%x does not fit %s",
+                in->a[FILL_VALUE], DTYPE_NAMES[in->dtype]);
   }
-  return check_counts(x, in, 1, 4);
+  return check_counts(x, in, FILL_N0, 4);
 }
 
 static int check_mac_flags(exec_t* x, const instr_t* in, uint32_t bias) {
@@ -941,15 +954,16 @@ static int check_mac_flags(exec_t* x, const instr_t* in, uint32_t bias) {
 
 static int check_matmul(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
-  CHECK(check_mac_flags(x, in, a[9]));
-  CHECK(check_counts(x, in, 3, 3));
-  uint32_t m = a[3], n = a[4], k = a[5];
+  CHECK(check_mac_flags(x, in, a[MATMUL_BIAS]));
+  CHECK(check_counts(x, in, MATMUL_M, 3));
+  uint32_t m = a[MATMUL_M], n = a[MATMUL_N], k = a[MATMUL_K];
+  uint32_t lda = a[MATMUL_LDA], ldb = a[MATMUL_LDB], ldo = a[MATMUL_LDO];
   uint32_t a_row = (in->flags & FLAG_TRANSPOSE_A) ? m : k;
   uint32_t b_row = (in->flags & FLAG_TRANSPOSE_B) ? k : n;
-  if (a[6] < a_row || a[7] < b_row || a[8] < n) {
+  if (lda < a_row || ldb < b_row || ldo < n) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT,
                 "leading dimensions lda %u, ldb %u, ldo %u are below the stored rows %u, %u, %u",
-                a[6], a[7], a[8], a_row, b_row, n);
+                lda, ldb, ldo, a_row, b_row, n);
   }
   return NPU_STATUS_OK;
 }
@@ -976,21 +990,23 @@ static int check_windows(exec_t* x, uint32_t hi, uint32_t wi, uint32_t ho, uint3
 
 static int check_conv2d(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
-  CHECK(check_mac_flags(x, in, a[13]));
-  CHECK(check_counts(x, in, 3, 6));
-  uint32_t c = a[3], f = a[6], groups = a[12];
+  CHECK(check_mac_flags(x, in, a[CONV2D_BIAS]));
+  CHECK(check_counts(x, in, CONV2D_C, 6));     /* c, hi, wi, f, ho, wo */
+  uint32_t c = a[CONV2D_C], f = a[CONV2D_F], groups = a[CONV2D_GROUPS];
   if (groups == 0 || c % groups || f % groups) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT, "groups %u must divide c %u and f %u", groups,
                 c, f);
   }
-  return check_windows(x, a[4], a[5], a[7], a[8], a[9], a[10], a[11]);
+  return check_windows(x, a[CONV2D_HI], a[CONV2D_WI], a[CONV2D_HO], a[CONV2D_WO],
+                       a[CONV2D_KH_KW], a[CONV2D_SH_SW], a[CONV2D_DH_DW]);
 }
 
 static int check_dwconv2d(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
-  CHECK(check_mac_flags(x, in, a[11]));
-  CHECK(check_counts(x, in, 3, 5));
-  return check_windows(x, a[4], a[5], a[6], a[7], a[8], a[9], a[10]);
+  CHECK(check_mac_flags(x, in, a[DWCONV2D_BIAS]));
+  CHECK(check_counts(x, in, DWCONV2D_C, 5));   /* c, hi, wi, ho, wo */
+  return check_windows(x, a[DWCONV2D_HI], a[DWCONV2D_WI], a[DWCONV2D_HO], a[DWCONV2D_WO],
+                       a[DWCONV2D_KH_KW], a[DWCONV2D_SH_SW], a[DWCONV2D_DH_DW]);
 }
 
 static int check_vpool(exec_t* x, const instr_t* in) {
@@ -998,13 +1014,16 @@ static int check_vpool(exec_t* x, const instr_t* in) {
   if ((in->flags & FLAG_COUNT_INCLUDE_PAD) && !(in->flags & FLAG_POOL_AVG)) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flag COUNT_INCLUDE_PAD needs POOL_AVG");
   }
-  CHECK(check_counts(x, in, 2, 5));
-  CHECK(check_windows(x, a[3], a[4], a[5], a[6], a[7], a[8], a[9]));
-  uint32_t pt = lo16(a[10]), pl = hi16(a[10]), vh = lo16(a[11]), vw = hi16(a[11]);
-  if (pt + vh > a[3] || pl + vw > a[4]) {
+  CHECK(check_counts(x, in, VPOOL_C, 5));      /* c, hi, wi, ho, wo */
+  uint32_t hi = a[VPOOL_HI], wi = a[VPOOL_WI];
+  CHECK(check_windows(x, hi, wi, a[VPOOL_HO], a[VPOOL_WO], a[VPOOL_KH_KW], a[VPOOL_SH_SW],
+                      a[VPOOL_DH_DW]));
+  uint32_t pt = lo16(a[VPOOL_PT_PL]), pl = hi16(a[VPOOL_PT_PL]);
+  uint32_t vh = lo16(a[VPOOL_VH_VW]), vw = hi16(a[VPOOL_VH_VW]);
+  if (pt + vh > hi || pl + vw > wi) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT,
                 "valid region rows [%u, %u) cols [%u, %u) exceeds the %ux%u tile", pt, pt + vh,
-                pl, pl + vw, a[3], a[4]);
+                pl, pl + vw, hi, wi);
   }
   return NPU_STATUS_OK;
 }
@@ -1014,19 +1033,21 @@ static int check_vpool(exec_t* x, const instr_t* in) {
 /* A semaphore has one signalling engine; a wait follows at least `value` signals. Counts
  * signals into semaphore_t.count. */
 static int check_semaphore(exec_t* x, const instr_t* in) {
-  semaphore_t* s = &x->core->semaphores[in->a[1]];
+  _Static_assert(SIGNAL_ENGINE == WAIT_ENGINE && SIGNAL_SEM == WAIT_SEM, "one layout");
+  uint32_t engine = in->a[SIGNAL_ENGINE], sem = in->a[SIGNAL_SEM];
+  semaphore_t* s = &x->core->semaphores[sem];
   if (in->opcode == OP_SIGNAL) {
-    if (s->engine >= 0 && s->engine != (int)in->a[0]) {
+    if (s->engine >= 0 && s->engine != (int)engine) {
       return fail(x, NPU_STATUS_INVALID_ARGUMENT,
-                  "semaphore %u is signalled from engine %d and engine %u", in->a[1], s->engine,
-                  in->a[0]);
+                  "semaphore %u is signalled from engine %d and engine %u", sem, s->engine,
+                  engine);
     }
-    s->engine = (int)in->a[0];
+    s->engine = (int)engine;
     s->count++;
-  } else if (in->a[2] > s->count) {
+  } else if (in->a[WAIT_VALUE] > s->count) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT,
-                "waits for signal %u of semaphore %u but only %zu precede it", in->a[2],
-                in->a[1], s->count);
+                "waits for signal %u of semaphore %u but only %zu precede it", in->a[WAIT_VALUE],
+                sem, s->count);
   }
   return NPU_STATUS_OK;
 }
@@ -1063,7 +1084,7 @@ static int check_encoding(exec_t* x, const instr_t* in) {
   if (in->flags & ~op->flags) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid flags 0x%x", in->flags);
   }
-  for (int i = op->used_fields; i < 15; i++) {
+  for (int i = op->used_fields; i < OPERAND_COUNT; i++) {
     if (in->a[i] != 0) {
       return fail(x, NPU_STATUS_INVALID_ARGUMENT, "unused field a[%d] must be zero, got %u",
                   i, in->a[i]);
@@ -1072,17 +1093,17 @@ static int check_encoding(exec_t* x, const instr_t* in) {
   switch (in->opcode) {
     case OP_SIGNAL:
     case OP_WAIT:
-      if (in->a[0] >= NPU_ENGINE_COUNT) {
-        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid engine %u", in->a[0]);
+      if (in->a[SIGNAL_ENGINE] >= NPU_ENGINE_COUNT) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid engine %u", in->a[SIGNAL_ENGINE]);
       }
-      if (in->a[1] >= x->core->config.semaphores) {
+      if (in->a[SIGNAL_SEM] >= x->core->config.semaphores) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "semaphore %u out of range (%llu semaphores)",
-                    in->a[1], (unsigned long long)x->core->config.semaphores);
+                    in->a[SIGNAL_SEM], (unsigned long long)x->core->config.semaphores);
       }
       return NPU_STATUS_OK;
     case OP_DMA_LOAD:
     case OP_DMA_STORE:
-      return check_counts(x, in, 3, 4);
+      return check_counts(x, in, DMA_N0, 4);
     case OP_FILL:
       return check_fill(x, in);
     case OP_MATMUL:
@@ -1097,20 +1118,20 @@ static int check_encoding(exec_t* x, const instr_t* in) {
       if ((in->flags & FLAG_REDUCE_MAX) && (in->flags & FLAG_REDUCE_MEAN)) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags REDUCE_MAX and REDUCE_MEAN are exclusive");
       }
-      return check_counts(x, in, 2, 2);
+      return check_counts(x, in, VREDUCE_OUTER, 2);
     case OP_VROUND:
       if (__builtin_popcount(in->flags) > 1) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags FLOOR, CEIL and HALF_AWAY are exclusive");
       }
-      return check_counts(x, in, 2, 3);
+      return check_counts(x, in, UNARY_N0, 3);
     case OP_VCVT:
-      if (in->a[12] >= DT_COUNT) {
-        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid src_dtype %u", in->a[12]);
+      if (in->a[VCVT_SRC_DTYPE] >= DT_COUNT) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid src_dtype %u", in->a[VCVT_SRC_DTYPE]);
       }
-      return check_counts(x, in, 2, 3);
-    default:
+      return check_counts(x, in, VCVT_N0, 3);
+    default:      /* binary and unary vector ops: their boxes' counts */
       if (x->op->engine != ENGINE_VECTOR) return NPU_STATUS_OK;
-      return check_counts(x, in, x->op->used_fields == 15 ? 3 : 2, 3);   /* binary : unary */
+      return check_counts(x, in, vector_n0_field(x->op->layout), 3);
   }
 }
 
@@ -1119,13 +1140,14 @@ static int check_encoding(exec_t* x, const instr_t* in) {
 static int exec_dma(exec_t* x, const instr_t* in, bool store) {
   const uint32_t* a = in->a;
   unsigned elem = DTYPE_BYTES[in->dtype];
-  const uint32_t* counts = a + 3;
-  const uint32_t* dram_s = a + 7;
-  const uint32_t* sram_s = a + 11;
+  const uint32_t* counts = a + DMA_N0;          /* n0..n3 */
+  const uint32_t* dram_s = a + DMA_DRAM_S0;     /* dram_s0..dram_s3 */
+  const uint32_t* sram_s = a + DMA_SRAM_S0;     /* sram_s0..sram_s3 */
   uint8_t* dram = NULL;
-  CHECK(check_dram(x, a[0], a[1], box_extent(counts, dram_s, 4, elem), elem, store, &dram));
-  CHECK(check_sram(x, "sram", a[2], box_extent(counts, sram_s, 4, elem), elem));
-  uint8_t* sram = x->core->sram + a[2];
+  CHECK(check_dram(x, a[DMA_BINDING], a[DMA_DRAM_OFFSET], box_extent(counts, dram_s, 4, elem),
+                   elem, store, &dram));
+  CHECK(check_sram(x, "sram", a[DMA_SRAM_ADDR], box_extent(counts, sram_s, 4, elem), elem));
+  uint8_t* sram = x->core->sram + a[DMA_SRAM_ADDR];
   uint8_t* dst = store ? dram : sram;
   const uint8_t* src = store ? sram : dram;
   const uint32_t* ds = store ? dram_s : sram_s;
@@ -1165,11 +1187,12 @@ static void fill_run(uint8_t* dst, size_t stride, size_t n, unsigned elem, uint3
 static int exec_fill(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
   unsigned elem = DTYPE_BYTES[in->dtype];
-  const uint32_t* counts = a + 1;
-  const uint32_t* s = a + 5;
-  CHECK(check_sram(x, "sram", a[0], box_extent(counts, s, 4, elem), elem));
-  uint8_t* base = x->core->sram + a[0];
-  uint32_t value = (in->flags & FLAG_PUSH_CONSTANT) ? x->constants[a[9]] : a[9];
+  const uint32_t* counts = a + FILL_N0;     /* n0..n3 */
+  const uint32_t* s = a + FILL_S0;          /* s0..s3 */
+  CHECK(check_sram(x, "sram", a[FILL_SRAM_ADDR], box_extent(counts, s, 4, elem), elem));
+  uint8_t* base = x->core->sram + a[FILL_SRAM_ADDR];
+  uint32_t value = a[FILL_VALUE];
+  if (in->flags & FLAG_PUSH_CONSTANT) value = x->constants[value];
   for (size_t i0 = 0; i0 < counts[0]; i0++) {
     for (size_t i1 = 0; i1 < counts[1]; i1++) {
       for (size_t i2 = 0; i2 < counts[2]; i2++) {
@@ -1300,7 +1323,10 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
   int dt = in->dtype;
   unsigned elem = DTYPE_BYTES[dt];
-  uint32_t m = a[3], n = a[4], k = a[5], lda = a[6], ldb = a[7], ldo = a[8];
+  uint32_t m = a[MATMUL_M], n = a[MATMUL_N], k = a[MATMUL_K];
+  uint32_t lda = a[MATMUL_LDA], ldb = a[MATMUL_LDB], ldo = a[MATMUL_LDO];
+  uint32_t a_addr = a[MATMUL_A], b_addr = a[MATMUL_B], out_addr = a[MATMUL_OUT];
+  uint32_t bias_addr = a[MATMUL_BIAS];
   bool ta = in->flags & FLAG_TRANSPOSE_A, tb = in->flags & FLAG_TRANSPOSE_B;
   bool bias = in->flags & FLAG_BIAS, acc = in->flags & FLAG_ACCUMULATE;
   uint32_t a_counts[2] = {ta ? k : m, ta ? m : k}, a_strides[2] = {lda, 1};
@@ -1310,13 +1336,13 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
   u128 b_ext = box_extent(b_counts, b_strides, 2, elem);
   u128 o_ext = box_extent(o_counts, o_strides, 2, 4);
   u128 bias_ext = bias ? (u128)n * 4 : 0;
-  CHECK(check_sram(x, "a", a[0], a_ext, elem));
-  CHECK(check_sram(x, "b", a[1], b_ext, elem));
-  CHECK(check_sram(x, "out", a[2], o_ext, 4));
-  CHECK(check_sram(x, "bias", a[9], bias_ext, 4));
-  CHECK(check_disjoint(x, "out", a[2], o_ext, "a", a[0], a_ext));
-  CHECK(check_disjoint(x, "out", a[2], o_ext, "b", a[1], b_ext));
-  CHECK(check_disjoint(x, "out", a[2], o_ext, "bias", a[9], bias_ext));
+  CHECK(check_sram(x, "a", a_addr, a_ext, elem));
+  CHECK(check_sram(x, "b", b_addr, b_ext, elem));
+  CHECK(check_sram(x, "out", out_addr, o_ext, 4));
+  CHECK(check_sram(x, "bias", bias_addr, bias_ext, 4));
+  CHECK(check_disjoint(x, "out", out_addr, o_ext, "a", a_addr, a_ext));
+  CHECK(check_disjoint(x, "out", out_addr, o_ext, "b", b_addr, b_ext));
+  CHECK(check_disjoint(x, "out", out_addr, o_ext, "bias", bias_addr, bias_ext));
 
   uint8_t* sram = x->core->sram;
   /* An f32 A in rows is used in place; others are packed as [m][k] (element (i, kk) is
@@ -1325,15 +1351,17 @@ static int exec_matmul(exec_t* x, const instr_t* in) {
    * product (m = 1, an LSTM step) would otherwise spend as long copying B as using it. */
   bool a_in_place = dt == DT_F32 && !ta;
   bool b_in_place = dt == DT_F32 && !tb && ldb == n &&
-                    (u128)a[1] + b_ext + GEMM_NR * 4 <= x->core->config.sram_bytes;
-  void* ap = a_in_place ? sram + a[0] : scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
-  void* bp = b_in_place ? sram + a[1] : scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
+                    (u128)b_addr + b_ext + GEMM_NR * 4 <= x->core->config.sram_bytes;
+  void* ap = a_in_place ? sram + a_addr : scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
+  void* bp = b_in_place ? sram + b_addr : scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
   if (!ap) return out_of_memory(x, (u128)m * k * 4);
   if (!bp) return out_of_memory(x, (u128)k * n * 4);
-  if (!a_in_place) pack_matrix(dt, sram + a[0], m, k, ta ? 1 : lda, ta ? lda : 1, ap);
-  if (!b_in_place) pack_matrix(mac_b_dtype(in), sram + a[1], k, n, tb ? 1 : ldb, tb ? ldb : 1, bp);
-  uint8_t* out = sram + a[2];
-  if (!acc) init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + a[9]) : NULL, NULL);
+  if (!a_in_place) pack_matrix(dt, sram + a_addr, m, k, ta ? 1 : lda, ta ? lda : 1, ap);
+  if (!b_in_place) pack_matrix(mac_b_dtype(in), sram + b_addr, k, n, tb ? 1 : ldb, tb ? ldb : 1, bp);
+  uint8_t* out = sram + out_addr;
+  if (!acc) {
+    init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + bias_addr) : NULL, NULL);
+  }
   gemm_job_t job = {is_byte_int(dt), m, n, k, ap, a_in_place ? lda : k, bp, out, ldo, n >= m};
   size_t units = job.by_columns ? ceil_units(n, GEMM_UNIT_COLS) : ceil_units(m, GEMM_MR);
   run_units(x->pool, gemm_unit, &job, units, worker_count(x->pool, (uint64_t)m * n * k, units));
@@ -1546,10 +1574,10 @@ static void binary_i32(int op, int32_t* restrict d, const int32_t* restrict l,
 
 static int exec_binary(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
-  const uint32_t* counts = a + 3;
-  box3_t dst = {"dst", a[0], a + 6, in->dtype};
-  box3_t lhs = {"lhs", a[1], a + 9, in->dtype};
-  box3_t rhs = {"rhs", a[2], a + 12, in->dtype};
+  const uint32_t* counts = a + BINARY_N0;
+  box3_t dst = {"dst", a[BINARY_DST], a + BINARY_DST_S0, in->dtype};
+  box3_t lhs = {"lhs", a[BINARY_LHS], a + BINARY_LHS_S0, in->dtype};
+  box3_t rhs = {"rhs", a[BINARY_RHS], a + BINARY_RHS_S0, in->dtype};
   CHECK(check_box3(x, &dst, counts));
   CHECK(check_box3(x, &lhs, counts));
   CHECK(check_box3(x, &rhs, counts));
@@ -1658,13 +1686,13 @@ static void unary_f32(int op, unsigned flags, float p0, float p1, float* restric
 
 static int exec_unary(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
-  const uint32_t* counts = a + 2;
-  box3_t dst = {"dst", a[0], a + 5, in->dtype};
-  box3_t src = {"src", a[1], a + 8, in->dtype};
+  const uint32_t* counts = a + UNARY_N0;
+  box3_t dst = {"dst", a[UNARY_DST], a + UNARY_DST_S0, in->dtype};
+  box3_t src = {"src", a[UNARY_SRC], a + UNARY_SRC_S0, in->dtype};
   CHECK(check_box3(x, &dst, counts));
   CHECK(check_box3(x, &src, counts));
   unsigned elem = DTYPE_BYTES[in->dtype];
-  float p0 = bits_f32(a[11]), p1 = bits_f32(a[12]);
+  float p0 = bits_f32(a[UNARY_P0]), p1 = bits_f32(a[UNARY_P1]);
   union { float f[CHUNK]; int32_t i[CHUNK]; } v;
   for (size_t i0 = 0; i0 < counts[0]; i0++) {
     for (size_t i1 = 0; i1 < counts[1]; i1++) {
@@ -1767,12 +1795,12 @@ static void cvt_store(int dtype, uint8_t* base, size_t stride, size_t n,
 
 static int exec_vcvt(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
-  const uint32_t* counts = a + 2;
-  box3_t dst = {"dst", a[0], a + 5, in->dtype};
-  box3_t src = {"src", a[1], a + 8, (int)a[12]};
+  const uint32_t* counts = a + VCVT_N0;
+  box3_t dst = {"dst", a[VCVT_DST], a + VCVT_DST_S0, in->dtype};
+  box3_t src = {"src", a[VCVT_SRC], a + VCVT_SRC_S0, (int)a[VCVT_SRC_DTYPE]};
   CHECK(check_box3(x, &dst, counts));
   CHECK(check_box3(x, &src, counts));
-  double scale = a[11] ? (double)bits_f32(a[11]) : 1.0;
+  double scale = a[VCVT_SCALE] ? (double)bits_f32(a[VCVT_SCALE]) : 1.0;
   unsigned delem = DTYPE_BYTES[dst.dtype], selem = DTYPE_BYTES[src.dtype];
   double v[CHUNK];
   for (size_t i0 = 0; i0 < counts[0]; i0++) {
@@ -1806,13 +1834,17 @@ static int exec_vpool(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
   int dt = in->dtype;
   unsigned elem = DTYPE_BYTES[dt];
-  uint32_t c = a[2], hi = a[3], wi = a[4], ho = a[5], wo = a[6];
-  uint32_t kh = lo16(a[7]), kw = hi16(a[7]), sh = lo16(a[8]), sw = hi16(a[8]);
-  uint32_t dh = lo16(a[9]), dw = hi16(a[9]), pt = lo16(a[10]), pl = hi16(a[10]);
-  uint32_t vh = lo16(a[11]), vw = hi16(a[11]);
+  uint32_t c = a[VPOOL_C], hi = a[VPOOL_HI], wi = a[VPOOL_WI];
+  uint32_t ho = a[VPOOL_HO], wo = a[VPOOL_WO];
+  uint32_t kh = lo16(a[VPOOL_KH_KW]), kw = hi16(a[VPOOL_KH_KW]);
+  uint32_t sh = lo16(a[VPOOL_SH_SW]), sw = hi16(a[VPOOL_SH_SW]);
+  uint32_t dh = lo16(a[VPOOL_DH_DW]), dw = hi16(a[VPOOL_DH_DW]);
+  uint32_t pt = lo16(a[VPOOL_PT_PL]), pl = hi16(a[VPOOL_PT_PL]);
+  uint32_t vh = lo16(a[VPOOL_VH_VW]), vw = hi16(a[VPOOL_VH_VW]);
+  uint32_t src_addr = a[VPOOL_SRC], dst_addr = a[VPOOL_DST];
   bool avg = in->flags & FLAG_POOL_AVG, include_pad = in->flags & FLAG_COUNT_INCLUDE_PAD;
-  CHECK(check_sram(x, "src", a[1], (u128)c * hi * wi * elem, elem));
-  CHECK(check_sram(x, "dst", a[0], (u128)c * ho * wo * elem, elem));
+  CHECK(check_sram(x, "src", src_addr, (u128)c * hi * wi * elem, elem));
+  CHECK(check_sram(x, "dst", dst_addr, (u128)c * ho * wo * elem, elem));
 
   size_t plane = (size_t)hi * wi;
   float* sp = scratch(x, SCRATCH_A, (u128)plane * 4);
@@ -1824,7 +1856,7 @@ static int exec_vpool(exec_t* x, const instr_t* in) {
   }
   uint8_t* sram = x->core->sram;
   for (size_t ch = 0; ch < c; ch++) {
-    load_f32(dt, sram + a[1] + ch * plane * elem, 1, plane, sp);
+    load_f32(dt, sram + src_addr + ch * plane * elem, 1, plane, sp);
     for (size_t y = 0; y < ho; y++) {
       float init = avg ? 0.0f : -INFINITY;
       for (size_t xo = 0; xo < wo; xo++) acc[xo] = init;
@@ -1846,7 +1878,7 @@ static int exec_vpool(exec_t* x, const instr_t* in) {
           acc[xo] = count > 0 ? acc[xo] / count : 0.0f;
         }
       }
-      store_f32(dt, sram + a[0] + (ch * ho + y) * wo * elem, 1, wo, acc);
+      store_f32(dt, sram + dst_addr + (ch * ho + y) * wo * elem, 1, wo, acc);
       if (stopping_elements((size_t)wo * kh * kw)) return NPU_STATUS_OK;
     }
   }
@@ -1859,14 +1891,15 @@ static int exec_vreduce(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
   int dt = in->dtype;
   unsigned elem = DTYPE_BYTES[dt];
-  uint32_t outer = a[2], inner = a[3];
+  uint32_t outer = a[VREDUCE_OUTER], inner = a[VREDUCE_INNER];
+  uint32_t src_addr = a[VREDUCE_SRC], dst_addr = a[VREDUCE_DST];
   bool max = in->flags & FLAG_REDUCE_MAX, mean = in->flags & FLAG_REDUCE_MEAN;
-  CHECK(check_sram(x, "src", a[1], (u128)outer * inner * elem, elem));
-  CHECK(check_sram(x, "dst", a[0], (u128)outer * elem, elem));
+  CHECK(check_sram(x, "src", src_addr, (u128)outer * inner * elem, elem));
+  CHECK(check_sram(x, "dst", dst_addr, (u128)outer * elem, elem));
   uint8_t* sram = x->core->sram;
   float v[CHUNK];
   for (size_t o = 0; o < outer; o++) {
-    const uint8_t* row = sram + a[1] + o * inner * elem;
+    const uint8_t* row = sram + src_addr + o * inner * elem;
     float lanes[REDUCE_LANES];
     for (int l = 0; l < REDUCE_LANES; l++) lanes[l] = max ? -INFINITY : 0.0f;
     for (size_t j = 0; j < inner; j += CHUNK) {
@@ -1885,7 +1918,7 @@ static int exec_vreduce(exec_t* x, const instr_t* in) {
       result = max ? NPU_MAX(result, lanes[l]) : result + lanes[l];
     }
     if (mean) result /= (float)inner;
-    store_f32(dt, sram + a[0] + o * elem, 1, 1, &result);
+    store_f32(dt, sram + dst_addr + o * elem, 1, 1, &result);
     if (stopping_elements(inner)) return NPU_STATUS_OK;
   }
   return NPU_STATUS_OK;
@@ -1932,47 +1965,54 @@ static uint64_t instruction_cycles(const npu_machine_config_t* m, const instr_t*
   switch (in->opcode) {
     case OP_DMA_LOAD:
     case OP_DMA_STORE: {
-      bool contiguous = a[10] == 1;
-      uint64_t run_bytes = contiguous ? (uint64_t)a[6] * elem : elem;
-      uint64_t runs = (uint64_t)a[3] * a[4] * a[5] * (contiguous ? 1 : a[6]);
+      bool contiguous = a[DMA_DRAM_S3] == 1;
+      uint64_t run_bytes = contiguous ? (uint64_t)a[DMA_N3] * elem : elem;
+      uint64_t runs = (uint64_t)a[DMA_N0] * a[DMA_N1] * a[DMA_N2] * (contiguous ? 1 : a[DMA_N3]);
       uint64_t moved = runs * ceil_div(run_bytes, m->dma_burst_bytes) * m->dma_burst_bytes;
       return m->dma_latency_cycles + ceil_div(moved, m->dram_bytes_per_cycle);
     }
     case OP_FILL:
-      return 1 + ceil_div((uint64_t)a[1] * a[2] * a[3] * a[4] * elem, m->sram_bytes_per_cycle);
+      return 1 + ceil_div((uint64_t)a[FILL_N0] * a[FILL_N1] * a[FILL_N2] * a[FILL_N3] * elem,
+                          m->sram_bytes_per_cycle);
     case OP_MATMUL:
-      return m->mac_latency_cycles + (uint64_t)a[3] * ceil_div(a[4], m->mac_cols) *
-                                         ceil_div(a[5], k_lanes(m, in->dtype));
+      return m->mac_latency_cycles + (uint64_t)a[MATMUL_M] * ceil_div(a[MATMUL_N], m->mac_cols) *
+                                         ceil_div(a[MATMUL_K], k_lanes(m, in->dtype));
     case OP_CONV2D: {
-      uint64_t groups = a[12], kgroup = (uint64_t)(a[3] / a[12]) * lo16(a[9]) * hi16(a[9]);
-      return m->mac_latency_cycles + groups * a[7] * a[8] * ceil_div(a[6] / a[12], m->mac_cols) *
+      uint64_t groups = a[CONV2D_GROUPS];
+      uint64_t kgroup = (uint64_t)(a[CONV2D_C] / a[CONV2D_GROUPS]) * lo16(a[CONV2D_KH_KW]) *
+                        hi16(a[CONV2D_KH_KW]);
+      return m->mac_latency_cycles + groups * a[CONV2D_HO] * a[CONV2D_WO] *
+                                         ceil_div(a[CONV2D_F] / a[CONV2D_GROUPS], m->mac_cols) *
                                          ceil_div(kgroup, k_lanes(m, in->dtype));
     }
     case OP_DWCONV2D:
-      return m->mac_latency_cycles + (uint64_t)a[3] * ceil_div((uint64_t)a[6] * a[7], m->mac_cols) *
-                                         ceil_div((uint64_t)lo16(a[8]) * hi16(a[8]),
-                                                  k_lanes(m, in->dtype));
+      return m->mac_latency_cycles +
+             (uint64_t)a[DWCONV2D_C] *
+                 ceil_div((uint64_t)a[DWCONV2D_HO] * a[DWCONV2D_WO], m->mac_cols) *
+                 ceil_div((uint64_t)lo16(a[DWCONV2D_KH_KW]) * hi16(a[DWCONV2D_KH_KW]),
+                          k_lanes(m, in->dtype));
     case OP_VPOOL:
-      return vector_cycles(m, (uint64_t)a[2] * a[5] * a[6] * lo16(a[7]) * hi16(a[7]), elem, 1);
+      return vector_cycles(m, (uint64_t)a[VPOOL_C] * a[VPOOL_HO] * a[VPOOL_WO] *
+                                  lo16(a[VPOOL_KH_KW]) * hi16(a[VPOOL_KH_KW]), elem, 1);
     case OP_VREDUCE:
-      return vector_cycles(m, (uint64_t)a[2] * a[3], elem, 1);
+      return vector_cycles(m, (uint64_t)a[VREDUCE_OUTER] * a[VREDUCE_INNER], elem, 1);
     case OP_VCVT: {
-      unsigned src = DTYPE_BYTES[a[12]];
-      return vector_cycles(m, (uint64_t)a[2] * a[3] * a[4], elem > src ? elem : src, 1);
+      unsigned src = DTYPE_BYTES[a[VCVT_SRC_DTYPE]];
+      return vector_cycles(m, (uint64_t)a[VCVT_N0] * a[VCVT_N1] * a[VCVT_N2],
+                           elem > src ? elem : src, 1);
     }
-    case OP_VADD: case OP_VSUB: case OP_VMUL: case OP_VMAX: case OP_VMIN: case OP_VDIV:
-    case OP_VFMA:
-      return vector_cycles(m, (uint64_t)a[3] * a[4] * a[5], elem, 1);
-    case OP_VSIGMOID: case OP_VTANH: case OP_VEXP: case OP_VSQRT: case OP_VRSQRT:
-      return vector_cycles(m, (uint64_t)a[2] * a[3] * a[4], elem, m->transcendental_factor);
-    default:   /* remaining unary vector ops */
-      return vector_cycles(m, (uint64_t)a[2] * a[3] * a[4], elem, 1);
+    default: {   /* binary and unary vector ops */
+      const op_info_t* op = &OPS[in->opcode];
+      int n0 = vector_n0_field(op->layout);
+      return vector_cycles(m, (uint64_t)a[n0] * a[n0 + 1] * a[n0 + 2], elem,
+                           op->transcendental ? m->transcendental_factor : 1);
+    }
   }
 }
 
 static uint64_t instruction_macs(const instr_t* in) {
   const uint32_t* a = in->a;
-  if (in->opcode == OP_MATMUL) return (uint64_t)a[3] * a[4] * a[5];
+  if (in->opcode == OP_MATMUL) return (uint64_t)a[MATMUL_M] * a[MATMUL_N] * a[MATMUL_K];
   if (in->opcode == OP_CONV2D || in->opcode == OP_DWCONV2D) {
     conv_args_t p = conv_args(in);
     return (uint64_t)p.ho * p.wo * p.f * (p.c / p.groups) * p.kh * p.kw;
@@ -1990,14 +2030,14 @@ static void control_instruction(exec_t* x, timeline_t* t, const instr_t* in) {
   npu_stats_t* st = x->stats;
   switch (in->opcode) {
     case OP_SIGNAL: {
-      semaphore_t* s = &x->core->semaphores[in->a[1]];
-      s->times[s->count++] = t->free_at[in->a[0]];
+      semaphore_t* s = &x->core->semaphores[in->a[SIGNAL_SEM]];
+      s->times[s->count++] = t->free_at[in->a[SIGNAL_ENGINE]];
       return;
     }
     case OP_WAIT: {
-      uint32_t engine = in->a[0], value = in->a[2];
+      uint32_t engine = in->a[WAIT_ENGINE], value = in->a[WAIT_VALUE];
       if (value == 0) return;
-      uint64_t ready = x->core->semaphores[in->a[1]].times[value - 1];
+      uint64_t ready = x->core->semaphores[in->a[WAIT_SEM]].times[value - 1];
       if (ready > t->free_at[engine]) {
         st->stall_cycles[engine] += ready - t->free_at[engine];
         t->free_at[engine] = ready;
@@ -2029,7 +2069,9 @@ static void account(exec_t* x, timeline_t* t, const instr_t* in, npu_trace_event
   st->busy_cycles[engine] += cycles;
   st->macs += instruction_macs(in);
   if (in->opcode == OP_DMA_LOAD || in->opcode == OP_DMA_STORE) {
-    uint64_t moved = (uint64_t)in->a[3] * in->a[4] * in->a[5] * in->a[6] * DTYPE_BYTES[in->dtype];
+    const uint32_t* a = in->a;
+    uint64_t elements = (uint64_t)a[DMA_N0] * a[DMA_N1] * a[DMA_N2] * a[DMA_N3];
+    uint64_t moved = elements * DTYPE_BYTES[in->dtype];
     if (in->opcode == OP_DMA_LOAD) {
       st->dram_read_bytes += moved;
     } else {

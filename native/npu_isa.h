@@ -101,16 +101,12 @@ enum {
   LAYOUT_COUNT,
 };
 
-enum {  /* signal */
+enum {  /* operand field indices: a[MATMUL_LDA] */
   SIGNAL_ENGINE = 0,
   SIGNAL_SEM = 1,
-};
-enum {  /* wait */
   WAIT_ENGINE = 0,
   WAIT_SEM = 1,
   WAIT_VALUE = 2,
-};
-enum {  /* dma */
   DMA_BINDING = 0,
   DMA_DRAM_OFFSET = 1,
   DMA_SRAM_ADDR = 2,
@@ -126,8 +122,6 @@ enum {  /* dma */
   DMA_SRAM_S1 = 12,
   DMA_SRAM_S2 = 13,
   DMA_SRAM_S3 = 14,
-};
-enum {  /* fill */
   FILL_SRAM_ADDR = 0,
   FILL_N0 = 1,
   FILL_N1 = 2,
@@ -138,8 +132,6 @@ enum {  /* fill */
   FILL_S2 = 7,
   FILL_S3 = 8,
   FILL_VALUE = 9,
-};
-enum {  /* matmul */
   MATMUL_A = 0,
   MATMUL_B = 1,
   MATMUL_OUT = 2,
@@ -150,8 +142,6 @@ enum {  /* matmul */
   MATMUL_LDB = 7,
   MATMUL_LDO = 8,
   MATMUL_BIAS = 9,
-};
-enum {  /* conv2d */
   CONV2D_IN = 0,
   CONV2D_W = 1,
   CONV2D_OUT = 2,
@@ -166,8 +156,6 @@ enum {  /* conv2d */
   CONV2D_DH_DW = 11,
   CONV2D_GROUPS = 12,
   CONV2D_BIAS = 13,
-};
-enum {  /* dwconv2d */
   DWCONV2D_IN = 0,
   DWCONV2D_W = 1,
   DWCONV2D_OUT = 2,
@@ -180,8 +168,6 @@ enum {  /* dwconv2d */
   DWCONV2D_SH_SW = 9,
   DWCONV2D_DH_DW = 10,
   DWCONV2D_BIAS = 11,
-};
-enum {  /* binary */
   BINARY_DST = 0,
   BINARY_LHS = 1,
   BINARY_RHS = 2,
@@ -197,8 +183,6 @@ enum {  /* binary */
   BINARY_RHS_S0 = 12,
   BINARY_RHS_S1 = 13,
   BINARY_RHS_S2 = 14,
-};
-enum {  /* unary */
   UNARY_DST = 0,
   UNARY_SRC = 1,
   UNARY_N0 = 2,
@@ -212,8 +196,6 @@ enum {  /* unary */
   UNARY_SRC_S2 = 10,
   UNARY_P0 = 11,
   UNARY_P1 = 12,
-};
-enum {  /* vcvt */
   VCVT_DST = 0,
   VCVT_SRC = 1,
   VCVT_N0 = 2,
@@ -227,8 +209,6 @@ enum {  /* vcvt */
   VCVT_SRC_S2 = 10,
   VCVT_SCALE = 11,
   VCVT_SRC_DTYPE = 12,
-};
-enum {  /* vpool */
   VPOOL_DST = 0,
   VPOOL_SRC = 1,
   VPOOL_C = 2,
@@ -241,8 +221,6 @@ enum {  /* vpool */
   VPOOL_DH_DW = 9,
   VPOOL_PT_PL = 10,
   VPOOL_VH_VW = 11,
-};
-enum {  /* vreduce */
   VREDUCE_DST = 0,
   VREDUCE_SRC = 1,
   VREDUCE_OUTER = 2,
