@@ -10,84 +10,10 @@ import tempfile
 
 import cffi
 from extension_install import compile_and_install
+from header_cdef import cdef_from_header
 
 NATIVE_DIR = pathlib.Path(__file__).resolve().parent
 BUILD_DIR = NATIVE_DIR.parent / "build" / "npu_core"
-
-# Our API from npu_core.h; cffi checks it against the header when compiling.
-CDEF = """
-#define NPU_STATUS_OK 0
-#define NPU_STATUS_CANCELLED 1
-#define NPU_STATUS_INVALID_ARGUMENT 3
-#define NPU_STATUS_DEADLINE_EXCEEDED 4
-#define NPU_STATUS_RESOURCE_EXHAUSTED 8
-#define NPU_STATUS_OUT_OF_RANGE 11
-#define NPU_ENGINE_COUNT 4
-#define NPU_CONST_POOL_BINDING 0xFFFFFFFF
-#define NPU_INSTRUCTION_BYTES 64
-
-typedef struct npu_machine_config_t {
-  uint64_t clock_hz;
-  uint64_t mac_rows;
-  uint64_t mac_cols;
-  uint64_t f32_rate_divisor;
-  uint64_t i8_rate_multiplier;
-  uint64_t mac_latency_cycles;
-  uint64_t sram_bytes;
-  uint64_t sram_banks;
-  uint64_t sram_bytes_per_cycle;
-  uint64_t dram_bytes_per_cycle;
-  uint64_t dma_burst_bytes;
-  uint64_t dma_latency_cycles;
-  uint64_t vector_bytes_per_cycle;
-  uint64_t vector_latency_cycles;
-  uint64_t transcendental_factor;
-  uint64_t semaphores;
-} npu_machine_config_t;
-
-typedef struct npu_binding_t {
-  uint8_t* data;
-  size_t length;
-} npu_binding_t;
-
-typedef struct npu_stats_t {
-  uint64_t total_cycles;
-  uint64_t busy_cycles[4];
-  uint64_t stall_cycles[4];
-  uint64_t dram_read_bytes;
-  uint64_t dram_write_bytes;
-  uint64_t macs;
-  uint64_t sram_peak_bytes;
-  uint64_t instructions;
-  uint64_t trace_count;
-} npu_stats_t;
-
-typedef struct npu_trace_event_t {
-  uint64_t start;
-  uint64_t end;
-  uint32_t engine;
-  uint32_t opcode;
-  uint32_t index;
-} npu_trace_event_t;
-
-typedef struct npu_run_limits_t {
-  uint64_t timeout_ns;
-  uint32_t stop_on_sigint;
-} npu_run_limits_t;
-
-typedef struct npu_core_t npu_core_t;
-
-npu_core_t* npu_core_create(const npu_machine_config_t* config);
-void npu_core_destroy(npu_core_t* core);
-void npu_core_cancel(npu_core_t* core);
-int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_bytes,
-                     const npu_binding_t* bindings, size_t binding_count,
-                     const uint8_t* const_pool, size_t const_pool_bytes,
-                     const uint32_t* constants, size_t constant_count,
-                     const npu_run_limits_t* limits, npu_stats_t* stats,
-                     npu_trace_event_t* trace, size_t trace_capacity, char* error,
-                     size_t error_capacity);
-"""
 
 # -fwrapv: i8/i32 accumulation and vector integer arithmetic wrap.
 # -fno-strict-aliasing: SRAM bytes are read and written as every dtype.
@@ -116,7 +42,7 @@ def _native_arch_flags() -> list[str]:
 
 def build() -> pathlib.Path:
     ffibuilder = cffi.FFI()
-    ffibuilder.cdef(CDEF)
+    ffibuilder.cdef(cdef_from_header(NATIVE_DIR / "npu_core.h"))   # checked against it
     ffibuilder.set_source(
         "native._npu_core",
         '#include "npu_core.h"',
