@@ -167,6 +167,14 @@ class _Generator:
         p.emit_raw(OPCODES_BY_NAME["barrier"].code, 0, 0, [])
 
 
+def emit_random(p: ProgramBuilder, rng: random.Random, semaphores: int, count: int) -> None:
+    """Appends `count` random instructions the verifier accepts in an export with BINDINGS
+    and a constant pool of CONSTANTS_BYTES."""
+    generator = _Generator(rng, semaphores)
+    for _ in range(count):
+        generator.emit(p)
+
+
 def random_executable(rng: random.Random) -> bytes:
     machine = MachineConfig.from_overrides(rng.choice(
         [{}, {"semaphores": 32}, {"sram_bytes": 4 << 20, "mac_cols": 64}]))
@@ -176,10 +184,8 @@ def random_executable(rng: random.Random) -> bytes:
         b.add_constants(rng.randbytes(rng.randint(1, 100)))
     names = rng.sample(NAMES, rng.randint(1, 3))
     for name in names:
-        generator = _Generator(rng, machine.semaphores)
         p = ProgramBuilder(sram_bytes=rng.choice([None, machine.sram_bytes]))
-        for _ in range(rng.randint(0, 40)):
-            generator.emit(p)
+        emit_random(p, rng, machine.semaphores, rng.randint(0, 40))
         p.end()
         debug = {key: rng.choice(STRINGS) for key in ("dispatch_name", "source_location",
                                                       "npu_ir") if rng.random() < 0.5}
