@@ -1,4 +1,5 @@
-"""Builds native/_npu_core*.so (cffi, out-of-line API mode) from npu_core.c.
+"""Builds native/_npu_core*.so (cffi, out-of-line API mode) from the core's sources:
+one extension, its API declared once in npu_core.h.
 
 Run from the repository root with the venv python (the Makefile does):
     .venv/bin/python native/build_npu_core.py
@@ -14,13 +15,18 @@ from header_cdef import cdef_from_header
 
 NATIVE_DIR = pathlib.Path(__file__).resolve().parent
 BUILD_DIR = NATIVE_DIR.parent / "build" / "npu_core"
+# The core by concern (npu_core.c's header comment says what each holds).
+SOURCES = ["npu_core.c", "npu_exec.c", "npu_validate.c", "npu_ranges.c", "npu_dma.c",
+           "npu_mac.c", "npu_vector.c", "npu_threads.c", "npu_stop.c", "npu_timeline.c"]
 
 # -fwrapv: i8/i32 accumulation and vector integer arithmetic wrap.
 # -fno-strict-aliasing: SRAM bytes are read and written as every dtype.
 # -ffp-contract=fast: the GEMM kernel may use fused multiply-add.
 # -pthread: heavy instructions are split over threads (NPU_SIM_THREADS, docs/performance.md).
+# -fvisibility=hidden: the core's files call each other directly; the extension exports
+# only its Python module.
 BASE_FLAGS = ["-std=c11", "-O3", "-Wall", "-fwrapv", "-fno-strict-aliasing", "-ffp-contract=fast",
-              "-fno-math-errno", "-pthread"]
+              "-fno-math-errno", "-pthread", "-fvisibility=hidden"]
 
 
 def _native_arch_flags() -> list[str]:
@@ -46,7 +52,7 @@ def build() -> pathlib.Path:
     ffibuilder.set_source(
         "native._npu_core",
         '#include "npu_core.h"',
-        sources=[str(NATIVE_DIR / "npu_core.c")],
+        sources=[str(NATIVE_DIR / source) for source in SOURCES],
         include_dirs=[str(NATIVE_DIR)],
         libraries=["m"],
         extra_compile_args=BASE_FLAGS + _native_arch_flags(),

@@ -1,0 +1,443 @@
+/* The MAC array's instructions: matmul, conv2d and dwconv2d. Operands are packed into
+ * f32/i32 and multiplied by one register-tiled GEMM kernel, here in the same translation
+ * unit so that it is inlined into its callers; conv2d is an implicit im2col over chunks
+ * of output rows (dwconv2d: the conv2d with f = groups = c). Large instructions are split
+ * over the worker threads (npu_threads.h) by output columns, rows or chunks, which leaves
+ * every output element's summation order, and so its bits, as on one thread. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "npu_elements.h"
+#include "npu_kernels.h"
+#include "npu_ranges.h"
+#include "npu_stop.h"
+#include "npu_threads.h"
+
+/* ---- GEMM kernel: C[m][n] += A[m][k] * B[k][n] (row-major, leading dims) --
+ * C is computed in tiles of GEMM_MR (or, for the last m % GEMM_MR rows, 1) rows by
+ * GEMM_NR columns, held in registers across blocks of GEMM_KB of k. k advances four
+ * steps at a time, each element adding x0*b0 + x1*b1 + x2*b2 + x3*b3, then one step at
+ * a time for the last k % 4. An element's value depends only on its row of A and column
+ * of B, so every tiling and every split of C over threads gives the same bits.
+ *
+ * The vectors are as wide as the target's own (GCC's __BIGGEST_ALIGNMENT__: 16 bytes
+ * for SSE2 or NEON, 32 for AVX2, 64 for AVX-512) and a tile needs about GEMM_MR + 4 +
+ * 4 of them, within the 16 registers of SSE2 and AVX2: a vector wider than the target's
+ * is split by GCC through the stack (the 64-byte vectors this kernel had ran at 2.3
+ * GFLOP/s in an AVX2 build, see docs/performance.md). Each block of B (GEMM_KB rows of
+ * one panel of GEMM_NR columns) that more than one tile reads is first copied into a
+ * dense buffer, so the tiles read it from L1 whatever B's row stride. Tiles cut by the
+ * right edge of C run on a copy; B is read GEMM_NR columns at a time, so a B operand
+ * needs GEMM_NR elements of readable slack past its end (their lanes are computed and
+ * dropped). */
+#if defined(__BIGGEST_ALIGNMENT__) && __BIGGEST_ALIGNMENT__ >= 64
+#define GEMM_LANES 16
+#elif defined(__BIGGEST_ALIGNMENT__) && __BIGGEST_ALIGNMENT__ >= 32
+#define GEMM_LANES 8
+#else
+#define GEMM_LANES 4
+#endif
+#define GEMM_MR 6
+#define GEMM_NR GEMM_LANES
+#define GEMM_KB 256
+/* A GEMM polls stopping() once per panel of columns when m * k is at least this (a
+ * smaller one is at most a few milliseconds of work in all, polled by its caller). */
+#define GEMM_POLL_MK 4096
+_Static_assert(GEMM_KB % 4 == 0, "k blocks must not split a four-step group");
+
+typedef float gemm_f32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned(4)));
+typedef int32_t gemm_i32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned(4)));
+
+#define DEFINE_GEMM_TILE(NAME, T, V, ROWS)                                             \
+  static void NAME(size_t k, const T* const* a, const T* b, size_t ldb, T* c,          \
+                   size_t ldc) {                                                       \
+    V acc[ROWS];                                                                       \
+    for (int r = 0; r < ROWS; r++) acc[r] = *(const V*)(c + r * ldc);                  \
+    size_t kk = 0;                                                                     \
+    for (; kk + 4 <= k; kk += 4) {                                                     \
+      V b0 = *(const V*)(b + kk * ldb), b1 = *(const V*)(b + (kk + 1) * ldb);          \
+      V b2 = *(const V*)(b + (kk + 2) * ldb), b3 = *(const V*)(b + (kk + 3) * ldb);    \
+      for (int r = 0; r < ROWS; r++) {                                                 \
+        T x0 = a[r][kk], x1 = a[r][kk + 1], x2 = a[r][kk + 2], x3 = a[r][kk + 3];      \
+        acc[r] += x0 * b0 + x1 * b1 + x2 * b2 + x3 * b3;                               \
+      }                                                                                \
+    }                                                                                  \
+    for (; kk < k; kk++) {                                                             \
+      V b0 = *(const V*)(b + kk * ldb);                                                \
+      for (int r = 0; r < ROWS; r++) acc[r] += a[r][kk] * b0;                          \
+    }                                                                                  \
+    for (int r = 0; r < ROWS; r++) *(V*)(c + r * ldc) = acc[r];                        \
+  }
+
+/* NAME(m, n, k, a, lda, b, ldb, c, ldc): panels of GEMM_NR columns, tiles of rows. */
+#define DEFINE_GEMM(NAME, T, TILE_MR, TILE_1)                                          \
+  static void NAME##_run_tile(size_t rows, size_t nr, size_t k, const T* const* a,     \
+                          const T* b, size_t ldb, T* c, size_t ldc) {                  \
+    if (nr == GEMM_NR) {                                                               \
+      (rows == GEMM_MR ? TILE_MR : TILE_1)(k, a, b, ldb, c, ldc);                      \
+      return;                                                                          \
+    }                                                                                  \
+    T edge[GEMM_MR * GEMM_NR] = {0};                                                   \
+    for (size_t r = 0; r < rows; r++) memcpy(edge + r * GEMM_NR, c + r * ldc, nr * sizeof(T)); \
+    (rows == GEMM_MR ? TILE_MR : TILE_1)(k, a, b, ldb, edge, GEMM_NR);                 \
+    for (size_t r = 0; r < rows; r++) memcpy(c + r * ldc, edge + r * GEMM_NR, nr * sizeof(T)); \
+  }                                                                                    \
+                                                                                       \
+  static void NAME(size_t m, size_t n, size_t k, const T* a, size_t lda, const T* b,   \
+                   size_t ldb, T* c, size_t ldc) {                                     \
+    _Alignas(64) T panel[GEMM_KB * GEMM_NR];                                           \
+    bool poll = m * k >= GEMM_POLL_MK;                                                 \
+    for (size_t j = 0; j < n; j += GEMM_NR) {                                          \
+      if (poll && stopping((uint64_t)m * GEMM_NR * k)) return;                         \
+      size_t nr = n - j < GEMM_NR ? n - j : GEMM_NR;                                   \
+      for (size_t k0 = 0; k0 < k; k0 += GEMM_KB) {                                     \
+        size_t kb = k - k0 < GEMM_KB ? k - k0 : GEMM_KB;                               \
+        const T* bk = b + k0 * ldb + j;                                                \
+        size_t ldbk = ldb;                                                             \
+        if (m > GEMM_MR) {                                                             \
+          for (size_t kk = 0; kk < kb; kk++) {                                         \
+            memcpy(panel + kk * GEMM_NR, bk + kk * ldb, nr * sizeof(T));               \
+            memset(panel + kk * GEMM_NR + nr, 0, (GEMM_NR - nr) * sizeof(T));          \
+          }                                                                            \
+          bk = panel, ldbk = GEMM_NR;                                                  \
+        }                                                                              \
+        size_t i = 0;                                                                  \
+        for (; i + GEMM_MR <= m; i += GEMM_MR) {                                       \
+          const T* rows[GEMM_MR];                                                      \
+          for (size_t r = 0; r < GEMM_MR; r++) rows[r] = a + (i + r) * lda + k0;       \
+          NAME##_run_tile(GEMM_MR, nr, kb, rows, bk, ldbk, c + i * ldc + j, ldc);      \
+        }                                                                              \
+        for (; i < m; i++) {                                                           \
+          const T* row = a + i * lda + k0;                                             \
+          NAME##_run_tile(1, nr, kb, &row, bk, ldbk, c + i * ldc + j, ldc);            \
+        }                                                                              \
+      }                                                                                \
+    }                                                                                  \
+  }
+
+DEFINE_GEMM_TILE(gemm_f32_tile4, float, gemm_f32_vec, GEMM_MR)
+DEFINE_GEMM_TILE(gemm_f32_tile1, float, gemm_f32_vec, 1)
+DEFINE_GEMM_TILE(gemm_i32_tile4, int32_t, gemm_i32_vec, GEMM_MR)
+DEFINE_GEMM_TILE(gemm_i32_tile1, int32_t, gemm_i32_vec, 1)
+DEFINE_GEMM(gemm_f32, float, gemm_f32_tile4, gemm_f32_tile1)
+DEFINE_GEMM(gemm_i32, int32_t, gemm_i32_tile4, gemm_i32_tile1)
+
+/* ---- the instructions: operands packed for the kernel, split over workers ------- */
+
+/* Rows of a transposed operand converted per memory run: at most this many at once. */
+#define PACK_RUN 64
+
+/* The dtype of a MAC instruction's B operand (matmul) or weights (conv2d, dwconv2d):
+ * the instruction's, or with MIXED_SIGN the other byte integer (isa.mac_b_dtype). */
+static int mac_b_dtype(const instr_t* in) {
+  if (!(in->flags & FLAG_MIXED_SIGN)) return in->dtype;
+  return in->dtype == DT_I8 ? DT_U8 : DT_I8;
+}
+
+/* Packs a transposed rows x cols matrix (element (r, c) at base + (r + c*col_stride))
+ * reading it along its memory runs (r contiguous), PACK_RUN elements at a time, so each
+ * source line is read once; packing it row by row read every element from another line
+ * (a transposed 512x32 B took 16 times as long as the matmul that used it). */
+static void pack_transposed(int dtype, const uint8_t* base, size_t rows, size_t cols,
+                            size_t col_stride, void* out) {
+  unsigned elem = DTYPE_BYTES[dtype];
+  uint32_t run[PACK_RUN];
+  for (size_t r0 = 0; r0 < rows; r0 += PACK_RUN) {
+    size_t count = rows - r0 < PACK_RUN ? rows - r0 : PACK_RUN;
+    for (size_t c = 0; c < cols; c++) {
+      const uint8_t* src = base + (c * col_stride + r0) * elem;
+      if (is_byte_int(dtype)) {
+        load_i32(dtype, src, 1, count, (int32_t*)run);
+      } else {
+        load_f32(dtype, src, 1, count, (float*)run);
+      }
+      uint32_t* o = (uint32_t*)out + r0 * cols + c;
+      for (size_t i = 0; i < count; i++) o[i * cols] = run[i];
+    }
+  }
+}
+
+/* Packs a rows x cols matrix (element (r, c) at base + (r*row_stride + c*col_stride))
+ * of a MAC operand dtype into dense f32 (floats) or i32 (i8). */
+static void pack_matrix(int dtype, const uint8_t* base, size_t rows, size_t cols,
+                        size_t row_stride, size_t col_stride, void* out) {
+  unsigned elem = DTYPE_BYTES[dtype];
+  if (row_stride == 1 && col_stride != 1 && cols > 1) {
+    pack_transposed(dtype, base, rows, cols, col_stride, out);
+    return;
+  }
+  for (size_t r = 0; r < rows; r++) {
+    const uint8_t* src = base + r * row_stride * elem;
+    if (is_byte_int(dtype)) {
+      load_i32(dtype, src, col_stride, cols, (int32_t*)out + r * cols);
+    } else {
+      load_f32(dtype, src, col_stride, cols, (float*)out + r * cols);
+    }
+  }
+}
+
+/* Sets rows x cols of an accumulator matrix (4-byte elements, row stride ld) to bias[c]
+ * or zero. */
+static void init_accumulator(uint8_t* out, size_t rows, size_t cols, size_t ld,
+                             const uint32_t* bias_by_col, const uint32_t* bias_by_row) {
+  uint32_t* o = (uint32_t*)out;
+  for (size_t r = 0; r < rows; r++) {
+    uint32_t* row = o + r * ld;
+    if (bias_by_col) {
+      memcpy(row, bias_by_col, cols * 4);
+    } else {
+      uint32_t v = bias_by_row ? bias_by_row[r] : 0;
+      for (size_t c = 0; c < cols; c++) row[c] = v;
+    }
+  }
+}
+
+/* A packed matmul: A [m][k] with row stride lda and dense B [k][n] (with GEMM_NR
+ * elements of slack) into C with row stride ldc, split over panels of columns or tiles
+ * of rows. */
+typedef struct gemm_job_t {
+  bool i32;
+  size_t m, n, k;
+  const void* a;
+  size_t lda;
+  const void* b;
+  uint8_t* c;
+  size_t ldc;
+  bool by_columns;
+} gemm_job_t;
+
+static size_t ceil_units(size_t count, size_t unit) { return (count + unit - 1) / unit; }
+
+static void gemm_block(const gemm_job_t* g, size_t i0, size_t i1, size_t j0, size_t j1) {
+  size_t k = g->k, n = g->n;
+  uint8_t* c = g->c + (i0 * g->ldc + j0) * 4;
+  if (g->i32) {
+    gemm_i32(i1 - i0, j1 - j0, k, (const int32_t*)g->a + i0 * g->lda, g->lda,
+             (const int32_t*)g->b + j0, n, (int32_t*)c, g->ldc);
+  } else {
+    gemm_f32(i1 - i0, j1 - j0, k, (const float*)g->a + i0 * g->lda, g->lda,
+             (const float*)g->b + j0, n, (float*)c, g->ldc);
+  }
+}
+
+/* Columns of C per unit of a split by columns: whole panels of GEMM_NR, and 256 bytes of
+ * each row of C, so two workers do not write neighbouring cache lines (narrower units
+ * halved the speed of two threads: each tile's row of C then shares its 128-byte pair
+ * of lines, which the CPU fetches together, with the other worker's). */
+#define GEMM_UNIT_COLS 32
+_Static_assert(GEMM_UNIT_COLS % GEMM_NR == 0, "units are whole panels");
+
+/* Unit u: the u-th GEMM_UNIT_COLS columns or tile of GEMM_MR rows. */
+static void gemm_unit(const void* job, size_t u, size_t worker) {
+  (void)worker;
+  const gemm_job_t* g = job;
+  if (g->by_columns) {
+    size_t j0 = u * GEMM_UNIT_COLS, j1 = j0 + GEMM_UNIT_COLS < g->n ? j0 + GEMM_UNIT_COLS : g->n;
+    gemm_block(g, 0, g->m, j0, j1);
+  } else {
+    size_t i0 = u * GEMM_MR, i1 = i0 + GEMM_MR < g->m ? i0 + GEMM_MR : g->m;
+    gemm_block(g, i0, i1, 0, g->n);
+  }
+}
+
+int exec_matmul(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  int dt = in->dtype;
+  unsigned elem = DTYPE_BYTES[dt];
+  uint32_t m = a[MATMUL_M], n = a[MATMUL_N], k = a[MATMUL_K];
+  uint32_t lda = a[MATMUL_LDA], ldb = a[MATMUL_LDB], ldo = a[MATMUL_LDO];
+  uint32_t a_addr = a[MATMUL_A], b_addr = a[MATMUL_B], out_addr = a[MATMUL_OUT];
+  uint32_t bias_addr = a[MATMUL_BIAS];
+  bool ta = in->flags & FLAG_TRANSPOSE_A, tb = in->flags & FLAG_TRANSPOSE_B;
+  bool bias = in->flags & FLAG_BIAS, acc = in->flags & FLAG_ACCUMULATE;
+  uint32_t a_counts[2] = {ta ? k : m, ta ? m : k}, a_strides[2] = {lda, 1};
+  uint32_t b_counts[2] = {tb ? n : k, tb ? k : n}, b_strides[2] = {ldb, 1};
+  uint32_t o_counts[2] = {m, n}, o_strides[2] = {ldo, 1};
+  u128 a_ext = box_extent(a_counts, a_strides, 2, elem);
+  u128 b_ext = box_extent(b_counts, b_strides, 2, elem);
+  u128 o_ext = box_extent(o_counts, o_strides, 2, 4);
+  u128 bias_ext = bias ? (u128)n * 4 : 0;
+  CHECK(check_sram(x, "a", a_addr, a_ext, elem));
+  CHECK(check_sram(x, "b", b_addr, b_ext, elem));
+  CHECK(check_sram(x, "out", out_addr, o_ext, 4));
+  CHECK(check_sram(x, "bias", bias_addr, bias_ext, 4));
+  CHECK(check_disjoint(x, "out", out_addr, o_ext, "a", a_addr, a_ext));
+  CHECK(check_disjoint(x, "out", out_addr, o_ext, "b", b_addr, b_ext));
+  CHECK(check_disjoint(x, "out", out_addr, o_ext, "bias", bias_addr, bias_ext));
+
+  uint8_t* sram = x->core->sram;
+  /* An f32 A in rows is used in place; others are packed as [m][k] (element (i, kk) is
+   * at lda*kk + i when transposed). A dense f32 B [k][n] with GEMM_NR elements of SRAM
+   * after it (the kernel's readable slack) is used in place too: a matrix-vector
+   * product (m = 1, an LSTM step) would otherwise spend as long copying B as using it. */
+  bool a_in_place = dt == DT_F32 && !ta;
+  bool b_in_place = dt == DT_F32 && !tb && ldb == n &&
+                    (u128)b_addr + b_ext + GEMM_NR * 4 <= x->core->config.sram_bytes;
+  void* ap = a_in_place ? sram + a_addr : scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
+  void* bp = b_in_place ? sram + b_addr : scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
+  if (!ap) return out_of_memory(x, (u128)m * k * 4);
+  if (!bp) return out_of_memory(x, (u128)k * n * 4);
+  if (!a_in_place) pack_matrix(dt, sram + a_addr, m, k, ta ? 1 : lda, ta ? lda : 1, ap);
+  if (!b_in_place) pack_matrix(mac_b_dtype(in), sram + b_addr, k, n, tb ? 1 : ldb, tb ? ldb : 1, bp);
+  uint8_t* out = sram + out_addr;
+  if (!acc) {
+    init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + bias_addr) : NULL, NULL);
+  }
+  gemm_job_t job = {is_byte_int(dt), m, n, k, ap, a_in_place ? lda : k, bp, out, ldo, n >= m};
+  size_t units = job.by_columns ? ceil_units(n, GEMM_UNIT_COLS) : ceil_units(m, GEMM_MR);
+  run_units(x->pool, gemm_unit, &job, units, worker_count(x->pool, (uint64_t)m * n * k, units));
+  return NPU_STATUS_OK;
+}
+
+/* Output rows per im2col chunk target this many columns. */
+#define CONV_CHUNK_COLUMNS 256
+
+/* A conv2d as chunks of output rows of one group each: im2col of the chunk into the
+ * worker's own `col` buffer, then one GEMM with the group's packed weights. */
+typedef struct conv_job_t {
+  int dtype;
+  size_t cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups;
+  const uint8_t* in;
+  const void* weights;     /* [f][kdim] f32 or i32: the SRAM operand if f32, else packed */
+  uint8_t* out;
+  uint8_t* col;            /* one buffer of col_bytes per worker */
+  size_t col_bytes;
+  size_t chunk_rows, chunks;
+} conv_job_t;
+
+/* Columns of the chunk of output rows starting at y0. */
+static size_t conv_chunk_cols(const conv_job_t* j, size_t y0) {
+  return (j->ho - y0 < j->chunk_rows ? j->ho - y0 : j->chunk_rows) * j->wo;
+}
+
+/* The kh*kw rows of input channel ci in the im2col of chunk y0 of group g:
+ * col[(ci*kh + ky)*kw + kx][(y - y0)*wo + xo] = in[ci][y*sh + ky*dh][xo*sw + kx*dw]. */
+static void conv_im2col_channel(const conv_job_t* j, uint8_t* col, size_t g, size_t y0,
+                                size_t ci) {
+  unsigned elem = DTYPE_BYTES[j->dtype];
+  size_t wo = j->wo, cols = conv_chunk_cols(j, y0), rows = cols / wo;
+  const uint8_t* in_c = j->in + (g * j->cg + ci) * j->hi * j->wi * elem;
+  size_t r = ci * j->kh * j->kw;
+  for (size_t ky = 0; ky < j->kh; ky++) {
+    for (size_t kx = 0; kx < j->kw; kx++, r++) {
+      for (size_t y = 0; y < rows; y++) {
+        const uint8_t* src = in_c + (((y0 + y) * j->sh + ky * j->dh) * j->wi + kx * j->dw) * elem;
+        size_t at = r * cols + y * wo;
+        if (is_byte_int(j->dtype)) {
+          load_i32(j->dtype, src, j->sw, wo, (int32_t*)col + at);
+        } else {
+          load_f32(j->dtype, src, j->sw, wo, (float*)col + at);
+        }
+      }
+    }
+  }
+}
+
+/* Fills `col` with the im2col of chunk y0 of group g; returns its column count. */
+static size_t conv_im2col(const conv_job_t* j, uint8_t* col, size_t g, size_t y0) {
+  for (size_t ci = 0; ci < j->cg; ci++) conv_im2col_channel(j, col, g, y0, ci);
+  return conv_chunk_cols(j, y0);
+}
+
+/* The GEMM of chunk y0 of group g: the group's weights times its `cols` columns. */
+static gemm_job_t conv_gemm(const conv_job_t* j, const uint8_t* col, size_t cols, size_t g,
+                            size_t y0) {
+  size_t kdim = j->cg * j->kh * j->kw, spatial = j->ho * j->wo;
+  const uint8_t* w = (const uint8_t*)j->weights + g * j->fg * kdim * 4;
+  uint8_t* o = j->out + (g * j->fg * spatial + y0 * j->wo) * 4;
+  return (gemm_job_t){is_byte_int(j->dtype), j->fg, cols, kdim, w, kdim, col, o, spatial,
+                      cols >= j->fg};
+}
+
+/* Unit u: chunk u % chunks of group u / chunks, all on one worker. */
+static void conv_unit(const void* job, size_t u, size_t worker) {
+  const conv_job_t* j = job;
+  uint8_t* col = j->col + worker * j->col_bytes;
+  size_t g = u / j->chunks, y0 = u % j->chunks * j->chunk_rows;
+  size_t cols = conv_im2col(j, col, g, y0);
+  if (stopping((uint64_t)cols * j->cg * j->kh * j->kw)) return;
+  gemm_job_t gemm = conv_gemm(j, col, cols, g, y0);
+  gemm_block(&gemm, 0, gemm.m, 0, gemm.n);
+}
+
+/* One chunk's im2col split by input channel. */
+typedef struct im2col_job_t {
+  const conv_job_t* conv;
+  uint8_t* col;
+  size_t g, y0;
+} im2col_job_t;
+
+static void im2col_unit(const void* job, size_t ci, size_t worker) {
+  (void)worker;
+  const im2col_job_t* i = job;
+  conv_im2col_channel(i->conv, i->col, i->g, i->y0, ci);
+}
+
+/* Fewer chunks than workers: each chunk's im2col split by channel, then its GEMM by
+ * columns or rows. */
+static void conv_split_chunks(exec_t* x, const conv_job_t* j) {
+  for (size_t g = 0; g < j->groups; g++) {
+    for (size_t y0 = 0; y0 < j->ho; y0 += j->chunk_rows) {
+      if (stopping(0)) return;
+      gemm_job_t gemm = conv_gemm(j, j->col, conv_chunk_cols(j, y0), g, y0);
+      uint64_t macs = (uint64_t)gemm.m * gemm.n * gemm.k;
+      im2col_job_t im2col = {j, j->col, g, y0};
+      run_units(x->pool, im2col_unit, &im2col, j->cg, worker_count(x->pool, macs, j->cg));
+      size_t units = gemm.by_columns ? ceil_units(gemm.n, GEMM_UNIT_COLS) : ceil_units(gemm.m, GEMM_MR);
+      run_units(x->pool, gemm_unit, &gemm, units, worker_count(x->pool, macs, units));
+    }
+  }
+}
+
+/* conv2d and dwconv2d (conv_args). */
+int exec_conv2d(exec_t* x, const instr_t* in) {
+  conv_args_t p = conv_args(in);
+  int dt = in->dtype;
+  unsigned elem = DTYPE_BYTES[dt];
+  uint32_t c = p.c, hi = p.hi, wi = p.wi, f = p.f, ho = p.ho, wo = p.wo;
+  uint32_t kh = p.kh, kw = p.kw, sh = p.sh, sw = p.sw, dh = p.dh, dw = p.dw, groups = p.groups;
+  bool bias = in->flags & FLAG_BIAS, acc = in->flags & FLAG_ACCUMULATE;
+  uint32_t cg = c / groups, fg = f / groups;
+  u128 in_ext = (u128)c * hi * wi * elem;
+  u128 w_ext = (u128)f * cg * kh * kw * elem;
+  u128 o_ext = (u128)f * ho * wo * 4;
+  u128 bias_ext = bias ? (u128)f * 4 : 0;
+  CHECK(check_sram(x, "in", p.in, in_ext, elem));
+  CHECK(check_sram(x, "w", p.w, w_ext, elem));
+  CHECK(check_sram(x, "out", p.out, o_ext, 4));
+  CHECK(check_sram(x, "bias", p.bias, bias_ext, 4));
+  CHECK(check_disjoint(x, "out", p.out, o_ext, "in", p.in, in_ext));
+  CHECK(check_disjoint(x, "out", p.out, o_ext, "w", p.w, w_ext));
+  CHECK(check_disjoint(x, "out", p.out, o_ext, "bias", p.bias, bias_ext));
+
+  uint8_t* sram = x->core->sram;
+  size_t spatial = (size_t)ho * wo;
+  size_t kdim = (size_t)cg * kh * kw;
+  size_t chunk_rows = wo >= CONV_CHUNK_COLUMNS ? 1 : CONV_CHUNK_COLUMNS / wo;
+  if (chunk_rows > ho) chunk_rows = ho;
+  size_t chunks = ceil_units(ho, chunk_rows);
+  uint64_t macs = (uint64_t)f * spatial * kdim;
+  size_t units = (size_t)groups * chunks;
+  size_t workers = worker_count(x->pool, macs, SIZE_MAX);
+  /* Each worker's col buffer, with the GEMM's slack, rounded to 64 bytes. */
+  size_t col_bytes = (kdim * chunk_rows * wo * 4 + GEMM_NR * 4 + 63) & ~(size_t)63;
+  void* wp = dt == DT_F32 ? sram + p.w : scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
+  void* col = scratch(x, SCRATCH_B, (u128)col_bytes * workers);
+  if (!wp) return out_of_memory(x, (u128)f * kdim * 4);
+  if (!col) return out_of_memory(x, (u128)col_bytes * workers);
+  uint8_t* out = sram + p.out;
+  if (!acc) {
+    init_accumulator(out, f, spatial, spatial, NULL,
+                     bias ? (const uint32_t*)(sram + p.bias) : NULL);
+  }
+  if (dt != DT_F32) pack_matrix(mac_b_dtype(in), sram + p.w, f, kdim, kdim, 1, wp);
+  conv_job_t job = {dt, cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
+                    sram + p.in, wp, out, col, col_bytes, chunk_rows, chunks};
+  if (workers == 1 || units >= 2 * workers) {
+    run_units(x->pool, conv_unit, &job, units, workers);
+  } else {
+    conv_split_chunks(x, &job);
+  }
+  return NPU_STATUS_OK;
+}

@@ -1,0 +1,413 @@
+/* The vector unit's instructions: elementwise binary and unary ops over 3-D boxes
+ * (with the exponential unit's exp and sigmoid), vcvt, vpool and vreduce. Rows stream
+ * through f32 (or i32) chunks so that every inner loop is a tight, vectorizable loop;
+ * f16/bf16 are computed in f32 and rounded to nearest even on store. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "npu_elements.h"
+#include "npu_kernels.h"
+#include "npu_ranges.h"
+
+#define CHUNK 512
+
+typedef struct box3_t {
+  const char* name;
+  uint32_t addr;
+  const uint32_t* strides;   /* 3 element strides */
+  int dtype;
+} box3_t;
+
+static int check_box3(exec_t* x, const box3_t* b, const uint32_t* counts) {
+  unsigned elem = DTYPE_BYTES[b->dtype];
+  return check_sram(x, b->name, b->addr, box_extent(counts, b->strides, 3, elem), elem);
+}
+
+static uint8_t* box3_row(exec_t* x, const box3_t* b, size_t i0, size_t i1) {
+  return x->core->sram + b->addr +
+         (i0 * b->strides[0] + i1 * b->strides[1]) * DTYPE_BYTES[b->dtype];
+}
+
+static void binary_f32(int op, float* restrict d, const float* restrict l,
+                       const float* restrict r, size_t n) {
+  switch (op) {
+    /* d holds the addend: lhs·rhs + d rounded once, as LLVM contracts fmul + fadd */
+    case OP_VFMA: for (size_t i = 0; i < n; i++) d[i] = fmaf(l[i], r[i], d[i]); break;
+    case OP_VADD: for (size_t i = 0; i < n; i++) d[i] = l[i] + r[i]; break;
+    case OP_VSUB: for (size_t i = 0; i < n; i++) d[i] = l[i] - r[i]; break;
+    case OP_VMUL: for (size_t i = 0; i < n; i++) d[i] = l[i] * r[i]; break;
+    case OP_VMAX: for (size_t i = 0; i < n; i++) d[i] = NPU_MAX(l[i], r[i]); break;
+    case OP_VMIN: for (size_t i = 0; i < n; i++) d[i] = NPU_MIN(l[i], r[i]); break;
+    default: for (size_t i = 0; i < n; i++) d[i] = l[i] / r[i]; break;
+  }
+}
+
+/* i32 arithmetic wraps; division truncates, x / 0 = 0 and INT32_MIN / -1 wraps. */
+static void binary_i32(int op, int32_t* restrict d, const int32_t* restrict l,
+                       const int32_t* restrict r, size_t n) {
+  switch (op) {
+    case OP_VADD: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] + (uint32_t)r[i]); break;
+    case OP_VSUB: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] - (uint32_t)r[i]); break;
+    case OP_VMUL: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] * (uint32_t)r[i]); break;
+    case OP_VMAX: for (size_t i = 0; i < n; i++) d[i] = l[i] > r[i] ? l[i] : r[i]; break;
+    case OP_VMIN: for (size_t i = 0; i < n; i++) d[i] = l[i] < r[i] ? l[i] : r[i]; break;
+    default:
+      for (size_t i = 0; i < n; i++) {
+        d[i] = r[i] == 0 ? 0 : r[i] == -1 ? (int32_t)(0u - (uint32_t)l[i]) : l[i] / r[i];
+      }
+      break;
+  }
+}
+
+int exec_binary(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  const uint32_t* counts = a + BINARY_N0;
+  box3_t dst = {"dst", a[BINARY_DST], a + BINARY_DST_S0, in->dtype};
+  box3_t lhs = {"lhs", a[BINARY_LHS], a + BINARY_LHS_S0, in->dtype};
+  box3_t rhs = {"rhs", a[BINARY_RHS], a + BINARY_RHS_S0, in->dtype};
+  CHECK(check_box3(x, &dst, counts));
+  CHECK(check_box3(x, &lhs, counts));
+  CHECK(check_box3(x, &rhs, counts));
+  unsigned elem = DTYPE_BYTES[in->dtype];
+  union { float f[CHUNK]; int32_t i[CHUNK]; } l, r, d;
+  for (size_t i0 = 0; i0 < counts[0]; i0++) {
+    for (size_t i1 = 0; i1 < counts[1]; i1++) {
+      uint8_t* dp = box3_row(x, &dst, i0, i1);
+      const uint8_t* lp = box3_row(x, &lhs, i0, i1);
+      const uint8_t* rp = box3_row(x, &rhs, i0, i1);
+      for (size_t j = 0; j < counts[2]; j += CHUNK) {
+        size_t len = counts[2] - j < CHUNK ? counts[2] - j : CHUNK;
+        size_t dof = j * dst.strides[2] * elem, lof = j * lhs.strides[2] * elem,
+               rof = j * rhs.strides[2] * elem;
+        if (in->dtype == DT_I32) {
+          load_i32(DT_I32, lp + lof, lhs.strides[2], len, l.i);
+          load_i32(DT_I32, rp + rof, rhs.strides[2], len, r.i);
+          binary_i32(in->opcode, d.i, l.i, r.i, len);
+          store_i32(dp + dof, dst.strides[2], len, d.i);
+        } else {
+          load_f32(in->dtype, lp + lof, lhs.strides[2], len, l.f);
+          load_f32(in->dtype, rp + rof, rhs.strides[2], len, r.f);
+          if (in->opcode == OP_VFMA) load_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);
+          binary_f32(in->opcode, d.f, l.f, r.f, len);
+          store_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);
+        }
+        if (stopping_elements(len)) return NPU_STATUS_OK;
+      }
+    }
+  }
+  return NPU_STATUS_OK;
+}
+
+/* The exponential unit: range reduction to x = n·ln2 + r (n = floor(x·log2e + 1/2) in
+ * [-127, 127], r by two fused steps), a degree-7 polynomial for e^r - 1 in fused
+ * multiply-adds, and 2^n from its exponent bits: the algorithm and constants of MLIR's
+ * polynomial approximation, which IREE's CPU code generator emits for math.exp, step for
+ * step, so that npu-sim's exp has the bits of stock llvm-cpu's. Returns e^r (before the
+ * scaling) and sets *scale = 2^n; exp(x) = e^r · 2^n. */
+__attribute__((optimize("fp-contract=off")))
+static float exp_parts(float x, float* scale) {
+  float c = NPU_MIN(NPU_MAX(x, -87.8f), 88.8f);
+  float k = floorf(fmaf(c, bits_f32(0x3FB8AA3Bu), 0.5f));
+  k = NPU_MIN(NPU_MAX(k, -127.0f), 127.0f);
+  float r = fmaf(bits_f32(0xBF318000u), k, c);
+  r = fmaf(bits_f32(0x395E8083u), k, r);
+  float p = fmaf(r, bits_f32(0x39506967u), bits_f32(0x3AB743CEu));
+  p = fmaf(p, r, bits_f32(0x3C088908u));
+  p = fmaf(p, r, bits_f32(0x3D2AA9C1u));
+  p = fmaf(p, r, bits_f32(0x3E2AAAAAu));
+  p = fmaf(p, r, 0.5f);
+  float r2 = r * r;
+  *scale = bits_f32((uint32_t)((int32_t)k + 127) << 23);
+  return fmaf(p, r2, r) + 1.0f;
+}
+
+__attribute__((optimize("fp-contract=off")))
+static float npu_exp(float x) {
+  float scale, e = exp_parts(x, &scale);
+  return e * scale;
+}
+
+/* 1 / (1 + exp(-x)): the scaling and the + 1 fuse into one multiply-add, as LLVM
+ * contracts them in stock's code. */
+__attribute__((optimize("fp-contract=off")))
+static float npu_sigmoid(float x) {
+  float scale, e = exp_parts(-x, &scale);
+  return 1.0f / fmaf(e, scale, 1.0f);
+}
+
+/* vround's rounding (isa.Flag.ROUND_*): to nearest with ties to even by default. */
+static float round_by(unsigned flags, float x) {
+  if (flags & FLAG_ROUND_FLOOR) return floorf(x);
+  if (flags & FLAG_ROUND_CEIL) return ceilf(x);
+  if (flags & FLAG_ROUND_HALF_AWAY) return roundf(x);
+  return nearbyintf(x);
+}
+
+static void unary_f32(int op, unsigned flags, float p0, float p1, float* restrict v,
+                      size_t n) {
+  switch (op) {
+    case OP_VRELU: for (size_t i = 0; i < n; i++) v[i] = NPU_MAX(v[i], 0.0f); break;
+    case OP_VCLAMP:
+      for (size_t i = 0; i < n; i++) {
+        float t = NPU_MAX(v[i], p0);
+        v[i] = NPU_MIN(t, p1);
+      }
+      break;
+    case OP_VLEAKYRELU: for (size_t i = 0; i < n; i++) v[i] = v[i] < 0 ? p0 * v[i] : v[i]; break;
+    case OP_VSIGMOID: for (size_t i = 0; i < n; i++) v[i] = npu_sigmoid(v[i]); break;
+    case OP_VTANH: for (size_t i = 0; i < n; i++) v[i] = tanhf(v[i]); break;
+    case OP_VEXP: for (size_t i = 0; i < n; i++) v[i] = npu_exp(v[i]); break;
+    case OP_VSQRT: for (size_t i = 0; i < n; i++) v[i] = sqrtf(v[i]); break;
+    /* two f32 roundings, the square root then the division: 1 / sqrt(x) in f32 */
+    case OP_VRSQRT: for (size_t i = 0; i < n; i++) v[i] = 1.0f / sqrtf(v[i]); break;
+    /* rounded as the flags say (default: to nearest, ties to even); then vclamp's */
+    case OP_VROUND:
+      for (size_t i = 0; i < n; i++) {
+        float t = NPU_MAX(round_by(flags, v[i]), p0);
+        v[i] = NPU_MIN(t, p1);
+      }
+      break;
+    default: for (size_t i = 0; i < n; i++) v[i] = v[i] * p0 + p1; break;   /* vscale */
+  }
+}
+
+int exec_unary(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  const uint32_t* counts = a + UNARY_N0;
+  box3_t dst = {"dst", a[UNARY_DST], a + UNARY_DST_S0, in->dtype};
+  box3_t src = {"src", a[UNARY_SRC], a + UNARY_SRC_S0, in->dtype};
+  CHECK(check_box3(x, &dst, counts));
+  CHECK(check_box3(x, &src, counts));
+  unsigned elem = DTYPE_BYTES[in->dtype];
+  float p0 = bits_f32(a[UNARY_P0]), p1 = bits_f32(a[UNARY_P1]);
+  union { float f[CHUNK]; int32_t i[CHUNK]; } v;
+  for (size_t i0 = 0; i0 < counts[0]; i0++) {
+    for (size_t i1 = 0; i1 < counts[1]; i1++) {
+      uint8_t* dp = box3_row(x, &dst, i0, i1);
+      const uint8_t* sp = box3_row(x, &src, i0, i1);
+      if (in->opcode == OP_VCOPY) {
+        if (!copy_run_polled(dp, dst.strides[2], sp, src.strides[2], counts[2], elem)) {
+          return NPU_STATUS_OK;
+        }
+        continue;
+      }
+      for (size_t j = 0; j < counts[2]; j += CHUNK) {
+        size_t len = counts[2] - j < CHUNK ? counts[2] - j : CHUNK;
+        uint8_t* d = dp + j * dst.strides[2] * elem;
+        const uint8_t* s = sp + j * src.strides[2] * elem;
+        if (in->dtype == DT_I32) {   /* vrelu */
+          load_i32(DT_I32, s, src.strides[2], len, v.i);
+          for (size_t i = 0; i < len; i++) v.i[i] = v.i[i] > 0 ? v.i[i] : 0;
+          store_i32(d, dst.strides[2], len, v.i);
+        } else {
+          load_f32(in->dtype, s, src.strides[2], len, v.f);
+          unary_f32(in->opcode, in->flags, p0, p1, v.f, len);
+          store_f32(in->dtype, d, dst.strides[2], len, v.f);
+        }
+        if (stopping_elements(len)) return NPU_STATUS_OK;
+      }
+    }
+  }
+  return NPU_STATUS_OK;
+}
+
+/* vcvt: v = x * scale (scale 0 means 1) in double; floats round to f32 (exactly the
+ * f32 product for float sources) then to the destination; integers round half to
+ * even (toward zero with FLAG_TRUNCATE) and saturate (NaN becomes 0). */
+static void cvt_load(int dtype, const uint8_t* base, size_t stride, size_t n,
+                     double scale, double* restrict out) {
+  switch (dtype) {
+    case DT_I8: {
+      const int8_t* s = (const int8_t*)base;
+      for (size_t i = 0; i < n; i++) out[i] = s[i * stride] * scale;
+      break;
+    }
+    case DT_U8: {
+      for (size_t i = 0; i < n; i++) out[i] = base[i * stride] * scale;
+      break;
+    }
+    case DT_I32: {
+      const int32_t* s = (const int32_t*)base;
+      for (size_t i = 0; i < n; i++) out[i] = s[i * stride] * scale;
+      break;
+    }
+    default: {
+      float f[CHUNK];
+      load_f32(dtype, base, stride, n, f);
+      for (size_t i = 0; i < n; i++) out[i] = (double)f[i] * scale;
+      break;
+    }
+  }
+}
+
+static double cvt_round(double v, bool truncate) {
+  return v != v ? 0.0 : truncate ? trunc(v) : rint(v);
+}
+
+static void cvt_store(int dtype, uint8_t* base, size_t stride, size_t n,
+                      const double* restrict in, bool truncate) {
+  switch (dtype) {
+    case DT_I8: {
+      int8_t* d = (int8_t*)base;
+      for (size_t i = 0; i < n; i++) {
+        double v = cvt_round(in[i], truncate);
+        d[i * stride] = (int8_t)(v < -128.0 ? -128.0 : v > 127.0 ? 127.0 : v);
+      }
+      break;
+    }
+    case DT_U8: {
+      for (size_t i = 0; i < n; i++) {
+        double v = cvt_round(in[i], truncate);
+        base[i * stride] = (uint8_t)(v < 0.0 ? 0.0 : v > 255.0 ? 255.0 : v);
+      }
+      break;
+    }
+    case DT_I32: {
+      int32_t* d = (int32_t*)base;
+      for (size_t i = 0; i < n; i++) {
+        double v = cvt_round(in[i], truncate);
+        d[i * stride] = (int32_t)(v < -2147483648.0 ? -2147483648.0
+                                  : v > 2147483647.0 ? 2147483647.0 : v);
+      }
+      break;
+    }
+    default: {
+      float f[CHUNK];
+      for (size_t i = 0; i < n; i++) f[i] = (float)in[i];
+      store_f32(dtype, base, stride, n, f);
+      break;
+    }
+  }
+}
+
+int exec_vcvt(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  const uint32_t* counts = a + VCVT_N0;
+  box3_t dst = {"dst", a[VCVT_DST], a + VCVT_DST_S0, in->dtype};
+  box3_t src = {"src", a[VCVT_SRC], a + VCVT_SRC_S0, (int)a[VCVT_SRC_DTYPE]};
+  CHECK(check_box3(x, &dst, counts));
+  CHECK(check_box3(x, &src, counts));
+  double scale = a[VCVT_SCALE] ? (double)bits_f32(a[VCVT_SCALE]) : 1.0;
+  unsigned delem = DTYPE_BYTES[dst.dtype], selem = DTYPE_BYTES[src.dtype];
+  double v[CHUNK];
+  for (size_t i0 = 0; i0 < counts[0]; i0++) {
+    for (size_t i1 = 0; i1 < counts[1]; i1++) {
+      uint8_t* dp = box3_row(x, &dst, i0, i1);
+      const uint8_t* sp = box3_row(x, &src, i0, i1);
+      for (size_t j = 0; j < counts[2]; j += CHUNK) {
+        size_t len = counts[2] - j < CHUNK ? counts[2] - j : CHUNK;
+        cvt_load(src.dtype, sp + j * src.strides[2] * selem, src.strides[2], len, scale, v);
+        cvt_store(dst.dtype, dp + j * dst.strides[2] * delem, dst.strides[2], len, v,
+                  in->flags & FLAG_TRUNCATE);
+        if (stopping_elements(len)) return NPU_STATUS_OK;
+      }
+    }
+  }
+  return NPU_STATUS_OK;
+}
+
+/* Window taps k in [0, taps) with pad_begin <= o*stride + k*dilation < pad_begin + valid. */
+static uint32_t valid_taps(size_t o, uint32_t stride, uint32_t taps, uint32_t dilation,
+                           uint32_t pad_begin, uint32_t valid) {
+  uint32_t count = 0;
+  for (uint32_t k = 0; k < taps; k++) {
+    size_t pos = o * stride + (size_t)k * dilation;
+    count += pos >= pad_begin && pos < (size_t)pad_begin + valid;
+  }
+  return count;
+}
+
+int exec_vpool(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  int dt = in->dtype;
+  unsigned elem = DTYPE_BYTES[dt];
+  uint32_t c = a[VPOOL_C], hi = a[VPOOL_HI], wi = a[VPOOL_WI];
+  uint32_t ho = a[VPOOL_HO], wo = a[VPOOL_WO];
+  uint32_t kh = lo16(a[VPOOL_KH_KW]), kw = hi16(a[VPOOL_KH_KW]);
+  uint32_t sh = lo16(a[VPOOL_SH_SW]), sw = hi16(a[VPOOL_SH_SW]);
+  uint32_t dh = lo16(a[VPOOL_DH_DW]), dw = hi16(a[VPOOL_DH_DW]);
+  uint32_t pt = lo16(a[VPOOL_PT_PL]), pl = hi16(a[VPOOL_PT_PL]);
+  uint32_t vh = lo16(a[VPOOL_VH_VW]), vw = hi16(a[VPOOL_VH_VW]);
+  uint32_t src_addr = a[VPOOL_SRC], dst_addr = a[VPOOL_DST];
+  bool avg = in->flags & FLAG_POOL_AVG, include_pad = in->flags & FLAG_COUNT_INCLUDE_PAD;
+  CHECK(check_sram(x, "src", src_addr, (u128)c * hi * wi * elem, elem));
+  CHECK(check_sram(x, "dst", dst_addr, (u128)c * ho * wo * elem, elem));
+
+  size_t plane = (size_t)hi * wi;
+  float* sp = scratch(x, SCRATCH_A, (u128)plane * 4);
+  float* acc = scratch(x, SCRATCH_B, (u128)wo * 4);
+  float* col_count = scratch(x, SCRATCH_C, (u128)wo * 4);
+  if (!sp || !acc || !col_count) return out_of_memory(x, (u128)plane * 4);
+  for (size_t xo = 0; xo < wo; xo++) {
+    col_count[xo] = include_pad ? (float)kw : (float)valid_taps(xo, sw, kw, dw, pl, vw);
+  }
+  uint8_t* sram = x->core->sram;
+  for (size_t ch = 0; ch < c; ch++) {
+    load_f32(dt, sram + src_addr + ch * plane * elem, 1, plane, sp);
+    for (size_t y = 0; y < ho; y++) {
+      float init = avg ? 0.0f : -INFINITY;
+      for (size_t xo = 0; xo < wo; xo++) acc[xo] = init;
+      for (size_t ky = 0; ky < kh; ky++) {
+        const float* row = sp + (y * sh + ky * dh) * wi;
+        for (size_t kx = 0; kx < kw; kx++) {
+          const float* r = row + kx * dw;
+          if (avg) {
+            for (size_t xo = 0; xo < wo; xo++) acc[xo] += r[xo * sw];
+          } else {
+            for (size_t xo = 0; xo < wo; xo++) acc[xo] = NPU_MAX(acc[xo], r[xo * sw]);
+          }
+        }
+      }
+      if (avg) {
+        float rows = include_pad ? (float)kh : (float)valid_taps(y, sh, kh, dh, pt, vh);
+        for (size_t xo = 0; xo < wo; xo++) {
+          float count = rows * col_count[xo];
+          acc[xo] = count > 0 ? acc[xo] / count : 0.0f;
+        }
+      }
+      store_f32(dt, sram + dst_addr + (ch * ho + y) * wo * elem, 1, wo, acc);
+      if (stopping_elements((size_t)wo * kh * kw)) return NPU_STATUS_OK;
+    }
+  }
+  return NPU_STATUS_OK;
+}
+
+#define REDUCE_LANES 16
+
+int exec_vreduce(exec_t* x, const instr_t* in) {
+  const uint32_t* a = in->a;
+  int dt = in->dtype;
+  unsigned elem = DTYPE_BYTES[dt];
+  uint32_t outer = a[VREDUCE_OUTER], inner = a[VREDUCE_INNER];
+  uint32_t src_addr = a[VREDUCE_SRC], dst_addr = a[VREDUCE_DST];
+  bool max = in->flags & FLAG_REDUCE_MAX, mean = in->flags & FLAG_REDUCE_MEAN;
+  CHECK(check_sram(x, "src", src_addr, (u128)outer * inner * elem, elem));
+  CHECK(check_sram(x, "dst", dst_addr, (u128)outer * elem, elem));
+  uint8_t* sram = x->core->sram;
+  float v[CHUNK];
+  for (size_t o = 0; o < outer; o++) {
+    const uint8_t* row = sram + src_addr + o * inner * elem;
+    float lanes[REDUCE_LANES];
+    for (int l = 0; l < REDUCE_LANES; l++) lanes[l] = max ? -INFINITY : 0.0f;
+    for (size_t j = 0; j < inner; j += CHUNK) {
+      size_t len = inner - j < CHUNK ? inner - j : CHUNK;
+      load_f32(dt, row + j * elem, 1, len, v);
+      size_t padded = (len + REDUCE_LANES - 1) / REDUCE_LANES * REDUCE_LANES;
+      for (size_t i = len; i < padded; i++) v[i] = max ? -INFINITY : 0.0f;
+      for (size_t i = 0; i < padded; i += REDUCE_LANES) {
+        for (int l = 0; l < REDUCE_LANES; l++) {
+          lanes[l] = max ? NPU_MAX(lanes[l], v[i + l]) : lanes[l] + v[i + l];
+        }
+      }
+    }
+    float result = lanes[0];
+    for (int l = 1; l < REDUCE_LANES; l++) {
+      result = max ? NPU_MAX(result, lanes[l]) : result + lanes[l];
+    }
+    if (mean) result /= (float)inner;
+    store_f32(dt, sram + dst_addr + o * elem, 1, 1, &result);
+    if (stopping_elements(inner)) return NPU_STATUS_OK;
+  }
+  return NPU_STATUS_OK;
+}
