@@ -2,7 +2,7 @@
 
 The syntax (docs/npu-fb-format.md) in short:
 
-    .version 1.0                                  # optional, default the current version
+    .version 2.0                                  # optional, default the current version
     .machine sram_bytes=1048576, mac_cols=16      # optional overrides of the default machine
     .constants align 64                           # pad the constant pool to a multiple of 64
     .constants f32 0.5, -1.0                      # append data: hex | f32 | f16 | bf16 | i8 | i32 | u8

@@ -20,7 +20,6 @@ class MachineConfig:
     mac_latency_cycles: int = 32           # pipeline fill per MAC instruction
     # SRAM scratchpad.
     sram_bytes: int = 2 * 1024 * 1024
-    sram_banks: int = 16
     sram_bytes_per_cycle: int = 128        # FILL rate
     # DRAM <-> SRAM DMA (one load engine, one store engine, each with this bandwidth).
     dram_bytes_per_cycle: int = 64         # 64 GB/s at 1 GHz per direction

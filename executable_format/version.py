@@ -6,5 +6,5 @@ verifier rejects as unknown, naming the instruction).
 """
 FORMAT_NAME = "npu-fb"
 FILE_IDENTIFIER = b"NPUF"
-VERSION_MAJOR = 1
-VERSION_MINOR = 6
+VERSION_MAJOR = 2
+VERSION_MINOR = 0

@@ -32,7 +32,6 @@ typedef struct npu_machine_config_t {
   uint64_t i8_rate_multiplier;
   uint64_t mac_latency_cycles;
   uint64_t sram_bytes;
-  uint64_t sram_banks;
   uint64_t sram_bytes_per_cycle;
   uint64_t dram_bytes_per_cycle;
   uint64_t dma_burst_bytes;

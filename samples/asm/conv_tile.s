@@ -27,7 +27,7 @@
 # Operands: DMA boxes are 4-D (n0..n3 counts, *_s0..s3 strides in elements, innermost
 # last); here n1 = channels, n2 = rows, n3 = columns. DRAM offsets are in bytes.
 
-.version 1.0
+.version 2.0
 # bias = -1.0, -0.75, ..., 2.75 (16 f32, little-endian hex)
 .constants hex 000080bf000040bf000000bf000080be000000000000803e0000003f0000403f
 .constants hex 0000803f0000a03f0000c03f0000e03f00000040000010400000204000003040

@@ -24,7 +24,7 @@
 # matmul operands: a, b, out (and bias) are SRAM addresses; lda/ldb/ldo are row strides
 # in elements. A k-chunk of A is a strided box: 32 rows of 64 elements, DRAM row stride 128.
 
-.version 1.0
+.version 2.0
 
 .export matmul_relu6_tile bindings=[ro:16384,ro:32768,ro:256,rw:8192] constant_count=0 workgroup_count=1x1x1
 .dispatch_name "matmul_relu6_tile"

@@ -126,7 +126,7 @@ def test_hand_written_conveniences():
      "<asm>:3: npu-fb verification failed: export 0 instruction 0 (wait): waits for semaphore 9"),
 ])
 def test_syntax_errors_name_the_line(line, message):
-    text = f".version 1.0\n.export x bindings=[]\n{line}\n    end\n"
+    text = f".version 2.0\n.export x bindings=[]\n{line}\n    end\n"
     with pytest.raises(FormatError) as info:
         assemble(text)
     assert str(info.value).startswith(message), str(info.value)

@@ -21,7 +21,7 @@ def test_asm_verify_disasm(tmp_path, capsys):
     binary, listing = tmp_path / "conv.npufb", tmp_path / "conv.s"
     assert run(capsys, "asm", CONV, "-o", binary)[0] == 0
     code, out, _ = run(capsys, "verify", binary)
-    assert code == 0 and out == f"{binary}: ok (npu-fb 1.0, 1 exports, 54 instructions)\n"
+    assert code == 0 and out == f"{binary}: ok (npu-fb 2.0, 1 exports, 54 instructions)\n"
     assert run(capsys, "disasm", binary, "-o", listing)[0] == 0
     code, out, _ = run(capsys, "disasm", binary)
     assert code == 0 and out == listing.read_text()
