@@ -18,7 +18,7 @@ from hal_driver.vm import opcodes, values
 from hal_driver.vm.buffer import VmBuffer, siphash24
 from hal_driver.vm.list import VmList, normalize_type, ref_matches
 from hal_driver.vm.ref import ref_type_text
-from hal_driver.vm.verifier import REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
+from hal_driver.vm.opcodes import IMPORT_BIT, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
 
 CALL, IMPORT, RETURN, YIELD = "call", "import", "return", "yield"
 
@@ -657,7 +657,7 @@ class HandlerBuilder:
         return h
 
     def op_import_resolved(self, function, d):
-        imports, ordinal = self.state.imports, function & 0x7FFFFFFF
+        imports, ordinal = self.state.imports, function & ~IMPORT_BIT
 
         def h(r, R):
             r[d] = 0 if imports[ordinal] is None else 1

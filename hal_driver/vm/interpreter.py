@@ -24,7 +24,7 @@ from hal_driver.vm.cconv import register_placement
 from hal_driver.vm.handlers import CALL, IMPORT, RETURN, YIELD, HandlerBuilder
 from hal_driver.vm.native_module import NativeFunction
 from hal_driver.vm.ref import ref_type
-from hal_driver.vm.verifier import IMPORT_BIT, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
+from hal_driver.vm.opcodes import IMPORT_BIT, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
 
 MAX_FRAMES = 4096
 

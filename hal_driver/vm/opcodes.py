@@ -19,6 +19,12 @@ fields in order. Field kinds:
 """
 from dataclasses import dataclass
 
+# Register and function-ordinal encoding of the operands above.
+REF_TYPE_BIT = 0x8000      # a register operand names a ref register
+REF_MOVE_BIT = 0x4000      # ... whose value is moved out (cleared after it is read)
+REF_MASK = 0x3FFF          # the register ordinal
+IMPORT_BIT = 0x80000000    # a function ordinal names an import
+
 BLOCK_MARKER = 0x79
 PREFIX_EXT_F32 = 0xE0
 PREFIX_EXT_F64 = 0xE1

@@ -11,12 +11,9 @@ from dataclasses import dataclass
 
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm import opcodes
+from hal_driver.vm.opcodes import IMPORT_BIT, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
 from hal_driver.vm.cconv import is_variadic, parse_cconv, register_placement
 
-REF_TYPE_BIT = 0x8000
-REF_MOVE_BIT = 0x4000
-REF_MASK = 0x3FFF
-IMPORT_BIT = 0x80000000
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
