@@ -15,22 +15,25 @@
 #include "npu_threads.h"
 
 /* ---- GEMM kernel: C[m][n] += A[m][k] * B[k][n] (row-major, leading dims) --
- * C is computed in tiles of GEMM_MR (or, for the last m % GEMM_MR rows, 1) rows by
- * GEMM_NR columns, held in registers across blocks of GEMM_KB of k. k advances four
- * steps at a time, each element adding x0*b0 + x1*b1 + x2*b2 + x3*b3, then one step at
- * a time for the last k % 4. An element's value depends only on its row of A and column
- * of B, so every tiling and every split of C over threads gives the same bits.
+ * Every element of C adds its products in k order, each with one rounding (a fused
+ * multiply-add, c = a[i][kk] * b[kk][j] + c, for kk = 0, 1, ...): the MAC array's
+ * columns pass each partial sum from one reduction lane to the next, and a sequential
+ * f32 loop such as stock IREE's CPU code computes the same bits. An element's value
+ * depends only on its row of A and column of B, so every tiling and every split of C
+ * over threads gives the same bits.
  *
- * The vectors are as wide as the target's own (GCC's __BIGGEST_ALIGNMENT__: 16 bytes
- * for SSE2 or NEON, 32 for AVX2, 64 for AVX-512) and a tile needs about GEMM_MR + 4 +
- * 4 of them, within the 16 registers of SSE2 and AVX2: a vector wider than the target's
- * is split by GCC through the stack (the 64-byte vectors this kernel had ran at 2.3
- * GFLOP/s in an AVX2 build, see docs/performance.md). Each block of B (GEMM_KB rows of
- * one panel of GEMM_NR columns) that more than one tile reads is first copied into a
- * dense buffer, so the tiles read it from L1 whatever B's row stride. Tiles cut by the
- * right edge of C run on a copy; B is read GEMM_NR columns at a time, so a B operand
- * needs GEMM_NR elements of readable slack past its end (their lanes are computed and
- * dropped). */
+ * C is computed in tiles of up to GEMM_MR rows by GEMM_NR columns (two vectors), held in
+ * registers across blocks of GEMM_KB of k: 2 x GEMM_MR independent sums in flight, enough
+ * to keep the FMA units busy although each sum is a chain. The vectors are as wide as
+ * the target's own (GCC's __BIGGEST_ALIGNMENT__: 16 bytes for SSE2 or NEON, 32 for AVX2,
+ * 64 for AVX-512); a tile needs 2 x GEMM_MR + 3 of them, within the 16 registers of SSE2
+ * and AVX2 (a vector wider than the target's is split by GCC through the stack: the
+ * 64-byte vectors this kernel had ran at 2.3 GFLOP/s in an AVX2 build, see
+ * docs/performance.md). Each block of B (GEMM_KB rows of one panel of GEMM_NR columns)
+ * that more than one tile reads is first copied into a dense buffer, so the tiles read it
+ * from L1 whatever B's row stride. Tiles cut by the right edge of C run on a copy; B is
+ * read GEMM_NR columns at a time, so a B operand needs GEMM_NR elements of readable slack
+ * past its end (their lanes are computed and dropped). */
 #if defined(__BIGGEST_ALIGNMENT__) && __BIGGEST_ALIGNMENT__ >= 64
 #define GEMM_LANES 16
 #elif defined(__BIGGEST_ALIGNMENT__) && __BIGGEST_ALIGNMENT__ >= 32
@@ -39,48 +42,63 @@
 #define GEMM_LANES 4
 #endif
 #define GEMM_MR 6
-#define GEMM_NR GEMM_LANES
+#define GEMM_NR (2 * GEMM_LANES)
 #define GEMM_KB 256
 /* A GEMM polls stopping() once per panel of columns when m * k is at least this (a
  * smaller one is at most a few milliseconds of work in all, polled by its caller). */
 #define GEMM_POLL_MK 4096
-_Static_assert(GEMM_KB % 4 == 0, "k blocks must not split a four-step group");
 
 typedef float gemm_f32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned(4)));
 typedef int32_t gemm_i32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned(4)));
 
+/* NAME(k, a, b, ldb, c, ldc): a tile of ROWS rows (row r of A at a[r]) by GEMM_NR. */
 #define DEFINE_GEMM_TILE(NAME, T, V, ROWS)                                             \
   static void NAME(size_t k, const T* const* a, const T* b, size_t ldb, T* c,          \
                    size_t ldc) {                                                       \
-    V acc[ROWS];                                                                       \
-    for (int r = 0; r < ROWS; r++) acc[r] = *(const V*)(c + r * ldc);                  \
-    size_t kk = 0;                                                                     \
-    for (; kk + 4 <= k; kk += 4) {                                                     \
-      V b0 = *(const V*)(b + kk * ldb), b1 = *(const V*)(b + (kk + 1) * ldb);          \
-      V b2 = *(const V*)(b + (kk + 2) * ldb), b3 = *(const V*)(b + (kk + 3) * ldb);    \
+    V acc0[ROWS], acc1[ROWS];                                                          \
+    for (int r = 0; r < ROWS; r++) {                                                   \
+      acc0[r] = *(const V*)(c + r * ldc);                                              \
+      acc1[r] = *(const V*)(c + r * ldc + GEMM_LANES);                                 \
+    }                                                                                  \
+    for (size_t kk = 0; kk < k; kk++) {                                                \
+      V b0 = *(const V*)(b + kk * ldb), b1 = *(const V*)(b + kk * ldb + GEMM_LANES);   \
       for (int r = 0; r < ROWS; r++) {                                                 \
-        T x0 = a[r][kk], x1 = a[r][kk + 1], x2 = a[r][kk + 2], x3 = a[r][kk + 3];      \
-        acc[r] += x0 * b0 + x1 * b1 + x2 * b2 + x3 * b3;                               \
+        T x = a[r][kk];                                                                \
+        acc0[r] += x * b0;                                                             \
+        acc1[r] += x * b1;                                                             \
       }                                                                                \
     }                                                                                  \
-    for (; kk < k; kk++) {                                                             \
-      V b0 = *(const V*)(b + kk * ldb);                                                \
-      for (int r = 0; r < ROWS; r++) acc[r] += a[r][kk] * b0;                          \
+    for (int r = 0; r < ROWS; r++) {                                                   \
+      *(V*)(c + r * ldc) = acc0[r];                                                    \
+      *(V*)(c + r * ldc + GEMM_LANES) = acc1[r];                                       \
     }                                                                                  \
-    for (int r = 0; r < ROWS; r++) *(V*)(c + r * ldc) = acc[r];                        \
   }
 
+/* The tiles of 1..GEMM_MR rows of one element type, indexed by rows - 1. */
+#define DEFINE_GEMM_TILES(PREFIX, T, V)                                                \
+  DEFINE_GEMM_TILE(PREFIX##_tile1, T, V, 1)                                            \
+  DEFINE_GEMM_TILE(PREFIX##_tile2, T, V, 2)                                            \
+  DEFINE_GEMM_TILE(PREFIX##_tile3, T, V, 3)                                            \
+  DEFINE_GEMM_TILE(PREFIX##_tile4, T, V, 4)                                            \
+  DEFINE_GEMM_TILE(PREFIX##_tile5, T, V, 5)                                            \
+  DEFINE_GEMM_TILE(PREFIX##_tile6, T, V, 6)                                            \
+  static void (*const PREFIX##_tiles[GEMM_MR])(size_t, const T* const*, const T*,      \
+                                               size_t, T*, size_t) = {                 \
+      PREFIX##_tile1, PREFIX##_tile2, PREFIX##_tile3,                                  \
+      PREFIX##_tile4, PREFIX##_tile5, PREFIX##_tile6};
+_Static_assert(GEMM_MR == 6, "DEFINE_GEMM_TILES defines tiles of 1 to 6 rows");
+
 /* NAME(m, n, k, a, lda, b, ldb, c, ldc): panels of GEMM_NR columns, tiles of rows. */
-#define DEFINE_GEMM(NAME, T, TILE_MR, TILE_1)                                          \
+#define DEFINE_GEMM(NAME, T, TILES)                                                    \
   static void NAME##_run_tile(size_t rows, size_t nr, size_t k, const T* const* a,     \
                           const T* b, size_t ldb, T* c, size_t ldc) {                  \
     if (nr == GEMM_NR) {                                                               \
-      (rows == GEMM_MR ? TILE_MR : TILE_1)(k, a, b, ldb, c, ldc);                      \
+      TILES[rows - 1](k, a, b, ldb, c, ldc);                                           \
       return;                                                                          \
     }                                                                                  \
     T edge[GEMM_MR * GEMM_NR] = {0};                                                   \
     for (size_t r = 0; r < rows; r++) memcpy(edge + r * GEMM_NR, c + r * ldc, nr * sizeof(T)); \
-    (rows == GEMM_MR ? TILE_MR : TILE_1)(k, a, b, ldb, edge, GEMM_NR);                 \
+    TILES[rows - 1](k, a, b, ldb, edge, GEMM_NR);                                      \
     for (size_t r = 0; r < rows; r++) memcpy(c + r * ldc, edge + r * GEMM_NR, nr * sizeof(T)); \
   }                                                                                    \
                                                                                        \
@@ -102,26 +120,20 @@ typedef int32_t gemm_i32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned
           }                                                                            \
           bk = panel, ldbk = GEMM_NR;                                                  \
         }                                                                              \
-        size_t i = 0;                                                                  \
-        for (; i + GEMM_MR <= m; i += GEMM_MR) {                                       \
-          const T* rows[GEMM_MR];                                                      \
-          for (size_t r = 0; r < GEMM_MR; r++) rows[r] = a + (i + r) * lda + k0;       \
-          NAME##_run_tile(GEMM_MR, nr, kb, rows, bk, ldbk, c + i * ldc + j, ldc);      \
-        }                                                                              \
-        for (; i < m; i++) {                                                           \
-          const T* row = a + i * lda + k0;                                             \
-          NAME##_run_tile(1, nr, kb, &row, bk, ldbk, c + i * ldc + j, ldc);            \
+        for (size_t i = 0; i < m; i += GEMM_MR) {                                      \
+          size_t rows = m - i < GEMM_MR ? m - i : GEMM_MR;                             \
+          const T* tile_rows[GEMM_MR];                                                 \
+          for (size_t r = 0; r < rows; r++) tile_rows[r] = a + (i + r) * lda + k0;     \
+          NAME##_run_tile(rows, nr, kb, tile_rows, bk, ldbk, c + i * ldc + j, ldc);    \
         }                                                                              \
       }                                                                                \
     }                                                                                  \
   }
 
-DEFINE_GEMM_TILE(gemm_f32_tile4, float, gemm_f32_vec, GEMM_MR)
-DEFINE_GEMM_TILE(gemm_f32_tile1, float, gemm_f32_vec, 1)
-DEFINE_GEMM_TILE(gemm_i32_tile4, int32_t, gemm_i32_vec, GEMM_MR)
-DEFINE_GEMM_TILE(gemm_i32_tile1, int32_t, gemm_i32_vec, 1)
-DEFINE_GEMM(gemm_f32, float, gemm_f32_tile4, gemm_f32_tile1)
-DEFINE_GEMM(gemm_i32, int32_t, gemm_i32_tile4, gemm_i32_tile1)
+DEFINE_GEMM_TILES(gemm_f32, float, gemm_f32_vec)
+DEFINE_GEMM_TILES(gemm_i32, int32_t, gemm_i32_vec)
+DEFINE_GEMM(gemm_f32, float, gemm_f32_tiles)
+DEFINE_GEMM(gemm_i32, int32_t, gemm_i32_tiles)
 
 /* ---- the instructions: operands packed for the kernel, split over workers ------- */
 

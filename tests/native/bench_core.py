@@ -34,6 +34,7 @@ def main():
     core = NpuCore(MachineConfig(sram_bytes=16 * 1024 * KIB))
     cases = []
     for dtype, (m, n, k) in (("f32", (256, 256, 256)), ("f32", (64, 512, 128)),
+                             ("f32", (1, 1024, 1024)), ("f32", (7, 512, 256)),
                              ("f16", (256, 256, 256)), ("i8", (256, 256, 256))):
         prog = program(instr("matmul", dtype, a=0, b=4096 * KIB, out=8192 * KIB, m=m, n=n,
                              k=k, lda=k, ldb=n, ldo=n))

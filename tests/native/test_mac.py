@@ -176,3 +176,56 @@ def test_dwconv2d(core, rng, dtype):
         np.testing.assert_array_equal(out.view(np.uint32),
                                       result.view(o2_addr, acc, (c, ho, wo)).view(np.uint32))
         assert result.stats.macs == 2 * c * ho * wo * kh * kw
+
+
+def _sequential_fma(acc, a_cols, b_rows):
+    """acc[i][j] += a[i][kk] * b[kk][j] for kk in order, each step rounded once to f32 (a
+    fused multiply-add). Exact in f64 for the operands of the tests below: A holds small
+    integers, so every product and every running sum fits f64 before its f32 rounding."""
+    acc = acc.astype(np.float32)
+    for a_col, b_row in zip(a_cols, b_rows):
+        product = np.outer(a_col.astype(np.float64), b_row.astype(np.float64))
+        acc = (acc.astype(np.float64) + product).astype(np.float32)
+    return acc
+
+
+def _k_order_operands(rng, *a_shape_b_shape):
+    a_shape, b_shape = a_shape_b_shape
+    a = rng.integers(0, 4, size=a_shape).astype(np.float32)
+    b = rng.uniform(0.25, 1.0, size=b_shape).astype(np.float32)
+    return a, b
+
+
+def test_f32_matmul_sums_in_k_order(core, rng):
+    """Every output adds its products in k order with one rounding each (the sum a
+    sequential f32 loop computes, stock IREE's on llvm-cpu): 13 rows (tiles of 6, 6 and 1),
+    37 columns (an edge tile), k = 300 (two k blocks), accumulating onto C."""
+    m, n, k = 13, 37, 300
+    a, b = _k_order_operands(rng, (m, k), (k, n))
+    c = rng.uniform(0.0, 1.0, size=(m, n)).astype(np.float32)
+    image = SramImage()
+    a_addr, b_addr, o_addr = image.put(a), image.put(b), image.put(c)
+    result = run_on_sram(core, image, instr(
+        "matmul", "f32", F.ACCUMULATE, a=a_addr, b=b_addr, out=o_addr, m=m, n=n, k=k,
+        lda=k, ldb=n, ldo=n))
+    expected = _sequential_fma(c, a.T, b)
+    np.testing.assert_array_equal(result.view(o_addr, "f32", (m, n)), expected)
+
+
+def test_f32_conv2d_sums_in_channel_then_tap_order(core, rng):
+    """conv2d's reduction order is (input channel, ky, kx), each product rounded into the
+    sum once, as the matmul's k order."""
+    c, f, kh, kw, ho, wo = 40, 7, 3, 3, 5, 6
+    w, x = _k_order_operands(rng, (f, c, kh, kw), (c, ho + kh - 1, wo + kw - 1))
+    image = SramImage()
+    x_addr, w_addr = image.put(x), image.put(w)
+    o_addr = image.put(np.zeros((f, ho, wo), np.float32))
+    result = run_on_sram(core, image, instr(
+        "conv2d", "f32", 0, **{"in": x_addr}, w=w_addr, out=o_addr, c=c, hi=ho + kh - 1,
+        wi=wo + kw - 1, f=f, ho=ho, wo=wo, kh_kw=(kh, kw), sh_sw=(1, 1), dh_dw=(1, 1),
+        groups=1))
+    taps = [(ci, ky, kx) for ci in range(c) for ky in range(kh) for kx in range(kw)]
+    a_cols = [w[:, ci, ky, kx] for ci, ky, kx in taps]
+    b_rows = [x[ci, ky:ky + ho, kx:kx + wo].reshape(-1) for ci, ky, kx in taps]
+    expected = _sequential_fma(np.zeros((f, ho * wo)), a_cols, b_rows)
+    np.testing.assert_array_equal(result.view(o_addr, "f32", (f, ho, wo)).reshape(f, -1), expected)
