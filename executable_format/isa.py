@@ -72,6 +72,7 @@ class Flag(enum.IntFlag):
     TRANSPOSE_A = 4      # MATMUL: A stored [K][M]
     TRANSPOSE_B = 8      # MATMUL: B stored [N][K]
     MIXED_SIGN = 16      # i8/u8: B (the weights) has the other signedness (u8 x i8, i8 x u8)
+    NARROW_SUM = 32      # f16/bf16: each product and each running sum rounded to the dtype
     # VPOOL
     POOL_AVG = 1         # else max
     COUNT_INCLUDE_PAD = 2
@@ -183,6 +184,7 @@ TRANSCENDENTAL = frozenset({"vsigmoid", "vtanh", "vexp", "vsqrt", "vrsqrt"})
 
 
 BYTE_INTS = (DType.I8, DType.U8)
+HALF_FLOATS = (DType.F16, DType.BF16)
 
 
 def mac_b_dtype(dtype: DType, flags: int) -> DType:
@@ -213,10 +215,11 @@ def bits_f32(bits: int) -> float:
 OPCODE_FLAGS = {
     "matmul": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS,
                "transpose_a": Flag.TRANSPOSE_A, "transpose_b": Flag.TRANSPOSE_B,
-               "mixed_sign": Flag.MIXED_SIGN},
-    "conv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS, "mixed_sign": Flag.MIXED_SIGN},
+               "mixed_sign": Flag.MIXED_SIGN, "narrow_sum": Flag.NARROW_SUM},
+    "conv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS, "mixed_sign": Flag.MIXED_SIGN,
+               "narrow_sum": Flag.NARROW_SUM},
     "dwconv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS,
-                 "mixed_sign": Flag.MIXED_SIGN},
+                 "mixed_sign": Flag.MIXED_SIGN, "narrow_sum": Flag.NARROW_SUM},
     "vpool": {"avg": Flag.POOL_AVG, "count_include_pad": Flag.COUNT_INCLUDE_PAD},
     "vreduce": {"max": Flag.REDUCE_MAX, "mean": Flag.REDUCE_MEAN},
     "vcvt": {"truncate": Flag.TRUNCATE},

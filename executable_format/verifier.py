@@ -12,8 +12,9 @@ from .cost import (ELEMENT_WORK, PROGRAM_WORK_PER_SRAM_BYTE, instruction_element
                    instruction_macs, program_work_limit)
 from .errors import FormatError, excerpt
 from .generated import npu_executable_generated as fb
-from .isa import (BYTE_INTS, CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES,
-                  INSTRUCTION_BYTES, INSTRUCTION_DTYPE, MACS_PER_SRAM_BYTE, OPCODE_FLAGS,
+from .isa import (BYTE_INTS, CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE,
+                  ENGINE_NAMES, HALF_FLOATS, INSTRUCTION_BYTES, INSTRUCTION_DTYPE,
+                  MACS_PER_SRAM_BYTE, OPCODE_FLAGS,
                   OPCODES, UNUSED_FIELDS, DType, Engine, Flag, unpack_pair)
 from .machine import MachineConfig
 from .ranges import Access, instruction_accesses
@@ -332,6 +333,8 @@ def _window_fits(fields: dict, axis: int, size: str, out: str) -> None:
 def _mac_flags(fields: dict, flags: int, dtype: DType) -> None:
     if flags & Flag.MIXED_SIGN and dtype not in BYTE_INTS:
         raise FormatError(f"flag mixed_sign needs i8 or u8 operands, not {DTYPE_NAMES[dtype]}")
+    if flags & Flag.NARROW_SUM and dtype not in HALF_FLOATS:
+        raise FormatError(f"flag narrow_sum needs f16 or bf16 operands, not {DTYPE_NAMES[dtype]}")
     if flags & Flag.ACCUMULATE and flags & Flag.BIAS:
         raise FormatError("flags accumulate and bias exclude each other")
     if not flags & Flag.BIAS and fields["bias"]:

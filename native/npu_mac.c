@@ -51,8 +51,36 @@
 typedef float gemm_f32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned(4)));
 typedef int32_t gemm_i32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned(4)));
 
+/* x rounded to the nearest bf16 (ties to even), as an f32; NaN stays NaN. */
+static inline gemm_f32_vec round_bf16(gemm_f32_vec x) {
+  gemm_i32_vec bits = (gemm_i32_vec)x, nan = x != x;
+  gemm_i32_vec rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & (int32_t)0xFFFF0000;
+  return (gemm_f32_vec)((nan & bits) | (~nan & rounded));
+}
+
+/* x rounded to the nearest f16 (ties to even), as an f32: 11 significant bits from 2^-14,
+ * multiples of 2^-24 below it (f16 subnormals), infinity from 65520; NaN stays NaN. */
+static inline gemm_f32_vec round_f16(gemm_f32_vec x) {
+  gemm_i32_vec bits = (gemm_i32_vec)x;
+  gemm_i32_vec sign = bits & INT32_MIN, mag = bits & INT32_MAX;
+  gemm_i32_vec normal = (mag + 0xFFF + ((mag >> 13) & 1)) & ~0x1FFF;
+  gemm_i32_vec subnormal = (gemm_i32_vec)(((gemm_f32_vec)mag + 0.5f) - 0.5f);
+  gemm_i32_vec below = mag < 0x38800000, overflow = mag >= 0x477FF000, nan = mag > 0x7F800000;
+  gemm_i32_vec r = (below & subnormal) | (~below & normal);
+  r = (overflow & 0x7F800000) | (~overflow & r);
+  r = (nan & mag) | (~nan & r);
+  return (gemm_f32_vec)(r | sign);
+}
+
+/* One step of a sum: fused (f32, i32), or with each product and sum rounded to f16 or
+ * bf16 (NARROW_SUM: f32 arithmetic on f16 values then one rounding is f16 arithmetic,
+ * as 24 >= 2 x 11 + 2 bits; likewise for bf16). */
+#define FMA_STEP(acc, x, b) ((acc) += (x) * (b))
+#define F16_STEP(acc, x, b) ((acc) = round_f16((acc) + round_f16((x) * (b))))
+#define BF16_STEP(acc, x, b) ((acc) = round_bf16((acc) + round_bf16((x) * (b))))
+
 /* NAME(k, a, b, ldb, c, ldc): a tile of ROWS rows (row r of A at a[r]) by GEMM_NR. */
-#define DEFINE_GEMM_TILE(NAME, T, V, ROWS)                                             \
+#define DEFINE_GEMM_TILE(NAME, T, V, ROWS, STEP)                                       \
   static void NAME(size_t k, const T* const* a, const T* b, size_t ldb, T* c,          \
                    size_t ldc) {                                                       \
     V acc0[ROWS], acc1[ROWS];                                                          \
@@ -64,8 +92,8 @@ typedef int32_t gemm_i32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned
       V b0 = *(const V*)(b + kk * ldb), b1 = *(const V*)(b + kk * ldb + GEMM_LANES);   \
       for (int r = 0; r < ROWS; r++) {                                                 \
         T x = a[r][kk];                                                                \
-        acc0[r] += x * b0;                                                             \
-        acc1[r] += x * b1;                                                             \
+        STEP(acc0[r], x, b0);                                                          \
+        STEP(acc1[r], x, b1);                                                          \
       }                                                                                \
     }                                                                                  \
     for (int r = 0; r < ROWS; r++) {                                                   \
@@ -75,13 +103,13 @@ typedef int32_t gemm_i32_vec __attribute__((vector_size(GEMM_LANES * 4), aligned
   }
 
 /* The tiles of 1..GEMM_MR rows of one element type, indexed by rows - 1. */
-#define DEFINE_GEMM_TILES(PREFIX, T, V)                                                \
-  DEFINE_GEMM_TILE(PREFIX##_tile1, T, V, 1)                                            \
-  DEFINE_GEMM_TILE(PREFIX##_tile2, T, V, 2)                                            \
-  DEFINE_GEMM_TILE(PREFIX##_tile3, T, V, 3)                                            \
-  DEFINE_GEMM_TILE(PREFIX##_tile4, T, V, 4)                                            \
-  DEFINE_GEMM_TILE(PREFIX##_tile5, T, V, 5)                                            \
-  DEFINE_GEMM_TILE(PREFIX##_tile6, T, V, 6)                                            \
+#define DEFINE_GEMM_TILES(PREFIX, T, V, STEP)                                          \
+  DEFINE_GEMM_TILE(PREFIX##_tile1, T, V, 1, STEP)                                      \
+  DEFINE_GEMM_TILE(PREFIX##_tile2, T, V, 2, STEP)                                      \
+  DEFINE_GEMM_TILE(PREFIX##_tile3, T, V, 3, STEP)                                      \
+  DEFINE_GEMM_TILE(PREFIX##_tile4, T, V, 4, STEP)                                      \
+  DEFINE_GEMM_TILE(PREFIX##_tile5, T, V, 5, STEP)                                      \
+  DEFINE_GEMM_TILE(PREFIX##_tile6, T, V, 6, STEP)                                      \
   static void (*const PREFIX##_tiles[GEMM_MR])(size_t, const T* const*, const T*,      \
                                                size_t, T*, size_t) = {                 \
       PREFIX##_tile1, PREFIX##_tile2, PREFIX##_tile3,                                  \
@@ -130,10 +158,14 @@ _Static_assert(GEMM_MR == 6, "DEFINE_GEMM_TILES defines tiles of 1 to 6 rows");
     }                                                                                  \
   }
 
-DEFINE_GEMM_TILES(gemm_f32, float, gemm_f32_vec)
-DEFINE_GEMM_TILES(gemm_i32, int32_t, gemm_i32_vec)
+DEFINE_GEMM_TILES(gemm_f32, float, gemm_f32_vec, FMA_STEP)
+DEFINE_GEMM_TILES(gemm_i32, int32_t, gemm_i32_vec, FMA_STEP)
+DEFINE_GEMM_TILES(gemm_f16_sum, float, gemm_f32_vec, F16_STEP)
+DEFINE_GEMM_TILES(gemm_bf16_sum, float, gemm_f32_vec, BF16_STEP)
 DEFINE_GEMM(gemm_f32, float, gemm_f32_tiles)
 DEFINE_GEMM(gemm_i32, int32_t, gemm_i32_tiles)
+DEFINE_GEMM(gemm_f16_sum, float, gemm_f16_sum_tiles)
+DEFINE_GEMM(gemm_bf16_sum, float, gemm_bf16_sum_tiles)
 
 /* ---- the instructions: operands packed for the kernel, split over workers ------- */
 
@@ -208,8 +240,19 @@ static void init_accumulator(uint8_t* out, size_t rows, size_t cols, size_t ld,
 /* A packed matmul: A [m][k] with row stride lda and dense B [k][n] (with GEMM_NR
  * elements of slack) into C with row stride ldc, split over panels of columns or tiles
  * of rows. */
+/* How a GEMM sums: the kernel of each. */
+typedef enum gemm_sum_t { SUM_F32, SUM_I32, SUM_F16, SUM_BF16 } gemm_sum_t;
+
+/* A MAC instruction's sums: i32 for byte operands; f32, or with NARROW_SUM (f16, bf16
+ * only: the checks) in the operand dtype. */
+static gemm_sum_t mac_sum(const instr_t* in) {
+  if (is_byte_int(in->dtype)) return SUM_I32;
+  if (!(in->flags & FLAG_NARROW_SUM)) return SUM_F32;
+  return in->dtype == DT_F16 ? SUM_F16 : SUM_BF16;
+}
+
 typedef struct gemm_job_t {
-  bool i32;
+  gemm_sum_t sum;
   size_t m, n, k;
   const void* a;
   size_t lda;
@@ -224,13 +267,16 @@ static size_t ceil_units(size_t count, size_t unit) { return (count + unit - 1) 
 static void gemm_block(const gemm_job_t* g, size_t i0, size_t i1, size_t j0, size_t j1) {
   size_t k = g->k, n = g->n;
   uint8_t* c = g->c + (i0 * g->ldc + j0) * 4;
-  if (g->i32) {
+  if (g->sum == SUM_I32) {
     gemm_i32(i1 - i0, j1 - j0, k, (const int32_t*)g->a + i0 * g->lda, g->lda,
              (const int32_t*)g->b + j0, n, (int32_t*)c, g->ldc);
-  } else {
-    gemm_f32(i1 - i0, j1 - j0, k, (const float*)g->a + i0 * g->lda, g->lda,
-             (const float*)g->b + j0, n, (float*)c, g->ldc);
+    return;
   }
+  void (*gemm)(size_t, size_t, size_t, const float*, size_t, const float*, size_t, float*,
+               size_t) = g->sum == SUM_F16 ? gemm_f16_sum : g->sum == SUM_BF16 ? gemm_bf16_sum
+                                                                              : gemm_f32;
+  gemm(i1 - i0, j1 - j0, k, (const float*)g->a + i0 * g->lda, g->lda,
+       (const float*)g->b + j0, n, (float*)c, g->ldc);
 }
 
 /* Columns of C per unit of a split by columns: whole panels of GEMM_NR, and 256 bytes of
@@ -296,7 +342,7 @@ int exec_matmul(exec_t* x, const instr_t* in) {
   if (!acc) {
     init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + bias_addr) : NULL, NULL);
   }
-  gemm_job_t job = {is_byte_int(dt), m, n, k, ap, a_in_place ? lda : k, bp, out, ldo, n >= m};
+  gemm_job_t job = {mac_sum(in), m, n, k, ap, a_in_place ? lda : k, bp, out, ldo, n >= m};
   size_t units = job.by_columns ? ceil_units(n, GEMM_UNIT_COLS) : ceil_units(m, GEMM_MR);
   run_units(x->pool, gemm_unit, &job, units, worker_count(x->pool, (uint64_t)m * n * k, units));
   return NPU_STATUS_OK;
@@ -309,6 +355,7 @@ int exec_matmul(exec_t* x, const instr_t* in) {
  * worker's own `col` buffer, then one GEMM with the group's packed weights. */
 typedef struct conv_job_t {
   int dtype;
+  gemm_sum_t sum;
   size_t cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups;
   const uint8_t* in;
   const void* weights;     /* [f][kdim] f32 or i32: the SRAM operand if f32, else packed */
@@ -358,7 +405,7 @@ static gemm_job_t conv_gemm(const conv_job_t* j, const uint8_t* col, size_t cols
   size_t kdim = j->cg * j->kh * j->kw, spatial = j->ho * j->wo;
   const uint8_t* w = (const uint8_t*)j->weights + g * j->fg * kdim * 4;
   uint8_t* o = j->out + (g * j->fg * spatial + y0 * j->wo) * 4;
-  return (gemm_job_t){is_byte_int(j->dtype), j->fg, cols, kdim, w, kdim, col, o, spatial,
+  return (gemm_job_t){j->sum, j->fg, cols, kdim, w, kdim, col, o, spatial,
                       cols >= j->fg};
 }
 
@@ -444,7 +491,7 @@ int exec_conv2d(exec_t* x, const instr_t* in) {
                      bias ? (const uint32_t*)(sram + p.bias) : NULL);
   }
   if (dt != DT_F32) pack_matrix(mac_b_dtype(in), sram + p.w, f, kdim, kdim, 1, wp);
-  conv_job_t job = {dt, cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
+  conv_job_t job = {dt, mac_sum(in), cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
                     sram + p.in, wp, out, col, col_bytes, chunk_rows, chunks};
   if (workers == 1 || units >= 2 * workers) {
     run_units(x->pool, conv_unit, &job, units, workers);

@@ -37,10 +37,12 @@ def mac_operands_supported(a_dtype: str, b_dtype: str) -> bool:
     return a_dtype in MAC_DTYPES and (b_dtype == a_dtype or {a_dtype, b_dtype} == {"i8", "u8"})
 
 
-def mac_sign_flag(a_dtype: str, b_dtype: str) -> int:
-    """The MIXED_SIGN flag of a MAC instruction whose dtype field is a's: set when B
-    (the weights) has the other byte signedness."""
-    return int(Flag.MIXED_SIGN) if a_dtype != b_dtype else 0
+def mac_flags(a_dtype: str, b_dtype: str, narrow_sum: bool) -> int:
+    """The operand flags of a MAC instruction whose dtype field is a's: MIXED_SIGN when B
+    (the weights) has the other byte signedness, NARROW_SUM when the sum is in the f16 or
+    bf16 operand dtype."""
+    return (int(Flag.MIXED_SIGN) if a_dtype != b_dtype else 0) | \
+        (int(Flag.NARROW_SUM) if narrow_sum else 0)
 
 
 def dtype_bytes(dtype: str) -> int:

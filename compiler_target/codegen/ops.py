@@ -90,6 +90,7 @@ class Conv2D:
     groups: int = 1
     epilogue: list[ExprNode] = field(default_factory=lambda: [("acc",)])
     epilogue_inputs: list[TensorRef] = field(default_factory=list)  # indexed like out (N, F, Ho, Wo)
+    narrow_sum: bool = False    # the IR sums in the f16/bf16 operand dtype, not in f32
 
 
 @dataclass
@@ -105,6 +106,7 @@ class Matmul:
     epilogue: list[ExprNode] = field(default_factory=lambda: [("acc",)])
     epilogue_inputs: list[TensorRef] = field(default_factory=list)  # indexed like out
     dims: tuple[int, int, int, int] = (1, 1, 1, 1)
+    narrow_sum: bool = False    # the IR sums in the f16/bf16 operand dtype, not in f32
 
 
 @dataclass

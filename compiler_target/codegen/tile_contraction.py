@@ -26,7 +26,7 @@ from executable_format.machine import MachineConfig
 from .epilogue import (LEAVES, EpilogueInputs, OutputStage, accumulator, fold_bias, reachable,
                        temp_count, used_inputs)
 from .lower import Lowered, NotLowerable
-from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes, mac_operands_supported, mac_sign_flag
+from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes, mac_flags, mac_operands_supported
 from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned,
                    block_candidates, ceil_div, dense_sram_strides, dma_instrs, fitting, prod,
                    split_candidates)
@@ -172,7 +172,7 @@ class ContractionTiler:
         dtype = op.a.dtype
         if not mac_operands_supported(dtype, op.b.dtype):
             raise NotLowerable(f"matmul operand dtypes {dtype}/{op.b.dtype} not supported")
-        self.sign_flag = mac_sign_flag(dtype, op.b.dtype)
+        self.mac_flags = mac_flags(dtype, op.b.dtype, op.narrow_sum)
         acc_dtype = accumulator(dtype)
         nb, nm, nn, _ = op.dims
         n_dims = set(range(nb + nm, nb + nm + nn))
@@ -365,7 +365,7 @@ class ContractionEmitter:
                                  note)
             kflags = (Flag.ACCUMULATE if ki else flags) | \
                 (Flag.TRANSPOSE_A if p.a_transposed else 0) | \
-                (Flag.TRANSPOSE_B if p.b_transposed else 0) | p.sign_flag
+                (Flag.TRANSPOSE_B if p.b_transposed else 0) | p.mac_flags
             fields = {"a": a_buf.addr, "b": b_buf.addr, "out": out.addr, "m": mt, "n": nt,
                       "k": kt, "lda": mt if p.a_transposed else kt,
                       "ldb": kt if p.b_transposed else nt, "ldo": nt,

@@ -28,7 +28,7 @@ from .lower import Lowered, NotLowerable
 from . import tile_conv_depthwise as depthwise
 from .tile_conv_im2col import Im2colTiler
 from .vector import Operand
-from .npu_ir import Buffer, Instr, busy_cycles, mac_operands_supported, mac_sign_flag
+from .npu_ir import Buffer, Instr, busy_cycles, mac_flags, mac_operands_supported
 from .tile import (Dim, Slots, Sram, Streamed, TiledProgram, block_candidates, ceil_div,
                    Pipeline, dma_instrs, fitting, footprint, load_window,
                    split_candidates, store_instrs)
@@ -107,9 +107,9 @@ class ConvJob:
         return self.lowered.op.weight.dtype
 
     @property
-    def sign_flag(self) -> int:
-        """MIXED_SIGN for an instruction whose dtype is the input's (conv2d, dwconv2d)."""
-        return mac_sign_flag(self.dtype, self.weight_dtype)
+    def mac_flags(self) -> int:
+        """The operand flags of an instruction whose dtype is the input's (conv2d, dwconv2d)."""
+        return mac_flags(self.dtype, self.weight_dtype, self.lowered.op.narrow_sum)
 
     def epilogue_ops(self) -> int:
         return sum(1 for i in reachable(self.expr) if self.expr[i][0] not in LEAVES)
@@ -364,7 +364,7 @@ class ConvEmitter:
             reads = (in_buf, w_buf) + ((bias_buf,) if flags & Flag.BIAS else ())
             if ci:
                 flags, reads = Flag.ACCUMULATE, (in_buf, w_buf, out)
-            front.append(Instr("conv2d", self.dtype, fields, int(flags) | self.job.sign_flag,
+            front.append(Instr("conv2d", self.dtype, fields, int(flags) | self.job.mac_flags,
                                reads=reads,
                                writes=(out,), note=note + f" c{c0}+{cc}"))
         dense = [rows * cols, cols, 1]

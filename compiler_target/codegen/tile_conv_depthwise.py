@@ -150,7 +150,7 @@ class DepthwiseEmitter:
         if bias is not None:
             fields["bias"] = bias.addr + c0 * dtype_bytes(self.job.acc_dtype)
             flags, reads = Flag.BIAS, reads + (bias,)
-        front.append(Instr("dwconv2d", self.dtype, fields, int(flags) | self.job.sign_flag,
+        front.append(Instr("dwconv2d", self.dtype, fields, int(flags) | self.job.mac_flags,
                            reads=reads,
                            writes=(out,), note=note))
         tile_starts, tile_counts = [n, c0, y0, x0], [1, cb, rows, cols]

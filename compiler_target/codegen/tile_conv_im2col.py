@@ -19,7 +19,7 @@ from executable_format.isa import Flag, f32_bits
 from .conv_affine import AffineFold
 from .epilogue import EpilogueInputs, OutputStage, without_batch
 from .vector import Operand
-from .npu_ir import Instr, dtype_bytes, mac_sign_flag
+from .npu_ir import Instr, dtype_bytes, mac_flags
 from .tile import (Dim, Pipeline, Slots, Sram, TiledProgram, ceil_div, dma_instrs,
                    fill_instrs, fitting, footprint, load_window, ramp_blocks,
                    split_candidates)
@@ -197,8 +197,8 @@ class Im2colEmitter:
         front.append(Instr("matmul", self.job.weight_dtype, {
             "a": self.weights.addr, "b": x.addr, "out": out.addr, "m": s.f, "n": pixels,
             "k": self.k_rows, "lda": self.k_rows, "ldb": t.pixels, "ldo": pixels},
-            mac_sign_flag(self.job.weight_dtype, self.dtype), reads=(self.weights, x),
-            writes=(out,), note=note))
+            mac_flags(self.job.weight_dtype, self.dtype, self.job.lowered.op.narrow_sum),
+            reads=(self.weights, x), writes=(out,), note=note))
         dense = (pixels, cols, 1)
         acc = Operand(out, dense)
         loads, inputs = self.epi.load([n, 0, y0, x0], [1, s.f, rows, cols], note, without_batch)

@@ -2,8 +2,8 @@
 import random
 
 from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
-from executable_format.isa import (BYTE_INTS, CONST_POOL, OPCODE_FLAGS, OPCODES_BY_NAME, DType, Flag,
-                                   pack_pair)
+from executable_format.isa import (BYTE_INTS, CONST_POOL, HALF_FLOATS, OPCODE_FLAGS,
+                                   OPCODES_BY_NAME, DType, Flag, pack_pair)
 from executable_format.machine import MachineConfig
 
 BINDINGS = [(READ_ONLY, 1 << 20), (0, 1 << 20), (0, 1 << 16)]
@@ -53,9 +53,14 @@ class _Generator:
         return bits
 
     def mac_flags(self, opcode: str, dtype: int) -> int:
-        """Random valid flags of a MAC instruction: mixed_sign only with byte operands."""
+        """Random valid flags of a MAC instruction: mixed_sign only with byte operands,
+        narrow_sum only with f16 or bf16 ones."""
         flags = self.flags(opcode, [(Flag.ACCUMULATE, Flag.BIAS)])
-        return flags if dtype in BYTE_INTS else flags & ~Flag.MIXED_SIGN
+        if dtype not in BYTE_INTS:
+            flags &= ~Flag.MIXED_SIGN
+        if dtype not in HALF_FLOATS:
+            flags &= ~Flag.NARROW_SUM
+        return flags
 
     def emit(self, p: ProgramBuilder) -> None:
         kind = self.rng.choice(["dma", "fill", "matmul", "conv2d", "dwconv2d", "binary",

@@ -383,6 +383,16 @@ def test_mixed_sign_needs_byte_operands():
             "flag mixed_sign needs i8 or u8 operands, not f16")
 
 
+def test_narrow_sum_needs_half_float_operands():
+    def conv(p, dtype):
+        p.emit("conv2d", dtype=dtype, **{"in": 0}, w=1024, out=2048, c=2, hi=4, wi=4, f=2,
+               ho=2, wo=2, kh_kw=(3, 3), sh_sw=(1, 1), dh_dw=(1, 1), groups=1,
+               flags="narrow_sum")
+    verify(with_extra(lambda p: conv(p, "bf16")))
+    rejects(with_extra(lambda p: conv(p, "f32")),
+            "flag narrow_sum needs f16 or bf16 operands, not f32")
+
+
 def test_vpool_valid_region():
     def pool(p, **changes):
         args = dict(dst=0, src=1024, c=2, hi=4, wi=4, ho=2, wo=2, kh_kw=(2, 2), sh_sw=(2, 2),

@@ -1,5 +1,6 @@
 """matmul, conv2d and dwconv2d against numpy, every MAC dtype, transposes, groups, bias,
 accumulate."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -229,3 +230,60 @@ def test_f32_conv2d_sums_in_channel_then_tap_order(core, rng):
     b_rows = [x[ci, ky:ky + ho, kx:kx + wo].reshape(-1) for ci, ky, kx in taps]
     expected = _sequential_fma(np.zeros((f, ho * wo)), a_cols, b_rows)
     np.testing.assert_array_equal(result.view(o_addr, "f32", (f, ho, wo)).reshape(f, -1), expected)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_narrow_sum_rounds_every_product_and_sum(core, rng, dtype):
+    """NARROW_SUM: the sum is held in the operand dtype, as IR that multiplies and adds
+    in f16 or bf16 (linalg.matmul with an f16 result) says: each product and each running
+    sum rounded to it (ml_dtypes' arithmetic), in k order; the output keeps the
+    accumulator's f32 storage. Values cover f16's subnormals and overflow to infinity."""
+    element = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}[dtype]
+    m, n, k = 9, 21, 70
+    scale = np.array([[1000.0], [1e-6]] + [[s] for s in rng.choice([1e-2, 1.0, 300.0], m - 2)])
+    a = (rng.standard_normal((m, k)) * scale).astype(element)
+    b = rng.standard_normal((k, n)).astype(element)
+    a[0], b[:, 0] = 1000.0, 1.0        # row 0, column 0 sums to 70 000: f16's infinity
+    c = (rng.standard_normal((m, n)) * scale).astype(element).astype(np.float32)
+    image = SramImage()
+    a_addr = image.put(_stored(a, dtype))
+    b_addr = image.put(_stored(b, dtype))
+    o_addr = image.put(c)
+    result = run_on_sram(core, image, instr(
+        "matmul", dtype, F.ACCUMULATE | F.NARROW_SUM, a=a_addr, b=b_addr, out=o_addr,
+        m=m, n=n, k=k, lda=k, ldb=n, ldo=n))
+    expected = c.astype(element)
+    with np.errstate(over="ignore"):
+        for kk in range(k):
+            expected = expected + np.outer(a[:, kk], b[kk]).astype(element)
+    out = result.view(o_addr, "f32", (m, n))
+    np.testing.assert_array_equal(out, expected.astype(np.float32))
+    if dtype == "f16":
+        assert np.isinf(out[0, 0]) and (np.abs(out[1]) < 2.0 ** -14).all()
+
+
+def _stored(values, dtype):
+    """ml_dtypes values as the SRAM image stores `dtype` (bf16 as its uint16 bits)."""
+    return values.view(np.uint16) if dtype == "bf16" else values
+
+
+def test_narrow_sum_conv2d_is_the_matmul_order(core, rng):
+    """conv2d with NARROW_SUM sums in (channel, ky, kx) order with f16 rounding."""
+    c, f, kh, kw, ho, wo = 6, 5, 3, 3, 4, 7
+    x = rng.standard_normal((c, ho + kh - 1, wo + kw - 1)).astype(np.float16)
+    w = rng.standard_normal((f, c, kh, kw)).astype(np.float16)
+    image = SramImage()
+    x_addr, w_addr = image.put(x), image.put(w)
+    o_addr = image.put(np.zeros((f, ho, wo), np.float32))
+    result = run_on_sram(core, image, instr(
+        "conv2d", "f16", F.NARROW_SUM, **{"in": x_addr}, w=w_addr, out=o_addr, c=c,
+        hi=ho + kh - 1, wi=wo + kw - 1, f=f, ho=ho, wo=wo, kh_kw=(kh, kw), sh_sw=(1, 1),
+        dh_dw=(1, 1), groups=1))
+    expected = np.zeros((f, ho * wo), np.float16)
+    for ci in range(c):
+        for ky in range(kh):
+            for kx in range(kw):
+                tap = x[ci, ky:ky + ho, kx:kx + wo].reshape(-1)
+                expected = expected + np.outer(w[:, ci, ky, kx], tap)
+    np.testing.assert_array_equal(result.view(o_addr, "f32", (f, ho, wo)).reshape(f, -1),
+                                  expected.astype(np.float32))

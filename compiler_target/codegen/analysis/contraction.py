@@ -42,7 +42,8 @@ class ContractionMain(MainOp):
                 f"{self.a.dtype}")
 
     def build(self, out, expr, inputs) -> Matmul:
-        return Matmul(self.a, self.b, out, expr, inputs, dims=self.dims)
+        return Matmul(self.a, self.b, out, expr, inputs, dims=self.dims,
+                      narrow_sum=self.narrow_sum)
 
 
 def recognise(generic: Generic) -> ContractionMain:

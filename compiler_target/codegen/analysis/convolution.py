@@ -46,7 +46,7 @@ class ConvolutionMain(MainOp):
 
     def build(self, out, expr, inputs) -> Conv2D:
         return Conv2D(self.input, self.weight, out, self.stride, self.dilation, self.pads,
-                      self.groups, expr, inputs)
+                      self.groups, expr, inputs, narrow_sum=self.narrow_sum)
 
 
 def recognise(generic: Generic, infer_roles: bool = True) -> ConvolutionMain:

@@ -10,6 +10,9 @@ class MainOp:
     name: str                                     # the linalg op's name before generalization
     shape: tuple[int, ...]                        # the NpuOp's logical output shape
     loop_to_logical: dict[int, tuple[int, int]]   # loop -> (logical dim, multiplier)
+    # A contraction's sum in its f16 or bf16 operand type (a linalg.matmul with an f16
+    # result), which the MAC array's NARROW_SUM follows; False: in f32 or i32.
+    narrow_sum: bool = False
 
     kind = "op"
 

@@ -545,11 +545,12 @@ class Walk:
         elif kind == "mac":
             windowed = any(len(c) > 1 for operand in generic.inputs for c, _ in operand.terms)
             self.start((convolution if windowed else contraction).recognise(generic), generic.op)
+            self.main.narrow_sum = str(_result_element_type(generic)) in ("f16", "bf16")
         else:
             self.start(pooling.recognise(generic, kind), generic.op)
         loop_to_logical = self.main.loop_to_logical
         combine = "max" if kind == "max" else "add"
-        if kind == "window isum" or _int_bits(ir.ShapedType(generic.op.results[0].type).element_type) is not None:
+        if kind == "window isum" or _int_bits(_result_element_type(generic)) is not None:
             combine = "i" + combine
         acc = self.with_initial(generic, self.add(("acc",)), combine, loop_to_logical)
         return [Result(acc, [loop_to_logical[single_loop(t)] for t in generic.output.terms])]
@@ -686,6 +687,11 @@ INT_CONVERSIONS = {"arith.extsi", "arith.sitofp", "arith.fptosi",
                    "arith.extui", "arith.uitofp", "arith.fptoui"}
 INT_RANGES = {"i8": (-2 ** 7, 2 ** 7 - 1), "u8": (0, 2 ** 8 - 1), "i16": (-2 ** 15, 2 ** 15 - 1),
               "i32": (-2 ** 31, 2 ** 31 - 1)}
+
+
+def _result_element_type(generic: Generic):
+    """The element type of the generic's (first) result: a contraction's accumulator."""
+    return ir.ShapedType(generic.op.results[0].type).element_type
 
 
 def _int_bits(type_) -> int | None:
