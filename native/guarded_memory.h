@@ -25,6 +25,6 @@ void* gm_acquire(size_t length, int zeroed);
 /* Releases what gm_acquire(length, ...) returned. */
 void gm_release(void* p, size_t length);
 
-#define GM_POOLED_BYTES (1u << 20)
+#define GM_POOLED_BYTES 1048576   /* 1 MiB */
 
 #endif  /* NPU_GUARDED_MEMORY_H_ */

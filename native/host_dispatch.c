@@ -10,6 +10,7 @@
 #include "elf_loader.h"
 #include "fault_guard.h"
 #include "guarded_memory.h"
+#include "iree_executable_library.h"
 
 _Static_assert(sizeof(hd_environment) == 96, "environment layout");
 _Static_assert(sizeof(hd_dispatch_state) == 48, "dispatch_state layout");

@@ -8,7 +8,7 @@
  *   FAKE_MISBEHAVE=1      three more exports: `segfault` (writes through NULL),
  *                         `spin` (never returns), `recurse` (overflows the stack)
  */
-#include "host_dispatch.h"
+#include "iree_executable_library.h"
 
 #ifndef FAKE_VERSION
 #define FAKE_VERSION 6
