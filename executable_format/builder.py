@@ -18,9 +18,9 @@ import numpy as np
 from .cost import Roofline
 from .errors import FormatError
 from .generated import npu_executable_generated as fb
-from .isa import (CONST_POOL, DTYPE_NAMES, ENGINE_NAMES, F32_FIELDS, INSTRUCTION_DTYPE,
-                  OPCODE_FLAGS, OPCODES, OPCODES_BY_NAME, OPERAND_COUNT, PAIR_FIELDS,
-                  UNUSED_FIELDS, DType, f32_bits, pack_pair)
+from .isa import (CONST_POOL, DTYPE_NAMES, DTYPES_BY_NAME, ENGINE_NAMES, F32_FIELDS,
+                  INSTRUCTION_DTYPE, OPCODE_FLAGS, OPCODES, OPCODES_BY_NAME, OPERAND_COUNT,
+                  PAIR_FIELDS, UNUSED_FIELDS, DType, f32_bits, operand_fields, pack_pair)
 from .machine import DEFAULT_MACHINE, MachineConfig
 from .ranges import instruction_accesses
 from .scalars import encode_value
@@ -34,7 +34,6 @@ DEBUG_KEYS = ("dispatch_name", "source_location", "npu_ir")
 # Fields emit() fills with 0 when not given: bias (used only with the bias flag) and
 # vcvt's scale (0 means 1.0). Every other field the opcode reads must be given.
 OPTIONAL_FIELDS = frozenset({"bias", "scale"})
-_DTYPES_BY_NAME = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 _ENGINES_BY_NAME = {name: engine for engine, name in ENGINE_NAMES.items()}
 
 
@@ -116,7 +115,7 @@ def _record(opcode: int, dtype: int, flags: int, a: list[int]) -> bytes:
 def _sram_accesses(record: bytes):
     r = np.frombuffer(record, dtype=INSTRUCTION_DTYPE)[0]
     opcode, dtype, flags, a = int(r["opcode"]), int(r["dtype"]), int(r["flags"]), r["a"].tolist()
-    if OPCODES[opcode].name == "vcvt" and a[12] not in DTYPE_NAMES:
+    if OPCODES[opcode].name == "vcvt" and operand_fields(opcode, a)["src_dtype"] not in DTYPE_NAMES:
         return []                               # invalid; verify() reports it
     return [access for access in instruction_accesses(opcode, dtype, flags, a)
             if access.memory == "sram"]
@@ -124,9 +123,9 @@ def _sram_accesses(record: bytes):
 
 def _dtype(dtype) -> int:
     if isinstance(dtype, str):
-        if dtype not in _DTYPES_BY_NAME:
+        if dtype not in DTYPES_BY_NAME:
             raise FormatError(f"unknown dtype {dtype!r}")
-        return int(_DTYPES_BY_NAME[dtype])
+        return int(DTYPES_BY_NAME[dtype])
     return int(dtype)
 
 

@@ -12,17 +12,12 @@ BARRIER aligns every engine to the latest; END ends the program at the latest en
 from dataclasses import dataclass, field
 
 from .isa import (DTYPE_BYTES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES, MACS_PER_SRAM_BYTE,
-                  OPCODES, TRANSCENDENTAL, DType, Engine, unpack_pair)
+                  OPCODES, TRANSCENDENTAL, DType, Engine, operand_fields, unpack_pair)
 from .machine import MachineConfig
 
 
-def _ceil_div(a: int, b: int) -> int:
+def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def _fields(opcode: int, a) -> dict:
-    """The instruction's operand fields by name (isa.OPCODES[opcode].fields)."""
-    return dict(zip(OPCODES[opcode].fields, a))
 
 
 def _dma_cycles(m: MachineConfig, elem: int, f: dict) -> int:
@@ -30,8 +25,8 @@ def _dma_cycles(m: MachineConfig, elem: int, f: dict) -> int:
     run_bytes = f["n3"] * elem if contiguous else elem
     runs = f["n0"] * f["n1"] * f["n2"] * (1 if contiguous else f["n3"])
     burst = m.dma_burst_bytes
-    moved = runs * _ceil_div(run_bytes, burst) * burst
-    return m.dma_latency_cycles + _ceil_div(moved, m.dram_bytes_per_cycle)
+    moved = runs * ceil_div(run_bytes, burst) * burst
+    return m.dma_latency_cycles + ceil_div(moved, m.dram_bytes_per_cycle)
 
 
 def _k_lanes(m: MachineConfig, dtype: int) -> int:
@@ -39,13 +34,13 @@ def _k_lanes(m: MachineConfig, dtype: int) -> int:
 
 
 def _vector_cycles(m: MachineConfig, elements: int, elem: int, factor: int = 1) -> int:
-    return m.vector_latency_cycles + _ceil_div(elements * elem, m.vector_bytes_per_cycle) * factor
+    return m.vector_latency_cycles + ceil_div(elements * elem, m.vector_bytes_per_cycle) * factor
 
 
 def instruction_elements(opcode: int, a) -> int:
     """Elements a DMA, fill or vector instruction processes (vpool: window taps)."""
     info = OPCODES[opcode]
-    f = _fields(opcode, a)
+    f = operand_fields(opcode, a)
     if info.layout in ("dma", "fill"):
         return f["n0"] * f["n1"] * f["n2"] * f["n3"]
     if info.layout == "vpool":
@@ -61,28 +56,28 @@ def instruction_elements(opcode: int, a) -> int:
 def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a) -> int:
     """Cycles the instruction occupies its engine (0 for control instructions)."""
     name = OPCODES[opcode].name
-    f = _fields(opcode, a)
+    f = operand_fields(opcode, a)
     elem = DTYPE_BYTES[DType(dtype)]
     if name in ("dma.load", "dma.store"):
         return _dma_cycles(m, elem, f)
     if name == "fill":
-        return 1 + _ceil_div(instruction_elements(opcode, a) * elem, m.sram_bytes_per_cycle)
+        return 1 + ceil_div(instruction_elements(opcode, a) * elem, m.sram_bytes_per_cycle)
     if name == "matmul":
-        return m.mac_latency_cycles + f["m"] * _ceil_div(f["n"], m.mac_cols) * _ceil_div(
+        return m.mac_latency_cycles + f["m"] * ceil_div(f["n"], m.mac_cols) * ceil_div(
             f["k"], _k_lanes(m, dtype))
     if name == "conv2d":
         groups = f["groups"]
         kh, kw = unpack_pair(f["kh_kw"])
         k_group = (f["c"] // groups) * kh * kw
         return m.mac_latency_cycles + groups * f["ho"] * f["wo"] * \
-            _ceil_div(f["f"] // groups, m.mac_cols) * _ceil_div(k_group, _k_lanes(m, dtype))
+            ceil_div(f["f"] // groups, m.mac_cols) * ceil_div(k_group, _k_lanes(m, dtype))
     if name == "dwconv2d":
         # Per channel, its ho*wo output pixels (row-major, rows packed back to back) in
         # groups of mac_cols columns, each group stepping through the kh*kw taps in
         # k_lanes chunks.
         kh, kw = unpack_pair(f["kh_kw"])
-        return m.mac_latency_cycles + f["c"] * _ceil_div(f["ho"] * f["wo"], m.mac_cols) * \
-            _ceil_div(kh * kw, _k_lanes(m, dtype))
+        return m.mac_latency_cycles + f["c"] * ceil_div(f["ho"] * f["wo"], m.mac_cols) * \
+            ceil_div(kh * kw, _k_lanes(m, dtype))
     if name == "vcvt":
         elem = max(elem, DTYPE_BYTES[DType(f["src_dtype"])])
     if OPCODES[opcode].engine == Engine.VECTOR:
@@ -95,7 +90,7 @@ def instruction_macs(opcode: int, a) -> int:
     name = OPCODES[opcode].name
     if name not in ("matmul", "conv2d", "dwconv2d"):
         return 0
-    f = _fields(opcode, a)
+    f = operand_fields(opcode, a)
     if name == "matmul":
         return f["m"] * f["n"] * f["k"]
     kh, kw = unpack_pair(f["kh_kw"])
@@ -151,10 +146,10 @@ def simulate_timeline(m: MachineConfig, instructions, record_events: bool = Fals
         if info.name == "end":
             break
         if info.name == "signal":
-            f = _fields(opcode, a)
+            f = operand_fields(opcode, a)
             signals.setdefault(f["sem"], []).append(free_at[Engine(f["engine"])])
         elif info.name == "wait":
-            f = _fields(opcode, a)
+            f = operand_fields(opcode, a)
             engine, value = Engine(f["engine"]), f["value"]
             if value > 0:
                 ready = signals[f["sem"]][value - 1]

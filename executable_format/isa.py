@@ -45,6 +45,7 @@ class DType(enum.IntEnum):
 
 DTYPE_NAMES = {DType.F32: "f32", DType.F16: "f16", DType.BF16: "bf16", DType.I8: "i8",
                DType.I32: "i32", DType.U8: "u8"}
+DTYPES_BY_NAME = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 DTYPE_BYTES = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.I8: 1, DType.I32: 4,
                DType.U8: 1}
 # The MAC array accumulates floats in f32 and bytes (both operands i8, or both u8) in i32.
@@ -241,6 +242,11 @@ F32_FIELDS = frozenset({"p0", "p1", "scale"})                            # IEEE 
 # Fields holding SRAM byte addresses.
 SRAM_ADDRESS_FIELDS = frozenset({"sram_addr", "dst", "src", "lhs", "rhs", "a", "b", "out",
                                  "in", "w", "bias"})
+
+
+def operand_fields(opcode: int, a) -> dict[str, int]:
+    """An instruction's operand fields by name (its layout, OPCODES[opcode].fields)."""
+    return dict(zip(OPCODES[opcode].fields, a))
 
 
 def used_fields(name: str) -> tuple[str, ...]:

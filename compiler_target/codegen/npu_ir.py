@@ -19,13 +19,11 @@ parser with unregistered dialects allowed can read it:
 """
 from dataclasses import dataclass, field
 
-from executable_format.isa import DTYPE_BYTES, DType, Engine, ENGINE_NAMES, OPCODES_BY_NAME, Flag
+from executable_format.isa import DTYPE_BYTES, DTYPES_BY_NAME, Engine, ENGINE_NAMES, OPCODES_BY_NAME, Flag
 from executable_format.cost import instruction_cycles
 from executable_format.scalars import encode_value
 
-DTYPES = {name: dtype for dtype, name in
-          ((DType.F32, "f32"), (DType.F16, "f16"), (DType.BF16, "bf16"),
-           (DType.I8, "i8"), (DType.I32, "i32"), (DType.U8, "u8"))}
+DTYPES = DTYPES_BY_NAME
 
 
 FLOATS = ("f32", "f16", "bf16")

@@ -23,16 +23,15 @@ order, each naming the buffers it reads and writes. This module holds what they 
 import itertools
 from dataclasses import dataclass, field
 
+from executable_format.cost import ceil_div
+
+from .analysis.indexing import row_major
 from .lower import NotLowerable
 from .npu_ir import Buffer, Instr, alloc_line, dispatch_text, dtype_bytes, instr_line
 from .vector import Operand, convert
 
 SRAM_ALIGN = 64
 DMA_DIMS = 4
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def prod(values) -> int:
@@ -226,11 +225,7 @@ def fill_instrs(sram: Buffer, elem_offset: int, dims: list[tuple[int, int]], val
 
 
 def dense_sram_strides(counts: list[int]) -> list[int]:
-    strides, step = [], 1
-    for count in reversed(counts):
-        strides.append(step)
-        step *= count
-    return list(reversed(strides))
+    return list(row_major(counts))
 
 
 # ------------------------------------------------------------------------- the result
