@@ -12,7 +12,7 @@ from hal_driver.status import StatusCode, StatusError
 from hal_driver.tools.flags import (Flags, apply_device_flags, device_flags, exec_stock_tool,
                                     expand_flagfiles, machine_from_overrides, wants_npu_sim)
 from hal_driver.tools.run_module import (annotate, choose_function, function_arguments,
-                                         load_program, report)
+                                         load_program, run_tool)
 
 STOCK_TOOL = "iree-benchmark-module"
 FLAGS = {"device": [], "module": [], "parameters": [], "function": "", "input": [],
@@ -23,15 +23,14 @@ RULE = "-" * 112
 
 def main(argv: list[str] | None = None) -> int:
     original = sys.argv[1:] if argv is None else argv
-    try:
-        argv = expand_flagfiles(original, FLAGS)
-        if not wants_npu_sim(argv):
-            exec_stock_tool(STOCK_TOOL, original)
-        return benchmark(Flags(argv, FLAGS))
-    except StatusError as status:
-        return report(status)
-    except Exception as error:   # a bug of ours: still one line, never a traceback
-        return report(StatusError(StatusCode.INTERNAL, f"{type(error).__name__}: {error}"))
+    return run_tool(lambda: _main(original))
+
+
+def _main(original: list[str]) -> int:
+    argv = expand_flagfiles(original, FLAGS)
+    if not wants_npu_sim(argv):
+        exec_stock_tool(STOCK_TOOL, original)
+    return benchmark(Flags(argv, FLAGS))
 
 
 def parse_min_time(text: str) -> tuple[float, int]:

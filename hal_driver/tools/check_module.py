@@ -32,7 +32,7 @@ from hal_driver.status import StatusCode, StatusError
 from hal_driver.tools import gtest_report
 from hal_driver.tools.flags import (Flags, apply_device_flags, device_flags, expand_flagfiles,
                                     machine_from_overrides, wants_npu_sim)
-from hal_driver.tools.run_module import exit_interrupted, load_bytecode_module, report
+from hal_driver.tools.run_module import load_bytecode_module, run_tool
 from hal_driver.vm.cconv import parse_cconv
 
 FLAGS = {"device": [], "module": [], "expect_failure": False, "npu_sim_stats": False,
@@ -41,24 +41,21 @@ FLAGS = {"device": [], "module": [], "expect_failure": False, "npu_sim_stats": F
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    try:
-        argv = expand_flagfiles(argv, FLAGS)
-        if "--help" in argv:
-            print(__doc__)
-            return 0
-        if not wants_npu_sim(argv):
-            raise StatusError(StatusCode.UNIMPLEMENTED,
-                              "this iree-check-module runs --device=npu-sim only; the pinned "
-                              "iree-base-runtime wheel ships no iree-check-module for other "
-                              "devices")
-        flags = Flags(argv, FLAGS)
-        exit_code, status = run(flags)
-    except StatusError as status:
-        return report(status)
-    except KeyboardInterrupt:
-        return exit_interrupted()
-    except Exception as error:   # a bug of ours: still one line, never a traceback
-        return report(StatusError(StatusCode.INTERNAL, f"{type(error).__name__}: {error}"))
+    return run_tool(lambda: _main(argv))
+
+
+def _main(argv: list[str]) -> int:
+    argv = expand_flagfiles(argv, FLAGS)
+    if "--help" in argv:
+        print(__doc__)
+        return 0
+    if not wants_npu_sim(argv):
+        raise StatusError(StatusCode.UNIMPLEMENTED,
+                          "this iree-check-module runs --device=npu-sim only; the pinned "
+                          "iree-base-runtime wheel ships no iree-check-module for other "
+                          "devices")
+    flags = Flags(argv, FLAGS)
+    exit_code, status = run(flags)
     return conclude(flags.expect_failure, exit_code, status)
 
 

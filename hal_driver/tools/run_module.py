@@ -48,25 +48,36 @@ def report(status: StatusError) -> int:
     return 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    original = sys.argv[1:] if argv is None else argv
+def run_tool(body) -> int:
+    """A tool's whole run, `body()` -> exit status: a failure status, Ctrl-C or a bug of
+    ours ends it as the stock tools end (one line on stderr, or death by SIGINT), never
+    with a traceback."""
     try:
-        argv = expand_flagfiles(original, FLAGS)
-        if "--help" in argv and wants_npu_sim(argv):
-            return print_help()
-        if "--list_drivers" in argv:
-            return list_drivers()
-        if any(a == "--list_devices" or a.startswith("--list_devices=") for a in argv):
-            return list_devices(argv)
-        if not wants_npu_sim(argv):
-            exec_stock_tool(STOCK_TOOL, original)
-        return run(Flags(argv, FLAGS))
+        return body()
     except StatusError as status:
         return report(status)
     except KeyboardInterrupt:
         return exit_interrupted()
     except Exception as error:   # a bug of ours: still one line, never a traceback
         return report(StatusError(StatusCode.INTERNAL, f"{type(error).__name__}: {error}"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    original = sys.argv[1:] if argv is None else argv
+    return run_tool(lambda: _main(original))
+
+
+def _main(original: list[str]) -> int:
+    argv = expand_flagfiles(original, FLAGS)
+    if "--help" in argv and wants_npu_sim(argv):
+        return print_help()
+    if "--list_drivers" in argv:
+        return list_drivers()
+    if any(a == "--list_devices" or a.startswith("--list_devices=") for a in argv):
+        return list_devices(argv)
+    if not wants_npu_sim(argv):
+        exec_stock_tool(STOCK_TOOL, original)
+    return run(Flags(argv, FLAGS))
 
 
 def exit_interrupted() -> int:
