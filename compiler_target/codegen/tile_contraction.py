@@ -15,7 +15,10 @@ order (M blocks outer or N blocks outer) and the block sizes come from an estima
 the engines' busy time, the DMA transfers costed as the instructions the emitter writes,
 over the candidates that fit SRAM with double buffering; operand blocks that stay the
 same between consecutive tiles are not reloaded. A per-column bias add at the start of
-the epilogue becomes the MAC BIAS flag; the rest runs on the vector engine.
+the epilogue becomes the MAC BIAS flag; with f32 operands a longer per-column affine
+chain (a bias, then an imported BatchNormalization) is folded instead: its scale into
+each B tile as it is loaded, its offset into the BIAS operand (affine_fold). The rest
+runs on the vector engine.
 """
 import itertools
 from dataclasses import dataclass
@@ -23,15 +26,16 @@ from dataclasses import dataclass
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
-from .epilogue import (LEAVES, EpilogueInputs, OutputStage, accumulator, fold_bias, reachable,
-                       temp_count, used_inputs)
+from .affine_fold import AffineFold
+from .epilogue import (LEAVES, EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
+                       reachable, temp_count, used_inputs)
 from .lower import Lowered, NotLowerable
 from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes, mac_flags, mac_operands_supported
 from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned,
                    block_candidates, ceil_div, dense_sram_strides, dma_instrs, fitting, prod,
                    split_candidates)
 from .tiler import Candidate
-from .vector import Operand
+from .vector import Operand, binary
 
 ROLES = ("batch", "m", "n", "k")
 TENSOR_ROLES = {"a": ("batch", "m", "k"), "b": ("batch", "k", "n"), "out": ("batch", "m", "n")}
@@ -177,10 +181,15 @@ class ContractionTiler:
         nb, nm, nn, _ = op.dims
         n_dims = set(range(nb + nm, nb + nm + nn))
         bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, n_dims, acc_dtype)
+        self.layout = canonical_layout(lowered)
+        self.affine = []        # epilogue.fold_affine's steps, folded per column
+        if dtype == "f32" and nn == 1 and len(self.layout.extents["n"]) == 1:
+            steps, folded = fold_affine(op.epilogue, op.epilogue_inputs, nb + nm)
+            if len(steps) > 1 or steps and bias_index is None:
+                self.affine, expr, bias_index = steps, folded, None
         used = used_inputs(expr)
         self.expr, self.bias_index, self.used = expr, bias_index, used
         self.epilogue_count = len(op.epilogue_inputs)
-        self.layout = canonical_layout(lowered)
         self.m, self.dtype = machine, dtype
         self.e, self.acc_e = dtype_bytes(self.dtype), dtype_bytes(acc_dtype)
         self.acc_dtype = acc_dtype
@@ -228,6 +237,8 @@ class ContractionTiler:
             total += 2 * aligned(live * dtype_bytes(tensor.dtype))
             if tensor.dtype != self.acc_dtype:
                 total += 2 * aligned(live * self.acc_e)
+        if self.affine:     # A, B and each step's operand over all N columns
+            total += (2 + len(self.affine)) * aligned(self.layout.count("n") * 4)
         return total + (self.consts + 1) * SRAM_ALIGN
 
     def first_counts(self, t: ContractionTiling) -> list[int]:
@@ -275,9 +286,17 @@ class ContractionTiler:
         b_loads = self.batch * nn * nk if not t.m_outer and nk <= 2 else tiles * nk
         mac = self.mac_cycles(mt, nt, kt)
         vector = self.vector_cycles(mt * nt)
+        scale_b = self.scale_cycles(kt * nt)
         dma_in = a_loads * load_a + b_loads * load_b + tiles * epilogue_loads
-        return max(tiles * nk * mac, dma_in, tiles * store, tiles * vector) + \
-            load_a + load_b + epilogue_loads + mac + vector + store
+        return max(tiles * nk * mac, dma_in, tiles * store, tiles * vector + b_loads * scale_b) + \
+            load_a + load_b + scale_b + epilogue_loads + mac + vector + store
+
+    def scale_cycles(self, elements: int) -> int:
+        """The vector cycles of scaling a B tile by the folded affine chain's A (0 when
+        there is none)."""
+        m = self.m
+        return m.vector_latency_cycles + ceil_div(elements * 4, m.vector_bytes_per_cycle) \
+            if self.affine else 0
 
     def candidates(self) -> list[Candidate]:
         m = self.m
@@ -321,6 +340,12 @@ class ContractionEmitter:
         bias_index = tiler.bias_index
         self.bias = Streamed(sram, self.tensors[f"epilogue.{bias_index}"], counts,
                              compute_dtype=tiler.acc_dtype) if bias_index is not None else None
+        self.affine = self.folded_bias = None
+        if tiler.affine:
+            channel_dim = len(tiler.extents("batch")) + len(tiler.extents("m"))
+            n = tiler.layout.count("n")
+            self.affine = AffineFold(sram, tiler.affine, self.tensors, n, channel_dim)
+            self.folded_bias = sram.alloc("affine.bias", "f32", (n,))
         self.epi = EpilogueInputs(sram, self.tensors, tiler.used, tiler.epilogue_count,
                                   counts, tiler.acc_dtype)
         self.output = OutputStage(sram, tiler.expr, tiler.acc_dtype, self.tensors["out"],
@@ -333,7 +358,10 @@ class ContractionEmitter:
         n_blocks = list(enumerate(t.n.blocks(p.extents("n"))))
         pairs = [(mb, nb) for mb in m_blocks for nb in n_blocks] if t.m_outer else \
             [(mb, nb) for nb in n_blocks for mb in m_blocks]
-        pipeline = Pipeline(self.output.setup)
+        setup = self.output.setup
+        if self.affine is not None:
+            setup = setup + self.affine.scale_and_bias(Operand(self.folded_bias, (0, 0, 1)))
+        pipeline = Pipeline(setup)
         for batch in itertools.product(*(range(n) for n in p.extents("batch"))):
             for m_block, n_block in pairs:
                 pipeline.add(*self._tile(batch, m_block, n_block))
@@ -356,6 +384,9 @@ class ContractionEmitter:
             buf, _, loads = self.bias.load(starts, counts, note)
             front += loads
             bias_reads, flags, bias_addr = (buf,), Flag.BIAS, buf.addr
+        elif self.folded_bias is not None:
+            bias_reads, flags = (self.folded_bias,), Flag.BIAS
+            bias_addr = self.folded_bias.addr + n_starts[0] * 4
         k_blocks = self.t.k.blocks(p.extents("k"))
         for ki, (k_starts, k_counts) in enumerate(k_blocks):
             kt = prod(k_counts)
@@ -396,8 +427,16 @@ class ContractionEmitter:
                           self.p.a_transposed, note + f" A k{k_block[0]}")
 
     def _load_b(self, front, batch, k_block, n_block, note):
-        return self._load(front, "b", self.b_slots, batch, k_block, n_block,
-                          self.p.b_transposed, note + f" B k{k_block[0]}")
+        loaded = len(front)
+        buf = self._load(front, "b", self.b_slots, batch, k_block, n_block,
+                         self.p.b_transposed, note + f" B k{k_block[0]}")
+        if self.affine is not None and len(front) > loaded:
+            kt, n0, nt = prod(k_block[2]), n_block[1][0], prod(n_block[2])
+            tile = (1, nt, kt) if self.p.b_transposed else (1, kt, nt)
+            scale = Operand(self.affine.scale, (0, 1, 0) if self.p.b_transposed else (0, 0, 1), n0)
+            b = Operand(buf, (0, tile[2], 1))
+            front.append(binary("vmul", "f32", b, b, scale, tile, note + " B scaled (affine fold)"))
+        return buf
 
     def _load(self, front, name, slots, batch, first, second, transposed, note):
         """Loads the block (first role block x second role block) of operand `name` (a:

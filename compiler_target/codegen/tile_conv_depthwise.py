@@ -12,7 +12,7 @@ window loads; the weights [c][kh·kw] and a per-channel bias (the MAC's BIAS fla
 resident in SRAM for the whole dispatch, each tile's instruction reading its channels'
 part. With f32 operands the epilogue's per-channel affine chain (a bias, then an
 imported BatchNormalization's scale and shift) is folded into those weights and that
-bias once per dispatch (conv_affine), as the im2col strategy does; else only a bias
+bias once per dispatch (affine_fold), as the im2col strategy does; else only a bias
 add is taken. Whole images of a channel block are one contiguous DMA run in NCHW, so
 tiles prefer all rows. tile_conv picks this strategy when its estimate is lowest.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from executable_format.isa import Flag, pack_pair
 
-from .conv_affine import AffineFold
+from .affine_fold import AffineFold
 from .epilogue import EpilogueInputs, OutputStage, without_batch
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from executable_format.isa import Flag, f32_bits
 
-from .conv_affine import AffineFold
+from .affine_fold import AffineFold
 from .epilogue import EpilogueInputs, OutputStage, without_batch
 from .vector import Operand
 from .npu_ir import Instr, dtype_bytes, mac_flags

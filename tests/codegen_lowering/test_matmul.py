@@ -114,3 +114,37 @@ def test_contraction_with_multi_dim_roles(rng, case, epilogue):
     compiled, stats = compile_and_run(op, b, machine=machine)
     np.testing.assert_allclose(b.read(padded), expected, rtol=1e-4, atol=1e-4)
     assert compiled.estimated_cycles == stats.total_cycles
+
+
+# bias, then BatchNormalization (x - mean) * s1 * s2 + shift as ONNX imports it, a
+# constant step and a reversed subtraction, then hardswish's x * clamp(x / 6 + 0.5)
+BATCHNORM_HARDSWISH = [("acc",), ("input", 0), ("add", (0, 1)), ("input", 1), ("sub", (2, 3)),
+                       ("input", 2), ("mul", (4, 5)), ("input", 3), ("mul", (6, 7)),
+                       ("input", 4), ("add", (8, 9)), ("const", 2.0), ("div", (10, 11)),
+                       ("const", 0.25), ("sub", (13, 12)), ("scale", (14,), 1 / 6, 0.5),
+                       ("clamp", (15,), 0.0, 1.0), ("mul", (14, 16))]
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_batchnorm_folds_into_each_b_tile(rng, transpose_b):
+    """A pointwise convolution as IREE forms it (a matmul over pixels x channels) with a
+    per-channel affine epilogue: A scales each B tile as it is loaded (K and N split by
+    a small SRAM), B is the MAC's bias; only the hardswish is left per tile."""
+    b = Bindings()
+    m, n, k = 300, 70, 90
+    a = rng.standard_normal((1, m, k)).astype(np.float32)
+    w = rng.standard_normal((1, k, n)).astype(np.float32)
+    ar, br = b.add(a), b.add(w, (0, 2, 1) if transpose_b else None)
+    acc = np.einsum("bmk,bkn->bmn", a.astype(np.float64), w.astype(np.float64))
+    values = [rng.uniform(0.5, 1.5, (1, 1, n)).astype(np.float32) for _ in range(5)]
+    refs = [b.add_broadcast(v, acc.shape) for v in values]
+    out = b.output(acc.shape)
+    op = Matmul(ar, br, out, epilogue=BATCHNORM_HARDSWISH, epilogue_inputs=refs)
+    expected = reference.expression(BATCHNORM_HARDSWISH,
+                                    [np.broadcast_to(v, acc.shape) for v in values], acc)
+    compiled, stats = compile_and_run(op, b, machine=SMALL_SRAM)
+    setup, tiles = compiled.asm.split("matmul.f32", 1)
+    assert "vdiv" in setup and "vsub" in setup
+    assert "vdiv" not in tiles and "vsub" not in tiles
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+    assert compiled.estimated_cycles == stats.total_cycles

@@ -1,11 +1,12 @@
-"""The per-channel affine chain a convolution's epilogue starts with (a bias, then an
-imported BatchNormalization: epilogue.fold_affine's steps), folded into the weights and
-the bias once per dispatch.
+"""The per-channel affine chain a convolution's or contraction's epilogue starts with (a
+bias, then an imported BatchNormalization: epilogue.fold_affine's steps), folded into the
+weights and the bias.
 
 The chain is acc·A + B with per-channel A and B. The vector engine computes them over
-the F channels, A from 1 and B from 0 through the chain's steps, then scales each
-channel's weights by A; B is the bias the MAC adds (the im2col matmul's bias column,
-dwconv2d's BIAS operand). The operands are buffers at run time (IREE passes weights and
+the F channels once per dispatch, A from 1 and B from 0 through the chain's steps; the
+weights are scaled by A (a convolution's once, a contraction's B tiles as they are
+loaded) and B is the bias the MAC adds (the im2col matmul's bias column, dwconv2d's and
+matmul's BIAS operand). The operands are buffers at run time (IREE passes weights and
 BatchNormalization parameters as bindings), so the fold runs on the NPU rather than in
 the compiler; it changes the rounding by a few ulps.
 """
@@ -19,10 +20,12 @@ from .vector import Operand, binary, unary
 
 class AffineFold:
     """SRAM for the fold of `steps` over `f` channels (A, and each step's per-channel
-    operand), and its instructions."""
+    operand), and its instructions. `channel_dim`: the dim of the epilogue inputs (indexed
+    like the output) that is the channel."""
 
-    def __init__(self, sram: Sram, steps: list, tensors: dict[str, Buffer], f: int):
-        self.steps, self.tensors, self.f = steps, tensors, f
+    def __init__(self, sram: Sram, steps: list, tensors: dict[str, Buffer], f: int,
+                 channel_dim: int = 1):
+        self.steps, self.tensors, self.f, self.channel_dim = steps, tensors, f, channel_dim
         self.scale = sram.alloc("affine.scale", "f32", (f,))
         self.operands, self.loads = self._channel_operands(sram)
 
@@ -30,6 +33,14 @@ class AffineFold:
         """A and B computed, B into `bias` (f elements at stride bias.strides[2]), and the
         weights scaled by A: `weights` is f32 rows of k elements at stride
         weights.strides[1]."""
+        f, scale = self.f, self.scale
+        return self.scale_and_bias(bias) + [
+            binary("vmul", "f32", weights, weights, Operand(scale, (0, 1, 0)), (1, f, k),
+                   "affine fold into the weights")]
+
+    def scale_and_bias(self, bias: Operand) -> list[Instr]:
+        """A computed into `self.scale`, B into `bias` (f elements at stride
+        bias.strides[2])."""
         f, scale = self.f, self.scale
         instrs = fill_instrs(scale, 0, [(f, 1)], f32_bits(1.0), "affine scale")
         instrs += fill_instrs(bias.buffer, bias.elem_offset, [(f, bias.strides[2])],
@@ -44,8 +55,6 @@ class AffineFold:
                 instrs.append(binary(BINARY[op], "f32", a, a, c, box, note))
             elif op == "sub" and not acc_first:
                 instrs.append(unary("vscale", "f32", a, a, box, note, -1.0, 0.0))
-        instrs.append(binary("vmul", "f32", weights, weights, Operand(scale, (0, 1, 0)),
-                             (1, f, k), note + " into the weights"))
         return instrs
 
     def _channel_operands(self, sram: Sram) -> tuple[list[Operand], list[Instr]]:
@@ -57,7 +66,7 @@ class AffineFold:
         for group in self._contiguous_inputs():
             first = self.tensors[f"epilogue.{group[0]}"]
             buf = sram.alloc(f"affine.{group[0]}", "f32", (len(group) * f,))
-            stride = first.strides[1] if len(group) == 1 else 1
+            stride = first.strides[self.channel_dim] if len(group) == 1 else 1
             loads += dma_instrs("dma.load", first, 0, buf, 0, [Dim(len(group) * f, stride, 1)],
                                 "affine operands " + ", ".join(map(str, group)))
             located.update({k: Operand(buf, (0, 0, 1), i * f) for i, k in enumerate(group)})
@@ -77,7 +86,8 @@ class AffineFold:
             return self.tensors[f"epilogue.{k}"]
 
         def follows(a, b) -> bool:
-            return a.binding == b.binding and a.strides[1] == 1 == b.strides[1] and \
+            c = self.channel_dim
+            return a.binding == b.binding and a.strides[c] == 1 == b.strides[c] and \
                 b.offset == a.offset + self.f * dtype_bytes(a.dtype)
 
         inputs = sorted({node[1] for _, node, _ in self.steps if node[0] == "input"},
