@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 NATIVE_STAMP := build/.native
-NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py)
+NATIVE_SRC := $(wildcard native/*.c native/*.h native/*.py)
 
 .PHONY: all install native demo test conformance bench clean
 
