@@ -180,7 +180,9 @@ class ContractionTiler:
         acc_dtype = accumulator(dtype)
         nb, nm, nn, _ = op.dims
         n_dims = set(range(nb + nm, nb + nm + nn))
-        bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, n_dims, acc_dtype)
+        # A sum in f16 adds its bias after the products, each rounded: no BIAS flag.
+        bias_index, expr = (None, op.epilogue) if op.narrow_sum else \
+            fold_bias(op.epilogue, op.epilogue_inputs, n_dims, acc_dtype)
         self.layout = canonical_layout(lowered)
         self.affine = []        # epilogue.fold_affine's steps, folded per column
         if dtype == "f32" and nn == 1 and len(self.layout.extents["n"]) == 1:

@@ -161,7 +161,9 @@ def conv_job(lowered: Lowered, m: MachineConfig) -> ConvJob:
     if not mac_operands_supported(dtype, op.weight.dtype):
         raise NotLowerable(f"conv operand dtypes {dtype}/{op.weight.dtype} not supported")
     acc_dtype = accumulator(dtype)
-    bias_index, expr = fold_bias(op.epilogue, op.epilogue_inputs, {1}, acc_dtype)
+    # A sum in f16 adds its bias after the products, each rounded: no BIAS flag.
+    bias_index, expr = (None, op.epilogue) if op.narrow_sum else \
+        fold_bias(op.epilogue, op.epilogue_inputs, {1}, acc_dtype)
     return ConvJob(lowered, conv_shape(lowered), m, dtype, acc_dtype, expr, bias_index,
                    used_inputs(expr))
 

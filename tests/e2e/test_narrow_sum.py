@@ -113,3 +113,33 @@ def test_f16_conv_sums_in_f16_in_channel_then_tap_order():
     ours = np.abs(got - exact).mean()
     stock = np.abs(_stock(CONV, x, w)[0].reshape(16, -1) - exact).mean()
     assert 0.7 < ours / stock < 1.4, (ours, stock)
+
+
+MATMUL_BIAS = """
+func.func @main(%a: tensor<13x300xf16>, %b: tensor<300x37xf16>, %c: tensor<37xf16>) -> tensor<13x37xf16> {
+  %c0 = arith.constant 0.0 : f16
+  %e = tensor.empty() : tensor<13x37xf16>
+  %z = linalg.fill ins(%c0 : f16) outs(%e : tensor<13x37xf16>) -> tensor<13x37xf16>
+  %r = linalg.matmul ins(%a, %b : tensor<13x300xf16>, tensor<300x37xf16>)
+                     outs(%z : tensor<13x37xf16>) -> tensor<13x37xf16>
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>,
+                                        affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+       ins(%r, %c : tensor<13x37xf16>, tensor<37xf16>) outs(%e : tensor<13x37xf16>) {
+  ^bb0(%x: f16, %y: f16, %o: f16):
+    %t = arith.addf %x, %y : f16
+    linalg.yield %t : f16
+  } -> tensor<13x37xf16>
+  return %s : tensor<13x37xf16>
+}
+"""
+
+
+def test_f16_matmul_adds_its_bias_after_the_sum():
+    """The bias is added to the f16 sum, not summed into it from the start (the BIAS
+    flag): stock's bits."""
+    a, b = _operands("f16", (13, 300), (300, 37), seed=13)
+    c = np.random.default_rng(14).standard_normal(37).astype(np.float16) * 30
+    got = _npu_sim(MATMUL_BIAS, a, b, c)
+    np.testing.assert_array_equal(got, _sequential(a, b, np.float16) + c)
+    np.testing.assert_array_equal(got, _stock(MATMUL_BIAS, a, b, c))
