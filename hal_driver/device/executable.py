@@ -154,8 +154,11 @@ def _view_windows(export, constants: Sequence[int],
     return windows
 
 
+_WRITE = int(MemoryAccess.WRITE)     # an int: IntFlag's & costs microseconds
+
+
 def _writable(buffer: Buffer) -> bool:
-    return bool(buffer.allowed_access & MemoryAccess.WRITE)
+    return bool(buffer.allowed_access & _WRITE)
 
 
 def _staged_binding(buffer: Buffer, read_only: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
