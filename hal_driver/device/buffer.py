@@ -40,6 +40,7 @@ class Allocation:
     def __init__(self, storage: np.ndarray, memory_type: int, allowed_usage: int,
                  allowed_access: int, on_release=None):
         self.storage = storage
+        self.address = storage.ctypes.data      # of storage[0] (alignment checks)
         self.memory_type = memory_type
         self.allowed_usage = allowed_usage
         self.allowed_access = allowed_access
@@ -55,6 +56,7 @@ class Allocation:
         copy = aligned_bytes(len(self.storage), zeroed=False)
         copy[:] = self.storage
         self.storage = copy
+        self.address = copy.ctypes.data
         self.staged_copies.clear()
 
     def release(self) -> None:

@@ -49,23 +49,38 @@ class BufferRef:
         return buffer.subspan(offset, length).subspan(self.offset, self.length)
 
 
-@dataclass(frozen=True)
+_STORAGE_READ = int(BufferUsage.DISPATCH_STORAGE_READ)
+
+
 class DispatchCommand:
-    executable: object
-    ordinal: int
-    workgroup_count: Optional[tuple[int, int, int]]
-    workgroup_count_ref: Optional[BufferRef]
-    constants: tuple[int, ...]
-    bindings: tuple[BufferRef, ...]
+    """A recorded dispatch. Direct bindings are resolved to their buffer ranges once,
+    when recorded (CommandBuffer.dispatch checked the ranges); binding-table slots at
+    each execution."""
+
+    def __init__(self, executable, ordinal: int,
+                 workgroup_count: Optional[tuple[int, int, int]],
+                 workgroup_count_ref: Optional[BufferRef], constants: tuple[int, ...],
+                 bindings: tuple[BufferRef, ...]):
+        self.executable = executable
+        self.ordinal = ordinal
+        self.workgroup_count = workgroup_count
+        self.workgroup_count_ref = workgroup_count_ref
+        self.constants = constants
+        self.bindings = bindings
+        self.buffers = tuple(None if ref.buffer is None else ref.resolve(()) for ref in bindings)
+        self.indirect = None in self.buffers
 
     def execute(self, device, table: Sequence[Binding]) -> None:
         count = self.workgroup_count
         if self.workgroup_count_ref is not None:
             raw = self.workgroup_count_ref.resolve(table).view(0, 12)
             count = tuple(int(v) for v in raw.view(np.uint32))
-        buffers = [ref.resolve(table) for ref in self.bindings]
+        buffers = self.buffers
+        if self.indirect:
+            buffers = [ref.resolve(table) if buffer is None else buffer
+                       for ref, buffer in zip(self.bindings, buffers)]
         for buffer in buffers:
-            check_usage(buffer.allowed_usage, BufferUsage.DISPATCH_STORAGE_READ, "dispatch binding")
+            check_usage(buffer.allocation.allowed_usage, _STORAGE_READ, "dispatch binding")
         device.dispatch(self.executable, self.ordinal, count, self.constants, buffers)
 
 
@@ -84,10 +99,13 @@ class CommandBuffer:
     def one_shot(self) -> bool:
         return bool(self.mode & CommandBufferMode.ONE_SHOT)
 
-    def _record(self, command: Callable) -> None:
+    def _check_recording(self) -> None:
         if self.finalized:
             raise StatusError(StatusCode.FAILED_PRECONDITION,
                               "command buffer is finalized and cannot record commands")
+
+    def _record(self, command: Callable) -> None:
+        self._check_recording()
         self.commands.append(command)
 
     def _check_ref(self, ref: BufferRef) -> BufferRef:
@@ -100,17 +118,18 @@ class CommandBuffer:
         return ref
 
     def execution_barrier(self, source_stage: int, target_stage: int, flags: int) -> None:
-        self._record(lambda device, table: None)
+        """Commands run in order: nothing to execute."""
+        self._check_recording()
 
     def begin_debug_group(self, label: str) -> None:
+        self._check_recording()
         self._debug_depth += 1
-        self._record(lambda device, table: None)
 
     def end_debug_group(self) -> None:
         if self._debug_depth == 0:
             raise StatusError(StatusCode.FAILED_PRECONDITION, "no debug group is open")
+        self._check_recording()
         self._debug_depth -= 1
-        self._record(lambda device, table: None)
 
     def fill_buffer(self, target: BufferRef, pattern: bytes) -> None:
         target = self._check_ref(target)
