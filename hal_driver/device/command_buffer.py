@@ -7,8 +7,7 @@ at submission, queue.execute.indirect). The queue executes commands in order, so
 execution barriers only need to be recorded.
 """
 import enum
-from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -27,9 +26,9 @@ class CommandBufferMode(enum.IntFlag):
 Binding = tuple[Optional[Buffer], int, int]   # (buffer, offset, length) of a binding table
 
 
-@dataclass(frozen=True)
-class BufferRef:
-    """A direct buffer range, or a binding-table slot plus a range within it."""
+class BufferRef(NamedTuple):
+    """A direct buffer range, or a binding-table slot plus a range within it (a named
+    tuple: made for every binding of every recorded dispatch)."""
     buffer: Optional[Buffer]
     slot: int
     offset: int
@@ -53,22 +52,22 @@ _STORAGE_READ = int(BufferUsage.DISPATCH_STORAGE_READ)
 
 
 class DispatchCommand:
-    """A recorded dispatch. Direct bindings are resolved to their buffer ranges once,
-    when recorded (CommandBuffer.dispatch checked the ranges); binding-table slots at
-    each execution."""
+    """A recorded dispatch. `buffers` holds each direct binding's buffer range, resolved
+    once when recorded (CommandBuffer.dispatch), and None for a binding-table slot,
+    resolved at each execution."""
 
     def __init__(self, executable, ordinal: int,
                  workgroup_count: Optional[tuple[int, int, int]],
                  workgroup_count_ref: Optional[BufferRef], constants: tuple[int, ...],
-                 bindings: tuple[BufferRef, ...]):
+                 bindings: tuple[BufferRef, ...], buffers: tuple[Optional[Buffer], ...]):
         self.executable = executable
         self.ordinal = ordinal
         self.workgroup_count = workgroup_count
         self.workgroup_count_ref = workgroup_count_ref
         self.constants = constants
         self.bindings = bindings
-        self.buffers = tuple(None if ref.buffer is None else ref.resolve(()) for ref in bindings)
-        self.indirect = None in self.buffers
+        self.buffers = buffers
+        self.indirect = None in buffers
 
     def execute(self, device, table: Sequence[Binding]) -> None:
         count = self.workgroup_count
@@ -109,13 +108,19 @@ class CommandBuffer:
         self.commands.append(command)
 
     def _check_ref(self, ref: BufferRef) -> BufferRef:
-        if ref.buffer is None and ref.slot >= self.binding_capacity:
-            raise StatusError(StatusCode.OUT_OF_RANGE,
-                              f"binding slot {ref.slot} exceeds the command buffer's binding "
-                              f"capacity {self.binding_capacity}")
-        if ref.buffer is not None:
-            ref.buffer.resolve_range(ref.offset, ref.length)
+        self._checked_buffer(ref)
         return ref
+
+    def _checked_buffer(self, ref: BufferRef) -> Optional[Buffer]:
+        """The buffer range of a direct ref (its range checked), None for a binding-table
+        slot (checked against the binding capacity; resolved at submission)."""
+        if ref.buffer is None:
+            if ref.slot >= self.binding_capacity:
+                raise StatusError(StatusCode.OUT_OF_RANGE,
+                                  f"binding slot {ref.slot} exceeds the command buffer's "
+                                  f"binding capacity {self.binding_capacity}")
+            return None
+        return ref.buffer.subspan(ref.offset, ref.length)
 
     def execution_barrier(self, source_stage: int, target_stage: int, flags: int) -> None:
         """Commands run in order: nothing to execute."""
@@ -169,11 +174,11 @@ class CommandBuffer:
                  constants: Sequence[int], bindings: Sequence[BufferRef],
                  workgroup_count_ref: Optional[BufferRef] = None) -> None:
         executable.check_dispatch(ordinal, len(constants), len(bindings))
-        refs = tuple(self._check_ref(b) for b in bindings)
+        buffers = tuple([self._checked_buffer(b) for b in bindings])
         if workgroup_count_ref is not None:
             workgroup_count_ref = self._check_ref(workgroup_count_ref)
         self._record(DispatchCommand(executable, ordinal, workgroup_count, workgroup_count_ref,
-                                     tuple(constants), refs).execute)
+                                     tuple(constants), tuple(bindings), buffers).execute)
 
     def finalize(self) -> None:
         if self.finalized:
