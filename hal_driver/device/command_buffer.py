@@ -113,7 +113,8 @@ class CommandBuffer:
 
     def _checked_buffer(self, ref: BufferRef) -> Optional[Buffer]:
         """The buffer range of a direct ref (its range checked), None for a binding-table
-        slot (checked against the binding capacity; resolved at submission)."""
+        slot (checked against the binding capacity; resolved when the command buffer
+        runs with a binding table)."""
         if ref.buffer is None:
             if ref.slot >= self.binding_capacity:
                 raise StatusError(StatusCode.OUT_OF_RANGE,
