@@ -108,7 +108,8 @@ class ModuleFunction:
                 signal.wait()
         except StatusError as status:
             raise _with_deadline_failure(device, status) from None
-        self.bound.last_call_stats = self.bound.stats_since(before, time.perf_counter() - start)
+        wall = time.perf_counter() - start
+        self.bound.last_call = (before, device.statistics.snapshot(), wall)
         return list(results)
 
     def _to_vm(self, arg, kind):
@@ -145,7 +146,8 @@ class BoundModule:
         self.device = device
         self.hal_module = create_hal_module([device])
         self.context = VmContext([self.hal_module, *dependencies, vm_module])
-        self.last_call_stats: CallStats | None = None
+        # (statistics before, statistics after, wall seconds) of the last call
+        self.last_call: tuple[DeviceStatistics, DeviceStatistics, float] | None = None
         self._functions: dict[str, ModuleFunction] = {}
 
     @property
@@ -174,8 +176,14 @@ class BoundModule:
     def __dir__(self):
         return list(super().__dir__()) + self.function_names
 
-    def stats_since(self, before: DeviceStatistics, wall_seconds: float) -> CallStats:
-        delta = self.device.statistics.snapshot().minus(before)
+    @property
+    def last_call_stats(self) -> CallStats | None:
+        """What the last call did on the device (worked out when asked for: most calls
+        are never asked)."""
+        if self.last_call is None:
+            return None
+        before, after, wall_seconds = self.last_call
+        delta = after.minus(before)
         return CallStats(delta.dispatches, delta.npu_dispatches, delta.host_dispatches,
                          delta.npu_cycles, delta.npu_cycles / self.device.machine.clock_hz,
                          wall_seconds, delta)

@@ -5,7 +5,6 @@ memory); a `Buffer` is a window `[byte_offset, byte_offset + byte_length)` into 
 Subspans share the allocation. All ranges are checked; violations raise
 OUT_OF_RANGE the way IREE's buffer range validation does.
 """
-import weakref
 
 import numpy as np
 
@@ -41,13 +40,14 @@ class Allocation:
     def __init__(self, storage: np.ndarray, memory_type: int, allowed_usage: int,
                  allowed_access: int, on_release=None):
         self.storage = storage
+        self.address = storage.ctypes.data      # of storage[0] (alignment checks)
         self.memory_type = memory_type
         self.allowed_usage = allowed_usage
         self.allowed_access = allowed_access
         self.released = False
         self.preserve_count = 1
         self.staged_copies: dict[tuple[int, int], np.ndarray] = {}   # see executable.py
-        self._finalizer = weakref.finalize(self, on_release) if on_release else None
+        self._on_release = on_release
 
     def make_writable_copy(self) -> None:
         """Storage of its own for an allocation over read-only memory (a constant
@@ -56,13 +56,23 @@ class Allocation:
         copy = aligned_bytes(len(self.storage), zeroed=False)
         copy[:] = self.storage
         self.storage = copy
+        self.address = copy.ctypes.data
         self.staged_copies.clear()
 
     def release(self) -> None:
         """Returns the memory to the allocator (queue dealloca or garbage collection)."""
         self.released = True
-        if self._finalizer:
-            self._finalizer()
+        self._refund()
+
+    def __del__(self):
+        """Garbage collection returns the memory too (a __del__, not a weakref.finalize,
+        which costs a microsecond per allocation)."""
+        self._refund()
+
+    def _refund(self) -> None:
+        on_release, self._on_release = self._on_release, None
+        if on_release:
+            on_release()
 
     def preserve(self) -> None:
         self.preserve_count += 1
@@ -122,7 +132,7 @@ class Buffer:
     def map(self, offset: int = 0, length: int = WHOLE_BUFFER,
             access: int = MemoryAccess.READ) -> np.ndarray:
         """Host mapping of the range; checks the allocation allows `access`."""
-        if access & ~self.allowed_access & _READ_WRITE:
+        if int(access) & ~self.allowed_access & _READ_WRITE:   # int: IntFlag's & is slow
             raise StatusError(StatusCode.PERMISSION_DENIED,
                               "buffer does not allow the requested memory access "
                               f"(allowed {self.allowed_access:#x}, requested {access:#x})")

@@ -1,4 +1,5 @@
 """hal.buffer_view: a buffer with a shape, an element type and an encoding."""
+import math
 from typing import Sequence
 
 import numpy as np
@@ -32,7 +33,7 @@ class BufferView:
 
     @property
     def element_count(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def byte_length(self) -> int:

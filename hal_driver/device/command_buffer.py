@@ -7,8 +7,7 @@ at submission, queue.execute.indirect). The queue executes commands in order, so
 execution barriers only need to be recorded.
 """
 import enum
-from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -27,9 +26,9 @@ class CommandBufferMode(enum.IntFlag):
 Binding = tuple[Optional[Buffer], int, int]   # (buffer, offset, length) of a binding table
 
 
-@dataclass(frozen=True)
-class BufferRef:
-    """A direct buffer range, or a binding-table slot plus a range within it."""
+class BufferRef(NamedTuple):
+    """A direct buffer range, or a binding-table slot plus a range within it (a named
+    tuple: made for every binding of every recorded dispatch)."""
     buffer: Optional[Buffer]
     slot: int
     offset: int
@@ -49,23 +48,38 @@ class BufferRef:
         return buffer.subspan(offset, length).subspan(self.offset, self.length)
 
 
-@dataclass(frozen=True)
+_STORAGE_READ = int(BufferUsage.DISPATCH_STORAGE_READ)
+
+
 class DispatchCommand:
-    executable: object
-    ordinal: int
-    workgroup_count: Optional[tuple[int, int, int]]
-    workgroup_count_ref: Optional[BufferRef]
-    constants: tuple[int, ...]
-    bindings: tuple[BufferRef, ...]
+    """A recorded dispatch. `buffers` holds each direct binding's buffer range, resolved
+    once when recorded (CommandBuffer.dispatch), and None for a binding-table slot,
+    resolved at each execution."""
+
+    def __init__(self, executable, ordinal: int,
+                 workgroup_count: Optional[tuple[int, int, int]],
+                 workgroup_count_ref: Optional[BufferRef], constants: tuple[int, ...],
+                 bindings: tuple[BufferRef, ...], buffers: tuple[Optional[Buffer], ...]):
+        self.executable = executable
+        self.ordinal = ordinal
+        self.workgroup_count = workgroup_count
+        self.workgroup_count_ref = workgroup_count_ref
+        self.constants = constants
+        self.bindings = bindings
+        self.buffers = buffers
+        self.indirect = None in buffers
 
     def execute(self, device, table: Sequence[Binding]) -> None:
         count = self.workgroup_count
         if self.workgroup_count_ref is not None:
             raw = self.workgroup_count_ref.resolve(table).view(0, 12)
             count = tuple(int(v) for v in raw.view(np.uint32))
-        buffers = [ref.resolve(table) for ref in self.bindings]
+        buffers = self.buffers
+        if self.indirect:
+            buffers = [ref.resolve(table) if buffer is None else buffer
+                       for ref, buffer in zip(self.bindings, buffers)]
         for buffer in buffers:
-            check_usage(buffer.allowed_usage, BufferUsage.DISPATCH_STORAGE_READ, "dispatch binding")
+            check_usage(buffer.allocation.allowed_usage, _STORAGE_READ, "dispatch binding")
         device.dispatch(self.executable, self.ordinal, count, self.constants, buffers)
 
 
@@ -84,33 +98,44 @@ class CommandBuffer:
     def one_shot(self) -> bool:
         return bool(self.mode & CommandBufferMode.ONE_SHOT)
 
-    def _record(self, command: Callable) -> None:
+    def _check_recording(self) -> None:
         if self.finalized:
             raise StatusError(StatusCode.FAILED_PRECONDITION,
                               "command buffer is finalized and cannot record commands")
+
+    def _record(self, command: Callable) -> None:
+        self._check_recording()
         self.commands.append(command)
 
     def _check_ref(self, ref: BufferRef) -> BufferRef:
-        if ref.buffer is None and ref.slot >= self.binding_capacity:
-            raise StatusError(StatusCode.OUT_OF_RANGE,
-                              f"binding slot {ref.slot} exceeds the command buffer's binding "
-                              f"capacity {self.binding_capacity}")
-        if ref.buffer is not None:
-            ref.buffer.resolve_range(ref.offset, ref.length)
+        self._checked_buffer(ref)
         return ref
 
+    def _checked_buffer(self, ref: BufferRef) -> Optional[Buffer]:
+        """The buffer range of a direct ref (its range checked), None for a binding-table
+        slot (checked against the binding capacity; resolved when the command buffer
+        runs with a binding table)."""
+        if ref.buffer is None:
+            if ref.slot >= self.binding_capacity:
+                raise StatusError(StatusCode.OUT_OF_RANGE,
+                                  f"binding slot {ref.slot} exceeds the command buffer's "
+                                  f"binding capacity {self.binding_capacity}")
+            return None
+        return ref.buffer.subspan(ref.offset, ref.length)
+
     def execution_barrier(self, source_stage: int, target_stage: int, flags: int) -> None:
-        self._record(lambda device, table: None)
+        """Commands run in order: nothing to execute."""
+        self._check_recording()
 
     def begin_debug_group(self, label: str) -> None:
+        self._check_recording()
         self._debug_depth += 1
-        self._record(lambda device, table: None)
 
     def end_debug_group(self) -> None:
         if self._debug_depth == 0:
             raise StatusError(StatusCode.FAILED_PRECONDITION, "no debug group is open")
+        self._check_recording()
         self._debug_depth -= 1
-        self._record(lambda device, table: None)
 
     def fill_buffer(self, target: BufferRef, pattern: bytes) -> None:
         target = self._check_ref(target)
@@ -150,11 +175,11 @@ class CommandBuffer:
                  constants: Sequence[int], bindings: Sequence[BufferRef],
                  workgroup_count_ref: Optional[BufferRef] = None) -> None:
         executable.check_dispatch(ordinal, len(constants), len(bindings))
-        refs = tuple(self._check_ref(b) for b in bindings)
+        buffers = tuple([self._checked_buffer(b) for b in bindings])
         if workgroup_count_ref is not None:
             workgroup_count_ref = self._check_ref(workgroup_count_ref)
         self._record(DispatchCommand(executable, ordinal, workgroup_count, workgroup_count_ref,
-                                     tuple(constants), refs).execute)
+                                     tuple(constants), tuple(bindings), buffers).execute)
 
     def finalize(self) -> None:
         if self.finalized:

@@ -54,6 +54,7 @@ class NpuExecutable(Executable):
         self.exports = sorted(self.program.exports, key=lambda e: e.ordinal)
         self.export_names = [e.name for e in self.exports]
         self.specialisations = Specialisations(machine)
+        self.rooflines = [_roofline(export, machine) for export in self.exports]
 
     def check_dispatch(self, ordinal: int, constant_count: int, binding_count: int) -> None:
         super().check_dispatch(ordinal, constant_count, binding_count)
@@ -79,17 +80,18 @@ class NpuExecutable(Executable):
         """Runs the export's program once over the bindings; the program covers the
         whole dispatch, so the host program's workgroup grid is not looped. A parametric
         export runs the program specialised for the extents in `constants`."""
-        program, export = self.program, self.exports[ordinal]
+        program, export, roofline = self.program, self.exports[ordinal], self.rooflines[ordinal]
         if export.parametric is not None:
             program, export = self.specialisations.program(
                 export, constants, [buffer.byte_length for buffer in bindings])
+            roofline = _roofline(export, core.machine)
         for index, (binding, buffer) in enumerate(zip(export.bindings, bindings)):
             if buffer.byte_length < binding.min_size:
                 raise StatusError(
                     StatusCode.INVALID_ARGUMENT,
                     f"npu-fb export '{export.name}' binding {index} needs at least "
                     f"{binding.min_size} bytes but is bound to {buffer.byte_length}")
-        windows = _view_windows(export, constants, bindings)
+        windows = _view_windows(export, constants, bindings) if export.views else ()
         staged = [_staged_binding(buffer, binding.read_only)
                   for binding, buffer in zip(export.bindings, bindings)]
         arrays = [array for array, _ in staged]
@@ -97,10 +99,8 @@ class NpuExecutable(Executable):
                    for view, (start, end) in zip(export.views, windows)]
         stats = core.execute(export.program.instructions, arrays, constants,
                              const_pool=program.constants, trace=trace)
-        if export.roofline is not None:
-            stats.useful_macs = export.roofline.useful_macs
-            stats.roofline_cycles = export.roofline.cycles(core.machine)
-            stats.roofline_bound = export.roofline.bound(core.machine)
+        if roofline is not None:
+            stats.useful_macs, stats.roofline_cycles, stats.roofline_bound = roofline
         _write_back(staged)
         return stats
 
@@ -133,6 +133,15 @@ class HostExecutable(Executable):
         device.statistics.record_host_dispatch(self.export_names[ordinal])
 
 
+def _roofline(export, machine) -> tuple[int, float, str] | None:
+    """The export's true roofline on `machine` as DispatchStats records it: useful MACs,
+    cycles, bound (None: not recorded)."""
+    roofline = export.roofline
+    if roofline is None:
+        return None
+    return roofline.useful_macs, roofline.cycles(machine), roofline.bound(machine)
+
+
 def _view_windows(export, constants: Sequence[int],
                   bindings: Sequence[Buffer]) -> list[tuple[int, int]]:
     """[start, end) of each binding view in its bound buffer range: the start is the
@@ -154,8 +163,11 @@ def _view_windows(export, constants: Sequence[int],
     return windows
 
 
+_WRITE = int(MemoryAccess.WRITE)     # an int: IntFlag's & costs microseconds
+
+
 def _writable(buffer: Buffer) -> bool:
-    return bool(buffer.allowed_access & MemoryAccess.WRITE)
+    return bool(buffer.allowed_access & _WRITE)
 
 
 def _staged_binding(buffer: Buffer, read_only: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
@@ -170,14 +182,14 @@ def _staged_binding(buffer: Buffer, read_only: bool = False) -> tuple[np.ndarray
     writes the imported memory) gets storage of its own first (make_writable_copy), so
     the writes reach the buffer as they do in IREE."""
     view = buffer.view()
-    if view.flags.writeable and view.ctypes.data % ALIGNMENT == 0:
+    if view.flags.writeable and (buffer.allocation.address + buffer.byte_offset) % ALIGNMENT == 0:
         return view, None
     if read_only and not _writable(buffer):
         return _immutable_staging(buffer, view), None
     if not view.flags.writeable:
         buffer.allocation.make_writable_copy()
         view = buffer.view()
-        if view.ctypes.data % ALIGNMENT == 0:
+        if (buffer.allocation.address + buffer.byte_offset) % ALIGNMENT == 0:
             return view, None
     staging = aligned_bytes(len(view), zeroed=False)
     staging[:] = view

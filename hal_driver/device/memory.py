@@ -88,6 +88,7 @@ def resolve_memory_type(requested: int) -> int:
 
 
 def check_usage(allowed: int, required: int, what: str) -> None:
+    required = int(required)    # IntFlag operators cost microseconds; this runs per binding
     if allowed & required != required:
         raise StatusError(
             StatusCode.PERMISSION_DENIED,

@@ -114,7 +114,10 @@ class NpuCore:
         """
         program_buf = ffi.from_buffer(program)
         pool_buf = ffi.from_buffer(const_pool) if len(const_pool) else ffi.NULL
-        buffers = [self._writable(b, i) for i, b in enumerate(bindings)]
+        try:
+            buffers = [ffi.from_buffer(b, require_writable=True) for b in bindings]
+        except (TypeError, BufferError):
+            buffers = [self._writable(b, i) for i, b in enumerate(bindings)]   # which one
         constants_buf = ffi.new("uint32_t[]", list(constants)) if constants else ffi.NULL
         with self._lock:
             if len(buffers) > len(self._bindings):
@@ -178,8 +181,8 @@ class NpuCore:
         s = self._stats
         stats = DispatchStats(
             total_cycles=s.total_cycles,
-            busy_cycles={name: s.busy_cycles[i] for i, name in enumerate(ENGINE_NAMES)},
-            stall_cycles={name: s.stall_cycles[i] for i, name in enumerate(ENGINE_NAMES)},
+            busy_cycles=dict(zip(ENGINE_NAMES, s.busy_cycles)),
+            stall_cycles=dict(zip(ENGINE_NAMES, s.stall_cycles)),
             dram_read_bytes=s.dram_read_bytes, dram_write_bytes=s.dram_write_bytes,
             macs=s.macs, sram_peak_bytes=s.sram_peak_bytes)
         if trace:

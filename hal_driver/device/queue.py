@@ -40,7 +40,7 @@ class Queue:
     def submit(self, waits: list[Timepoint], signals: list[Timepoint],
                operation: Callable[[], None]) -> None:
         submission = Submission(list(waits), list(signals), operation)
-        settled = all_settled(submission.waits)   # monotonic: stays true once true
+        settled = not waits or all_settled(submission.waits)   # monotonic: stays true once true
         with self._ready:
             if self._closing:
                 raise StatusError(StatusCode.FAILED_PRECONDITION, "device queue is shut down")
@@ -96,7 +96,8 @@ class Queue:
 
     def _execute(self, submission: Submission) -> None:
         try:
-            wait_all(submission.waits, cancelled=lambda: self._closing)
+            if submission.waits:
+                wait_all(submission.waits, cancelled=lambda: self._closing)
             submission.operation()
         except StatusError as status:
             _fail(submission.signals, status)

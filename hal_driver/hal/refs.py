@@ -30,6 +30,8 @@ for _cls, _name in REF_TYPES.items():
 
 def deref(ref, cls: type[T]) -> T:
     """`ref` as a `cls`; null or another type is INVALID_ARGUMENT."""
+    if ref.__class__ is cls:
+        return ref
     expected = REF_TYPES[cls]
     if ref is None:
         raise StatusError(StatusCode.INVALID_ARGUMENT, f"null reference; expected {expected}")

@@ -20,7 +20,7 @@ from hal_driver.vm.list import VmList, normalize_type, ref_matches
 from hal_driver.vm.ref import ref_type_text
 from hal_driver.vm.opcodes import IMPORT_BIT, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
 
-CALL, IMPORT, RETURN, YIELD = "call", "import", "return", "yield"
+CALL, GENERATOR, IMPORT, RETURN, YIELD = "call", "generator", "import", "return", "yield"
 
 # Value operations: mnemonic -> expression over operands A, B, C (registers read
 # in field order); the last register field is the result.

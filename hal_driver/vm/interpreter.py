@@ -13,7 +13,9 @@ Call boundaries:
     registers;
   * imports and host calls marshal through Python values by the import's
     calling convention (see native_module.py), also when the import is another
-    bytecode module's export.
+    bytecode module's export. The handler of a call to a native import does the
+    whole call itself, with an argument reader generated for its registers
+    (`_arg_reader`), so the common case never leaves the handler loop.
 """
 import struct
 import types
@@ -21,7 +23,7 @@ import types
 from hal_driver.status import StatusCode, StatusError
 from hal_driver.vm import values
 from hal_driver.vm.cconv import register_placement
-from hal_driver.vm.handlers import CALL, IMPORT, RETURN, YIELD, HandlerBuilder
+from hal_driver.vm.handlers import CALL, GENERATOR, IMPORT, RETURN, YIELD, HandlerBuilder
 from hal_driver.vm.native_module import NativeFunction
 from hal_driver.vm.ref import ref_type
 from hal_driver.vm.opcodes import IMPORT_BIT, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
@@ -143,8 +145,45 @@ def _arg_plan(items, segments, src) -> tuple:
 def _import_call(state, function, segments, src, dst, resume):
     ordinal = function & ~IMPORT_BIT
     args, results = state.module.import_cconvs[ordinal]
-    control = (IMPORT, ordinal, _arg_plan(args, segments, src), (dst, results), resume)
+    plan = _arg_plan(args, segments, src)
+    target = state.imports[ordinal]
+    if isinstance(target, NativeTarget):
+        return _native_import(target, _arg_reader(plan), dst, resume)
+    if target is None:
+        name = state.module.imports[ordinal].name
+
+        def unresolved(r, R):
+            raise StatusError(StatusCode.NOT_FOUND,
+                              f"optional import `{name}` (ordinal {ordinal}) not resolved")
+        return unresolved
+    control = (IMPORT, target, plan, (dst, results), resume)
     return lambda r, R: control
+
+
+def _native_import(target: NativeTarget, read, dst, resume):
+    """The handler of a call to a native function: reads its arguments, calls it on
+    the spot and writes its results, then goes on at `resume` (None: the next
+    instruction). A function that returns a generator is left to the interpreter
+    (GENERATOR control)."""
+    fn, name, result_types = target.function.fn, target.full_name, target.result_types
+    context = _import_context(name)
+    write = _result_writer(dst, result_types, name)
+    pending = (dst, result_types)
+
+    def h(r, R):
+        args = read(r, R)
+        try:
+            returned = fn(*args)
+        except StatusError as e:
+            raise e.annotate(context) from None
+        except Exception as e:
+            raise StatusError(StatusCode.INTERNAL, f"{type(e).__name__}: {e}; {context}") from e
+        if returned.__class__ is types.GeneratorType:
+            return (GENERATOR, returned, name, result_types, pending, resume)
+        if write is not None:
+            write(returned, r, R)
+        return resume
+    return h
 
 
 def _call(state, builder, function, src, dst):
@@ -208,6 +247,74 @@ def read_import_args(plan, r, R) -> list:
         else:
             args.append([tuple(_read_value(kind, reg, r, R) for kind, reg in element) for element in entry])
     return args
+
+
+def _arg_reader(plan):
+    """`read(r, R) -> tuple`: what read_import_args returns for `plan`, as one function
+    generated for the call site (the registers and their kinds are fixed)."""
+    lines, names = [], []
+
+    def read(kind, reg) -> str:
+        name = f"v{len(names)}"
+        names.append(name)
+        if kind == "r":
+            lines.append(f"    {name} = R[{reg & REF_MASK}]")
+            if reg & REF_MOVE_BIT:
+                lines.append(f"    R[{reg & REF_MASK}] = None")
+        else:
+            lines.append(f"    {name} = r[{reg}]")
+            other, convert = _BITCAST_READS[kind]
+            lines.append(f"    if {name}.__class__ is {other}: {name} = {convert}({name})")
+        return name
+
+    items = []
+    for entry in plan:
+        if entry and entry[0].__class__ is str:
+            items.append(read(*entry))
+        else:
+            elements = [f"({''.join(read(kind, reg) + ', ' for kind, reg in element)})"
+                        for element in entry]
+            items.append(f"[{', '.join(elements)}]")
+    source = "def read(r, R):\n" + "".join(line + "\n" for line in lines) + \
+             f"    return ({''.join(item + ', ' for item in items)})\n"
+    scope = {"values": values}
+    exec(compile(source, "<vm-import-args>", "exec"), scope)
+    return scope["read"]
+
+
+# A value register read as `kind` holding a number of the other class is bitcast
+# (as _read_value does).
+_BITCAST_READS = {"i": ("float", "values.bitcast_f32_i32"), "I": ("float", "values.bitcast_f64_i64"),
+                  "f": ("int", "values.bitcast_i32_f32"), "F": ("int", "values.bitcast_i64_f64")}
+
+
+def _result_writer(dst, result_types, name: str):
+    """`write(returned, r, R)`: a native function's return value into the result
+    registers `dst`, converted as _place_results does; None when there are no results."""
+    if not result_types:
+        return None
+    if len(result_types) == 1:
+        [kind], [reg] = result_types, dst
+        if kind == "r":
+            index = reg & REF_MASK
+
+            def write_ref(value, r, R):
+                R[index] = to_register_value("r", value, "result 0")
+            return write_ref
+
+        def write_value(value, r, R):
+            r[reg] = to_register_value(kind, value, "result 0")
+        return write_value
+
+    def write(returned, r, R):
+        for i, (reg, kind, value) in enumerate(
+                zip(dst, result_types, normalize_results(returned, result_types, name))):
+            converted = to_register_value(kind, value, f"result {i}")
+            if kind == "r":
+                R[reg & REF_MASK] = converted
+            else:
+                r[reg] = converted
+    return write
 
 
 def to_register_value(kind: str, value, what: str):
@@ -338,6 +445,10 @@ class Invocation:
                 continue
             resume = control[-1]
             frame.pc = pc + 1 if resume is None else resume
+            if kind is GENERATOR:
+                _, generator, name, result_types, frame.pending, _ = control
+                self._push(GeneratorFrame(generator, name, result_types))
+                continue
             try:
                 if kind is CALL:
                     self._call(frame, control)
@@ -367,27 +478,12 @@ class Invocation:
         self._push(callee)
 
     def _call_import(self, caller: Frame, control) -> None:
-        _, ordinal, plan, pending, _ = control
-        target = caller.state.imports[ordinal]
-        name = caller.state.module.imports[ordinal].name
-        if target is None:
-            raise StatusError(StatusCode.NOT_FOUND, f"optional import `{name}` (ordinal {ordinal}) not resolved")
+        """A call of an import that another bytecode module exports."""
+        _, target, plan, pending, _ = control
         args = read_import_args(plan, caller.regs, caller.refs)
         caller.pending = pending
-        if isinstance(target, BytecodeTarget):
-            self._push(enter_frame(target.state.function(target.ordinal), target.state, args, name))
-            return
-        try:
-            returned = target.function.fn(*args)
-        except StatusError as e:
-            raise e.annotate(_import_context(name)) from None
-        except Exception as e:
-            raise StatusError(StatusCode.INTERNAL,
-                              f"{type(e).__name__}: {e}; {_import_context(name)}") from e
-        if isinstance(returned, types.GeneratorType):
-            self._push(GeneratorFrame(returned, name, target.result_types))
-            return
-        _place_results(caller, normalize_results(returned, target.result_types, name))
+        self._push(enter_frame(target.state.function(target.ordinal), target.state, args,
+                               target.full_name))
 
     def _step_generator(self, frame: GeneratorFrame) -> bool:
         try:
