@@ -175,6 +175,7 @@ OPCODE_LIST = (
     _unary(73, "vsqrt"),
     _unary(74, "vrsqrt"),             # dst = 1 / sqrt(src), both rounded in f32
     _unary(75, "vround"),             # dst = clamp(src rounded (flags; half to even), p0, p1)
+    _unary(76, "vhswish"),            # dst = src * clamp(src * p0 + p1, 0, 1): hard swish
     _op(80, "vpool", Engine.VECTOR, "vpool", _FLOAT),
     _op(81, "vreduce", Engine.VECTOR, "vreduce", _FLOAT),
 )
@@ -230,7 +231,7 @@ OPCODE_FLAGS = {
 }
 
 # Fields in an opcode's list that it does not read (the unary vector ops share one field
-# list; only vclamp, vleakyrelu and vscale read p0/p1). They must be zero.
+# list; only vclamp, vleakyrelu, vscale, vround and vhswish read p0/p1). They must be zero.
 UNUSED_FIELDS = {
     "vcopy": ("p0", "p1"), "vrelu": ("p0", "p1"), "vsigmoid": ("p0", "p1"),
     "vtanh": ("p0", "p1"), "vexp": ("p0", "p1"), "vsqrt": ("p0", "p1"), "vrsqrt": ("p0", "p1"),

@@ -74,15 +74,13 @@ void npu_core_destroy(npu_core_t* core) {
 }
 
 static int execute_instruction(exec_t* x, const instr_t* in) {
+  if (x->op->layout == LAYOUT_UNARY) return exec_unary(x, in);
   switch (in->opcode) {
     case OP_DMA_LOAD: return exec_dma(x, in, false);
     case OP_DMA_STORE: return exec_dma(x, in, true);
     case OP_FILL: return exec_fill(x, in);
     case OP_MATMUL: return exec_matmul(x, in);
     case OP_CONV2D: case OP_DWCONV2D: return exec_conv2d(x, in);
-    case OP_VCOPY: case OP_VRELU: case OP_VCLAMP: case OP_VLEAKYRELU: case OP_VSIGMOID:
-    case OP_VTANH: case OP_VEXP: case OP_VSCALE: case OP_VSQRT: case OP_VRSQRT: case OP_VROUND:
-      return exec_unary(x, in);
     case OP_VCVT: return exec_vcvt(x, in);
     case OP_VPOOL: return exec_vpool(x, in);
     case OP_VREDUCE: return exec_vreduce(x, in);

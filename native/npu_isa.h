@@ -35,6 +35,7 @@ enum {
   OP_VSQRT = 73,
   OP_VRSQRT = 74,
   OP_VROUND = 75,
+  OP_VHSWISH = 76,
   OP_VPOOL = 80,
   OP_VREDUCE = 81,
 };
@@ -343,6 +344,8 @@ static const op_info_t OPS[256] = {
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x0, LAYOUT_UNARY, 1},
   [OP_VROUND] = {"vround", ENGINE_VECTOR, 13,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x7, LAYOUT_UNARY, 0},
+  [OP_VHSWISH] = {"vhswish", ENGINE_VECTOR, 13,
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x0, LAYOUT_UNARY, 0},
   [OP_VPOOL] = {"vpool", ENGINE_VECTOR, 12,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x3, LAYOUT_VPOOL, 0},
   [OP_VREDUCE] = {"vreduce", ENGINE_VECTOR, 4,

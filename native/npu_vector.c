@@ -144,8 +144,16 @@ static float round_by(unsigned flags, float x) {
   return nearbyintf(x);
 }
 
-static void unary_f32(int op, unsigned flags, float p0, float p1, float* restrict v,
-                      size_t n) {
+/* x rounded to `dtype` (f16, bf16) and back: a vector op's intermediate value stored in
+ * its dtype. */
+static float in_dtype(int dtype, float x) {
+  if (dtype == DT_F16) return f16_to_f32(f32_to_f16(x));
+  if (dtype == DT_BF16) return bf16_to_f32(f32_to_bf16(x));
+  return x;
+}
+
+static void unary_f32(int op, int dtype, unsigned flags, float p0, float p1,
+                      float* restrict v, size_t n) {
   switch (op) {
     case OP_VRELU: for (size_t i = 0; i < n; i++) v[i] = NPU_MAX(v[i], 0.0f); break;
     case OP_VCLAMP:
@@ -166,6 +174,15 @@ static void unary_f32(int op, unsigned flags, float p0, float p1, float* restric
       for (size_t i = 0; i < n; i++) {
         float t = NPU_MAX(round_by(flags, v[i]), p0);
         v[i] = NPU_MIN(t, p1);
+      }
+      break;
+    /* vscale's x·p0 + p1 stored in the dtype, vclamp's [0, 1], then vmul's product:
+     * the bits of those three instructions */
+    case OP_VHSWISH:
+      for (size_t i = 0; i < n; i++) {
+        float t = in_dtype(dtype, v[i] * p0 + p1);
+        t = NPU_MAX(t, 0.0f);
+        v[i] = v[i] * NPU_MIN(t, 1.0f);
       }
       break;
     default: for (size_t i = 0; i < n; i++) v[i] = v[i] * p0 + p1; break;   /* vscale */
@@ -202,7 +219,7 @@ int exec_unary(exec_t* x, const instr_t* in) {
           store_i32(d, dst.strides[2], len, v.i);
         } else {
           load_f32(in->dtype, s, src.strides[2], len, v.f);
-          unary_f32(in->opcode, in->flags, p0, p1, v.f, len);
+          unary_f32(in->opcode, in->dtype, in->flags, p0, p1, v.f, len);
           store_f32(in->dtype, d, dst.strides[2], len, v.f);
         }
         if (stopping_elements(len)) return NPU_STATUS_OK;

@@ -28,7 +28,7 @@ INTS = ("i8", "i32", "u8")
 UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
          "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround",
-         "floor": "vround", "ceil": "vround", "roundaway": "vround"}
+         "floor": "vround", "ceil": "vround", "roundaway": "vround", "hswish": "vhswish"}
 
 
 def _last_uses(expr) -> dict[int, int]:

@@ -38,7 +38,8 @@ class TensorRef:
 #                             LLVM does stock's fmul + fadd)
 #   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, sqrt, rsqrt (1/sqrt), neg,
 #                             abs, floor, ceil, roundaway (math.round: ties away from
-#                             zero), clamp(lo, hi), leakyrelu(alpha), scale(mul, add)
+#                             zero), clamp(lo, hi), leakyrelu(alpha), scale(mul, add),
+#                             hswish(mul, add): a·clamp(a·mul + add, 0, 1)
 #   ("reduce", (a,), kind)    Rowwise only: the row's sum or max of node a
 # Integer nodes (quantized graphs) compute on i32 values; i8 and u8 inputs are read as i32
 # (an i8 tensor the IR zero-extends, arith.extui/uitofp, is a u8 input):

@@ -66,6 +66,7 @@ OPS = {
     "clamp": lambda x, lo, hi: np.clip(x, lo, hi),
     "leakyrelu": lambda x, alpha: np.where(x > 0, x, alpha * x),
     "scale": lambda x, mul, add: x * mul + add,
+    "hswish": lambda x, mul, add: x * np.clip(x * mul + add, 0, 1),
     "fma": lambda a, b, c: a * b + c,
 }
 

@@ -89,11 +89,11 @@ PADDLE_HARDSWISH = [("acc",), ("input", 0), ("add", (0, 1)), c(3.7258), ("mul", 
                     ("mul", (12, 13)), c(-0.0717), ("add", (14, 15))]
 
 
-def test_paddle_hardswish_with_scale_and_shift_is_four_passes():
+def test_paddle_hardswish_with_scale_and_shift_is_two_passes():
+    """y·relu6(y + 3)/6·s + t: a hard swish, then one scale by s and shift by t."""
     s = float(np.float32(3.3485))
     assert simplify(PADDLE_HARDSWISH)[7:] == [
-        ("scale", (6,), s / 6, 3 * s / 6), ("clamp", (7,), 0.0, s), ("mul", (6, 8)),
-        ("scale", (9,), 1.0, float(np.float32(-0.0717)))]
+        ("hswish", (6,), 1 / 6, 0.5), ("scale", (7,), s, float(np.float32(-0.0717)))]
 
 
 def test_hard_sigmoid_gate_is_three_passes():
@@ -105,17 +105,18 @@ def test_hard_sigmoid_gate_is_three_passes():
 
 
 def test_clamp_product_keeps_stored_values():
-    """x*relu6(x + 3)/6 is 3 nodes, unless x*relu6(x + 3) is also stored (kept)."""
+    """x*relu6(x + 3)/6 is one hswish node; where x*relu6(x + 3) is also stored (kept), its
+    node keeps that value: 6·hswish(x), and the division stays."""
     hardswish = [X, c(3), ("add", (0, 1)), ("clamp", (2,), 0.0, 6.0), ("mul", (0, 3)), c(6),
                  ("div", (4, 5))]
-    assert simplify(hardswish) == [X, ("scale", (0,), 1 / 6, 0.5), ("clamp", (1,), 0.0, 1.0),
-                                   ("mul", (0, 2))]
-    assert simplified(hardswish, kept=[4]) == hardswish
+    assert simplify(hardswish) == [X, ("hswish", (0,), 1 / 6, 0.5)]
+    assert simplified(hardswish, kept=[4]) == hardswish[:3] + [
+        ("hswish", (0,), 1 / 6, 0.5), ("scale", (3,), 6.0, -0.0)] + hardswish[5:]
 
 
 def test_depthwise_conv_hardswish_scale_shift_epilogue(tmp_path):
     """ONNX HardSwish (x * (relu6(x + 3) / 6)) and a constant scale and shift after a
-    depthwise conv: 6 vector nodes after the bias become 4, and the dispatch still
+    depthwise conv: 6 vector nodes after the bias become 2, and the dispatch still
     computes onnx's result."""
     w, b = random(8, 1, 3, 3), random(8)
     nodes = [N("Conv", ["x", "w", "b"], ["c"], group=8, pads=[1, 1, 1, 1]),
@@ -125,7 +126,7 @@ def test_depthwise_conv_hardswish_scale_shift_epilogue(tmp_path):
                         "t": np.array(0.3, np.float32)})
     (conv,) = [a for a in analyses(tmp_path, model) if a.op is not None and "conv" in a.summary]
     kinds = [node[0] for node in conv.op.epilogue]
-    assert kinds == ["acc", "input", "add", "scale", "clamp", "mul", "scale"]
+    assert kinds == ["acc", "input", "add", "hswish", "scale"]
     x = 4 * random(1, 8, 10, 12)
     expected = onnx_reference(model, {"x": x})
     padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))

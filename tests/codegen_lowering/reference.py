@@ -54,6 +54,7 @@ UNARY = {
     "clamp": lambda x, lo, hi: np.clip(x, lo, hi),
     "leakyrelu": lambda x, alpha: np.where(x < 0, alpha * x, x),
     "scale": lambda x, mul, add: x * mul + add,
+    "hswish": lambda x, mul, add: x * np.clip(x * mul + add, 0, 1),
 }
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
           "max": np.maximum, "min": np.minimum}

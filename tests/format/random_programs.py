@@ -130,8 +130,8 @@ class _Generator:
 
     def unary(self, p):
         opcode = self.rng.choice(["vcopy", "vrelu", "vclamp", "vleakyrelu", "vsigmoid",
-                                  "vtanh", "vexp", "vscale", "vsqrt", "vrsqrt"])
-        params = {"vclamp": 2, "vscale": 2, "vleakyrelu": 1}.get(opcode, 0)
+                                  "vtanh", "vexp", "vscale", "vsqrt", "vrsqrt", "vhswish"])
+        params = {"vclamp": 2, "vscale": 2, "vleakyrelu": 1, "vhswish": 2}.get(opcode, 0)
         a = [self.address(), self.address(), *self.counts(3), *self.strides(3),
              *self.strides(3), *(self.f32() for _ in range(params))]
         p.emit_raw(OPCODES_BY_NAME[opcode].code, self.dtype(opcode), 0, a)

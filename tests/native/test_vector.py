@@ -89,8 +89,10 @@ UNARY = {
     "vexp": (lambda x, p0, p1: np.exp(x.astype(np.float64)).astype(np.float32), True),
     "vsqrt": (lambda x, p0, p1: np.sqrt(x), False),
     "vrsqrt": (lambda x, p0, p1: np.float32(1) / np.sqrt(x), False),
+    "vhswish": (lambda x, p0, p1: x * np.clip(x * p0 + p1, 0, 1), True),
 }
-PARAMS = {"vclamp": (-0.5, 0.75), "vleakyrelu": (0.125, 0.0), "vscale": (1.5, -0.25)}
+PARAMS = {"vclamp": (-0.5, 0.75), "vleakyrelu": (0.125, 0.0), "vscale": (1.5, -0.25),
+          "vhswish": (1 / 6, 0.5)}
 NONNEGATIVE = {"vsqrt", "vrsqrt"}      # inputs |x|: the square root of x < 0 is NaN
 
 
@@ -384,3 +386,25 @@ def test_vfma_rounds_once(core, rng, dtype):
     separate = _round(to_f32(lhs, dtype) * to_f32(rhs, dtype), dtype)
     if dtype == "f32":     # the fused result is not the twice-rounded one everywhere
         assert np.any(out != _round(separate + to_f32(acc, dtype), dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_hswish_has_the_bits_of_scale_clamp_mul(core, rng, dtype):
+    """vhswish in one pass computes what vscale, vclamp [0, 1] and vmul compute as three
+    instructions, each storing its result in the dtype: the same bits, on values around
+    the clamp's corners (x = -3 and 3 for p0 = 1/6, p1 = 0.5) and random ones."""
+    n = 4096
+    x = np.concatenate([rng.uniform(-4, 4, n // 2), rng.standard_normal(n // 2) * 50])
+    src = from_f32(x.astype(np.float32), dtype)
+    box = dict(n0=1, n1=1, n2=n, dst_s0=0, dst_s1=0, dst_s2=1, src_s0=0, src_s1=0, src_s2=1)
+    params = dict(p0=1 / 6, p1=0.5)
+    image = SramImage()
+    s_addr, fused, t_addr, three = (image.put(src), image.reserve(n * 4), image.reserve(n * 4),
+                                    image.reserve(n * 4))
+    result = run_on_sram(
+        core, image, instr("vhswish", dtype, dst=fused, src=s_addr, **box, **params),
+        instr("vscale", dtype, dst=t_addr, src=s_addr, **box, **params),
+        instr("vclamp", dtype, dst=t_addr, src=t_addr, **box, p0=0.0, p1=1.0),
+        instr("vmul", dtype, dst=three, lhs=s_addr, rhs=t_addr, n0=1, n1=1, n2=n, dst_s0=0,
+              dst_s1=0, dst_s2=1, lhs_s0=0, lhs_s1=0, lhs_s2=1, rhs_s0=0, rhs_s1=0, rhs_s2=1))
+    np.testing.assert_array_equal(result.view(fused, dtype, n), result.view(three, dtype, n))

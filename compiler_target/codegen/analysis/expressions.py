@@ -166,7 +166,8 @@ def simplified(nodes: list, kept=()) -> list:
     1 / (exp(-x) + 1) -> sigmoid(x); relu(x) + min(x, 0) * a -> leakyrelu(x, a);
     then folds chains of scalar affine steps into scale nodes (`_fold_affine_steps`,
     bit-exact) and the steps around a clamp and its product into them
-    (`_fold_clamp_products`: hardswish, hard sigmoid). Where the expression rounds to
+    (`_fold_clamp_products`: hardswish as one hswish node, hard sigmoid). Where the
+    expression rounds to
     integers, as a quantized graph does, whose results must be stock's bit for bit (an
     ulp before a rounding is a step after it), quantizers fold exactly instead
     (`_fold_quantizers`) and products feeding adds fuse as stock's LLVM contracts them
@@ -403,9 +404,11 @@ def _fold_clamp_products(nodes: list, kept: set[int]) -> None:
     scalar affine steps (`_affine`, any number of them), is z·clamp(y·a' + b', lo', hi')
     + t: the steps after the clamp and after the product move into the clamp's input and
     bounds. That is a scale, a clamp, a mul, and a scale if t != 0 (without the product:
-    a scale and a clamp). Hardswish as ONNX imports it, x·(relu6(x + 3)/6), or as
-    PaddlePaddle's x·relu6(x + 3)/6 with a scale and shift after it (6 nodes -> 4);
-    x·hardsigmoid(x) and hard-sigmoid gates (4 -> 3). Rewritten where it saves nodes. The
+    a scale and a clamp); where z is y and the clamp [0, hi], a hard swish,
+    hi·y·clamp(y·a'/hi + b'/hi, 0, 1) + t: an hswish node (vhswish), and a scale if hi != 1
+    or t != 0. Hardswish as ONNX imports it, x·(relu6(x + 3)/6) (4 nodes -> 1), or as
+    PaddlePaddle's x·relu6(x + 3)/6 with a scale and shift after it (6 nodes -> 2);
+    hard-sigmoid gates (4 -> 3). Rewritten where it saves nodes. The
     rounding changes by an ulp or so (x/6 becomes x·(1/6), one vscale rounds x·a + b
     once or twice)."""
     for c in range(len(nodes)):
@@ -447,7 +450,12 @@ def _fold_clamp_products(nodes: list, kept: set[int]) -> None:
         p, q = p * s, q * s
         lo, hi = sorted((nodes[c][2] * p + q + 0.0, nodes[c][3] * p + q + 0.0))
         new = [("scale", (y,), a * p, b * p + q), ("clamp", (None,), lo, hi)]
-        if product is not None:
+        if product is not None and lo == 0 and hi > 0 and y in nodes[product][1]:
+            # y·clamp(y·a + b, 0, hi) = hi·y·clamp((y·a + b) / hi, 0, 1): a hard swish
+            new = [("hswish", (y,), a * p / hi, (b * p + q) / hi)]
+            if hi != 1 or t != 0:
+                new.append(("scale", (None,), hi, t))
+        elif product is not None:
             new.append(("mul", tuple(None if arg == end else arg for arg in nodes[product][1])))
             if t != 0:
                 new.append(("scale", (None,), 1.0, t))
