@@ -15,6 +15,13 @@ from hal_driver.device.memory import ALIGNMENT, MemoryAccess
 from hal_driver.status import StatusCode, StatusError
 
 
+
+def _signature_mismatch(export: str, constants: int, bindings: int, given_constants: int,
+                        given_bindings: int) -> StatusError:
+    return StatusError(StatusCode.INVALID_ARGUMENT,
+                       f"{export} takes {constants} constants and {bindings} bindings; dispatch "
+                       f"provides {given_constants} constants and {given_bindings} bindings")
+
 class Executable:
     format = ""
     export_names: list[str] = []
@@ -60,11 +67,8 @@ class NpuExecutable(Executable):
         super().check_dispatch(ordinal, constant_count, binding_count)
         export = self.exports[ordinal]
         if constant_count != export.constant_count or binding_count < export.binding_count:
-            raise StatusError(
-                StatusCode.INVALID_ARGUMENT,
-                f"npu-fb export '{export.name}' takes {export.constant_count} constants and "
-                f"{export.binding_count} bindings; dispatch provides {constant_count} constants "
-                f"and {binding_count} bindings")
+            raise _signature_mismatch(f"npu-fb export '{export.name}'", export.constant_count,
+                                      export.binding_count, constant_count, binding_count)
 
     def dispatch(self, device, ordinal: int, workgroup_count, constants: Sequence[int],
                  bindings: Sequence[Buffer]) -> None:
@@ -118,11 +122,8 @@ class HostExecutable(Executable):
         super().check_dispatch(ordinal, constant_count, binding_count)
         info = self.library.export_info(ordinal)
         if constant_count != info.constant_count or binding_count != info.binding_count:
-            raise StatusError(
-                StatusCode.INVALID_ARGUMENT,
-                f"host export '{excerpt(info.name)}' takes {info.constant_count} constants and "
-                f"{info.binding_count} bindings; dispatch provides {constant_count} constants "
-                f"and {binding_count} bindings")
+            raise _signature_mismatch(f"host export '{excerpt(info.name)}'", info.constant_count,
+                                      info.binding_count, constant_count, binding_count)
 
     def dispatch(self, device, ordinal: int, workgroup_count, constants: Sequence[int],
                  bindings: Sequence[Buffer]) -> None:
