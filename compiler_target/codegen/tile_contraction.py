@@ -276,22 +276,31 @@ class ContractionTiler:
         return self._costs[key]
 
     def estimate(self, t: ContractionTiling) -> int:
-        nm, nn, nk = self.counts(t)
-        mt, nt, kt = self.sizes(t)
+        (nm, nn, nk), (load_a, load_b, store, epilogue_loads, mac, vector, scale_b) = \
+            self._block_costs(t.m, t.n, t.k)
         tiles = self.batch * nm * nn
-        load_a = self.transfer("dma.load", "a", {"m": t.m, "k": t.k})
-        load_b = self.transfer("dma.load", "b", {"k": t.k, "n": t.n})
-        store = self.transfer("dma.store", "out", {"m": t.m, "n": t.n})
-        epilogue_loads = sum(self.transfer("dma.load", tensor.name, {"m": t.m, "n": t.n})
-                             for tensor in self.streamed)
         a_loads = self.batch * nm * nk if t.m_outer and nk <= 2 else tiles * nk
         b_loads = self.batch * nn * nk if not t.m_outer and nk <= 2 else tiles * nk
-        mac = self.mac_cycles(mt, nt, kt)
-        vector = self.vector_cycles(mt * nt)
-        scale_b = self.scale_cycles(kt * nt)
         dma_in = a_loads * load_a + b_loads * load_b + tiles * epilogue_loads
         return max(tiles * nk * mac, dma_in, tiles * store, tiles * vector + b_loads * scale_b) + \
             load_a + load_b + scale_b + epilogue_loads + mac + vector + store
+
+    def _block_costs(self, m: Split, n: Split, k: Split):
+        """The block counts of M, N and K, and the busy cycles of one tile's transfers,
+        MAC, epilogue and B scaling: what both loop orders share, cached."""
+        key = ("block", m, n, k)
+        if key not in self._costs:
+            t = ContractionTiling(m, n, k, True)
+            mt, nt, kt = self.sizes(t)
+            self._costs[key] = self.counts(t), (
+                self.transfer("dma.load", "a", {"m": m, "k": k}),
+                self.transfer("dma.load", "b", {"k": k, "n": n}),
+                self.transfer("dma.store", "out", {"m": m, "n": n}),
+                sum(self.transfer("dma.load", tensor.name, {"m": m, "n": n})
+                    for tensor in self.streamed),
+                self.mac_cycles(mt, nt, kt), self.vector_cycles(mt * nt),
+                self.scale_cycles(kt * nt))
+        return self._costs[key]
 
     def scale_cycles(self, elements: int) -> int:
         """The vector cycles of scaling a B tile by the folded affine chain's A (0 when
