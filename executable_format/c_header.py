@@ -10,6 +10,7 @@ tests/format/test_c_header.py fails when the committed header is stale.
 """
 from .isa import (CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES,
                   FIELD_LAYOUTS, INSTRUCTION_BYTES, MACS_PER_SRAM_BYTE, OPCODE_FLAGS,
+                  REQUANT_RECORD_BYTES, REQUANT_TABLE_MAX,
                   OPCODE_LIST, OPERAND_COUNT, TRANSCENDENTAL, UNUSED_FIELDS, DType, Engine,
                   Flag, OpcodeInfo)
 
@@ -93,6 +94,8 @@ def header() -> str:
               f"#define CONST_POOL 0x{CONST_POOL:X}u   /* binding index of the constant pool */",
               f"#define ELEMENTS_PER_SRAM_BYTE {ELEMENTS_PER_SRAM_BYTE}",
               f"#define MACS_PER_SRAM_BYTE {MACS_PER_SRAM_BYTE}",
+              f"#define REQUANT_RECORD_BYTES {REQUANT_RECORD_BYTES}   /* vrequant's record */",
+              f"#define REQUANT_TABLE_MAX {REQUANT_TABLE_MAX}",
               "#define DTM(d) (1u << (d))", ""]
     lines += _layout_lines()
     lines += ["typedef struct op_info_t {",

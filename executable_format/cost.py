@@ -80,6 +80,8 @@ def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a) -> int:
             ceil_div(kh * kw, _k_lanes(m, dtype))
     if name == "vcvt":
         elem = max(elem, DTYPE_BYTES[DType(f["src_dtype"])])
+    if name == "vrequant":              # reads i32: the larger element size, as vcvt
+        elem = max(elem, DTYPE_BYTES[DType.I32])
     if OPCODES[opcode].engine == Engine.VECTOR:
         factor = m.transcendental_factor if name in TRANSCENDENTAL else 1
         return _vector_cycles(m, instruction_elements(opcode, a), elem, factor)

@@ -127,6 +127,11 @@ FIELD_LAYOUTS = {
               "dst_s0", "dst_s1", "dst_s2", "src_s0", "src_s1", "src_s2", "p0", "p1"),
     "vcvt": ("dst", "src", "n0", "n1", "n2",
              "dst_s0", "dst_s1", "dst_s2", "src_s0", "src_s1", "src_s2", "scale", "src_dtype"),
+    # Requantization: src i32, a per-channel record (REQUANT_RECORD) at params + the
+    # record index i0*par_s0 + i1*par_s1 + i2*par_s2 (records of REQUANT_RECORD_BYTES).
+    "vrequant": ("dst", "src", "n0", "n1", "n2",
+                 "dst_s0", "dst_s1", "dst_s2", "src_s0", "src_s1", "src_s2",
+                 "params", "par_s0", "par_s1", "par_s2"),
     "vpool": ("dst", "src", "c", "hi", "wi", "ho", "wo",
               "kh_kw", "sh_sw", "dh_dw", "pt_pl", "vh_vw"),
     "vreduce": ("dst", "src", "outer", "inner"),
@@ -176,6 +181,8 @@ OPCODE_LIST = (
     _unary(74, "vrsqrt"),             # dst = 1 / sqrt(src), both rounded in f32
     _unary(75, "vround"),             # dst = clamp(src rounded (flags; half to even), p0, p1)
     _unary(76, "vhswish"),            # dst = src * clamp(src * p0 + p1, 0, 1): hard swish
+    # dst = table[clamp(round((f32(src - zero)·mul) fma (fma_mul, fma_add) / div), lo, hi) - lo]
+    _op(77, "vrequant", Engine.VECTOR, "vrequant", _ALL),
     _op(80, "vpool", Engine.VECTOR, "vpool", _FLOAT),
     _op(81, "vreduce", Engine.VECTOR, "vreduce", _FLOAT),
 )
@@ -227,6 +234,8 @@ OPCODE_FLAGS = {
     "vcvt": {"truncate": Flag.TRUNCATE},
     "vround": {"floor": Flag.ROUND_FLOOR, "ceil": Flag.ROUND_CEIL,
                "half_away": Flag.ROUND_HALF_AWAY},
+    "vrequant": {"floor": Flag.ROUND_FLOOR, "ceil": Flag.ROUND_CEIL,
+                 "half_away": Flag.ROUND_HALF_AWAY},
     "fill": {"push_constant": Flag.PUSH_CONSTANT},
 }
 
@@ -242,7 +251,13 @@ PAIR_FIELDS = frozenset({"kh_kw", "sh_sw", "dh_dw", "pt_pl", "vh_vw"})   # pack_
 F32_FIELDS = frozenset({"p0", "p1", "scale"})                            # IEEE f32 bits
 # Fields holding SRAM byte addresses.
 SRAM_ADDRESS_FIELDS = frozenset({"sram_addr", "dst", "src", "lhs", "rhs", "a", "b", "out",
-                                 "in", "w", "bias"})
+                                 "in", "w", "bias", "params"})
+
+# vrequant's per-channel record: 8 little-endian 32-bit words (i32 zero, f32 mul, fma_mul,
+# fma_add, div, lo, hi, u32 table: the SRAM byte address of hi - lo + 1 dtype elements).
+REQUANT_RECORD = ("zero", "mul", "fma_mul", "fma_add", "div", "lo", "hi", "table")
+REQUANT_RECORD_BYTES = 4 * len(REQUANT_RECORD)
+REQUANT_TABLE_MAX = 256           # entries of one table: hi - lo + 1 at most
 
 
 def operand_fields(opcode: int, a) -> dict[str, int]:

@@ -10,7 +10,8 @@ A strided box with counts n_i and element strides s_i covers `base + Σ i_k·s_k
 """
 from dataclasses import dataclass
 
-from .isa import ACCUMULATOR, DTYPE_BYTES, OPCODES, DType, Flag, unpack_pair
+from .isa import (ACCUMULATOR, DTYPE_BYTES, OPCODES, REQUANT_RECORD_BYTES, DType, Flag,
+                  unpack_pair)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,12 @@ def instruction_accesses(opcode: int, dtype: int, flags: int, a) -> list[Access]
     if name == "vreduce":
         return [_sram(f, "src", f["outer"] * f["inner"], elem, False),
                 _sram(f, "dst", f["outer"], elem, True)]
+    if name == "vrequant":
+        params = box_extent([f[f"n{i}"] for i in range(3)],
+                            [f[f"par_s{i}"] for i in range(3)], REQUANT_RECORD_BYTES)
+        return [_box(f, "src", "n", "src_s", 3, DTYPE_BYTES[DType.I32], False),
+                Access("params", "sram", f["params"], f["params"] + params, 4, False),
+                _box(f, "dst", "n", "dst_s", 3, elem, True)]
     if "lhs" in f:
         return [_box(f, "lhs", "n", "lhs_s", 3, elem, False),
                 _box(f, "rhs", "n", "rhs_s", 3, elem, False),

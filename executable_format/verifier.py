@@ -429,7 +429,7 @@ _SHAPE_CHECKS = {
     "dma.load": _check_dma, "dma.store": _check_dma, "fill": _check_fill,
     "matmul": _check_matmul, "conv2d": _check_conv2d, "dwconv2d": _check_dwconv2d,
     "vcvt": _check_vcvt, "vpool": _check_vpool, "vreduce": _check_vreduce,
-    "vround": _check_vround,
+    "vround": _check_vround, "vrequant": _check_vround,
 }
 # Every other vector opcode is an elementwise unary or binary op over 3-D boxes.
 _SHAPE_CHECKS.update({info.name: _check_vector for info in OPCODES.values()

@@ -16,7 +16,8 @@
  *   npu_validate.h/.c  the pre-pass: encoding, static rules, work bound, semaphores
  *   npu_ranges.h/.c    operand ranges in SRAM and DRAM, checked before each instruction
  *   npu_kernels.h      the instructions' computation: npu_dma.c, npu_mac.c (with the
- *                      GEMM kernel), npu_vector.c; npu_elements.h their element access
+ *                      GEMM kernel), npu_vector.c, npu_requant.c (vrequant);
+ *                      npu_elements.h their element access
  *   npu_threads.h/.c   the worker pool that splits large MAC instructions
  *   npu_stop.h/.c      deadline, cancellation and SIGINT
  *   npu_timeline.h/.c  the cycle model and the engines' timeline
@@ -82,6 +83,7 @@ static int execute_instruction(exec_t* x, const instr_t* in) {
     case OP_MATMUL: return exec_matmul(x, in);
     case OP_CONV2D: case OP_DWCONV2D: return exec_conv2d(x, in);
     case OP_VCVT: return exec_vcvt(x, in);
+    case OP_VREQUANT: return exec_vrequant(x, in);
     case OP_VPOOL: return exec_vpool(x, in);
     case OP_VREDUCE: return exec_vreduce(x, in);
     default: return exec_binary(x, in);

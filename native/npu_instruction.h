@@ -53,9 +53,10 @@ _Static_assert(BINARY_N2 == BINARY_N0 + 2 && BINARY_DST_S2 == BINARY_DST_S0 + 2 
 static inline uint32_t lo16(uint32_t v) { return v & 0xFFFFu; }
 static inline uint32_t hi16(uint32_t v) { return v >> 16; }
 
-/* The field n0 of a binary, unary or vcvt vector op: its 3-D box's counts n0, n1, n2. */
+/* The field n0 of a binary, unary, vcvt or vrequant vector op: its 3-D box's counts n0, n1, n2. */
 static inline int vector_n0_field(int layout) {
-  _Static_assert(UNARY_N0 == VCVT_N0, "unary and vcvt boxes share their fields");
+  _Static_assert(UNARY_N0 == VCVT_N0 && UNARY_N0 == VREQUANT_N0,
+                 "unary, vcvt and vrequant boxes share their fields");
   return layout == LAYOUT_BINARY ? BINARY_N0 : UNARY_N0;
 }
 

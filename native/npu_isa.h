@@ -36,6 +36,7 @@ enum {
   OP_VRSQRT = 74,
   OP_VROUND = 75,
   OP_VHSWISH = 76,
+  OP_VREQUANT = 77,
   OP_VPOOL = 80,
   OP_VREDUCE = 81,
 };
@@ -84,6 +85,8 @@ enum {
 #define CONST_POOL 0xFFFFFFFFu   /* binding index of the constant pool */
 #define ELEMENTS_PER_SRAM_BYTE 64
 #define MACS_PER_SRAM_BYTE 2048
+#define REQUANT_RECORD_BYTES 32   /* vrequant's record */
+#define REQUANT_TABLE_MAX 256
 #define DTM(d) (1u << (d))
 
 enum {
@@ -98,6 +101,7 @@ enum {
   LAYOUT_BINARY,
   LAYOUT_UNARY,
   LAYOUT_VCVT,
+  LAYOUT_VREQUANT,
   LAYOUT_VPOOL,
   LAYOUT_VREDUCE,
   LAYOUT_COUNT,
@@ -211,6 +215,21 @@ enum {  /* operand field indices: a[MATMUL_LDA] */
   VCVT_SRC_S2 = 10,
   VCVT_SCALE = 11,
   VCVT_SRC_DTYPE = 12,
+  VREQUANT_DST = 0,
+  VREQUANT_SRC = 1,
+  VREQUANT_N0 = 2,
+  VREQUANT_N1 = 3,
+  VREQUANT_N2 = 4,
+  VREQUANT_DST_S0 = 5,
+  VREQUANT_DST_S1 = 6,
+  VREQUANT_DST_S2 = 7,
+  VREQUANT_SRC_S0 = 8,
+  VREQUANT_SRC_S1 = 9,
+  VREQUANT_SRC_S2 = 10,
+  VREQUANT_PARAMS = 11,
+  VREQUANT_PAR_S0 = 12,
+  VREQUANT_PAR_S1 = 13,
+  VREQUANT_PAR_S2 = 14,
   VPOOL_DST = 0,
   VPOOL_SRC = 1,
   VPOOL_C = 2,
@@ -265,6 +284,10 @@ static const char* const LAYOUT_FIELDS[LAYOUT_COUNT][OPERAND_COUNT] = {
   [LAYOUT_VCVT] = {
       "dst", "src", "n0", "n1", "n2", "dst_s0", "dst_s1", "dst_s2", "src_s0", "src_s1",
       "src_s2", "scale", "src_dtype",
+  },
+  [LAYOUT_VREQUANT] = {
+      "dst", "src", "n0", "n1", "n2", "dst_s0", "dst_s1", "dst_s2", "src_s0", "src_s1",
+      "src_s2", "params", "par_s0", "par_s1", "par_s2",
   },
   [LAYOUT_VPOOL] = {
       "dst", "src", "c", "hi", "wi", "ho", "wo", "kh_kw", "sh_sw", "dh_dw", "pt_pl",
@@ -346,6 +369,8 @@ static const op_info_t OPS[256] = {
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x7, LAYOUT_UNARY, 0},
   [OP_VHSWISH] = {"vhswish", ENGINE_VECTOR, 13,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x0, LAYOUT_UNARY, 0},
+  [OP_VREQUANT] = {"vrequant", ENGINE_VECTOR, 15,
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x7, LAYOUT_VREQUANT, 0},
   [OP_VPOOL] = {"vpool", ENGINE_VECTOR, 12,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x3, LAYOUT_VPOOL, 0},
   [OP_VREDUCE] = {"vreduce", ENGINE_VECTOR, 4,

@@ -16,6 +16,7 @@ int exec_conv2d(exec_t* x, const instr_t* in);            /* conv2d and dwconv2d
 int exec_binary(exec_t* x, const instr_t* in);            /* vadd ... vfma */
 int exec_unary(exec_t* x, const instr_t* in);             /* vcopy, vrelu ... vround */
 int exec_vcvt(exec_t* x, const instr_t* in);
+int exec_vrequant(exec_t* x, const instr_t* in);          /* npu_requant.c */
 int exec_vpool(exec_t* x, const instr_t* in);
 int exec_vreduce(exec_t* x, const instr_t* in);
 

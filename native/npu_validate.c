@@ -50,7 +50,7 @@ int check_work(exec_t* x, const instr_t* in) {
     case OP_VREDUCE:
       v[0] = a[VREDUCE_OUTER], v[1] = a[VREDUCE_INNER];
       return check_work_limit(x, "elements", product(v, 2), ELEMENTS_PER_SRAM_BYTE);
-    default: {    /* the 3-D boxes of the binary, unary and vcvt vector ops */
+    default: {    /* the 3-D boxes of the binary, unary, vcvt and vrequant vector ops */
       if (x->op->engine != ENGINE_VECTOR) return NPU_STATUS_OK;
       int n0 = vector_n0_field(x->op->layout);
       for (int i = 0; i < 3; i++) v[i] = a[n0 + i];
@@ -276,10 +276,11 @@ int check_encoding(exec_t* x, const instr_t* in) {
       }
       return check_counts(x, in, VREDUCE_OUTER, 2);
     case OP_VROUND:
+    case OP_VREQUANT:
       if (__builtin_popcount(in->flags) > 1) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags FLOOR, CEIL and HALF_AWAY are exclusive");
       }
-      return check_counts(x, in, UNARY_N0, 3);
+      return check_counts(x, in, vector_n0_field(x->op->layout), 3);
     case OP_VCVT:
       if (in->a[VCVT_SRC_DTYPE] >= DT_COUNT) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid src_dtype %u", in->a[VCVT_SRC_DTYPE]);

@@ -12,6 +12,7 @@ import math
 
 from executable_format.isa import ACCUMULATOR, DTYPE_NAMES, Flag
 
+from . import requant
 from .lower import NotLowerable
 from .ops import INT_NODES, LEAVES, SCALARS
 from .npu_ir import DTYPES, FLOATS, Buffer, Instr, dtype_bytes, value_bits
@@ -330,15 +331,21 @@ def without_batch(_, strides) -> tuple[int, ...]:
 
 
 class OutputStage:
-    """The end of every output tile: the epilogue on the accumulator tile (in place, or
+    """The end of every output tile: an integer accumulator's requantization as one
+    vrequant when the epilogue is one (requant.py: needs the epilogue `tensors` and the
+    constant pool), else the epilogue on the accumulator tile (in place, or
     into a tile of its own when its result has another dtype, as a requantized i32
     accumulator's f32 result), a conversion to the output dtype when that differs (vcvt
     into a double-buffered tile: floats to floats, or an integer result saturated to a
     narrower integer, the range the analysis proved), and the store."""
 
     def __init__(self, sram: Sram, expr, acc_dtype: str, out: Buffer, max_elements: int,
-                 input_dtypes=None):
+                 input_dtypes=None, tensors=None, constants=None):
         self.out = out
+        self.requant = requant.plan(expr, sram, out, tensors, constants, max_elements,
+                                    EpiloguePlan, acc_dtype, input_dtypes)
+        if self.requant is not None:
+            return
         self.plan = EpiloguePlan(expr, sram, acc_dtype, max_elements, input_dtypes=input_dtypes)
         result = self.plan.result_dtype
         if out.dtype != result and not (out.dtype in FLOATS and result in FLOATS) and \
@@ -351,10 +358,12 @@ class OutputStage:
 
     @property
     def setup(self) -> list[Instr]:
-        return self.plan.setup
+        return self.requant.setup if self.requant is not None else self.plan.setup
 
     def emit(self, box, acc: Operand, inputs: list[Operand | None], starts, counts,
              sram_strides, note: str) -> list[Instr]:
+        if self.requant is not None:
+            return self.requant.emit(box, acc, inputs, starts, counts, sram_strides, note)
         dst = acc if self.result is None else Operand(self.result.acquire(None)[0], acc.strides)
         instrs = self.plan.emit(box, dst, inputs, acc, note)
         result = dst.buffer

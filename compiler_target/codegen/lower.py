@@ -37,6 +37,14 @@ class ConstantPool:
         self.data.extend(payload)
         return offset
 
+    def intern(self, payload: bytes) -> int:
+        """The offset of `payload`, added unless an aligned copy is already in the pool
+        (a tiler that plans its candidates adds the same data each time)."""
+        start = self.data.find(payload)
+        while start >= 0 and start % CONSTANT_ALIGN:
+            start = self.data.find(payload, start + 1)
+        return start if start >= 0 else self.add(payload)
+
 
 @dataclass
 class Views:

@@ -192,6 +192,7 @@ class ContractionTiler:
         used = used_inputs(expr)
         self.expr, self.bias_index, self.used = expr, bias_index, used
         self.epilogue_count = len(op.epilogue_inputs)
+        self.constants = lowered.constants
         self.m, self.dtype = machine, dtype
         self.e, self.acc_e = dtype_bytes(self.dtype), dtype_bytes(acc_dtype)
         self.acc_dtype = acc_dtype
@@ -360,8 +361,8 @@ class ContractionEmitter:
         self.epi = EpilogueInputs(sram, self.tensors, tiler.used, tiler.epilogue_count,
                                   counts, tiler.acc_dtype)
         self.output = OutputStage(sram, tiler.expr, tiler.acc_dtype, self.tensors["out"],
-                                  mt * nt,
-                                  input_dtypes=self.epi.dtypes)
+                                  mt * nt, input_dtypes=self.epi.dtypes,
+                                  tensors=self.tensors, constants=tiler.constants)
 
     def run(self) -> TiledProgram:
         p, t = self.p, self.t

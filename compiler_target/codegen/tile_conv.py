@@ -322,8 +322,8 @@ class ConvEmitter:
         self.epi_inputs = EpilogueInputs(sram, self.tensors, job.inputs_used,
                                          len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
-                                  t.fb * t.rows * t.cols,
-                                  input_dtypes=self.epi_inputs.dtypes)
+                                  t.fb * t.rows * t.cols, input_dtypes=self.epi_inputs.dtypes,
+                                  tensors=self.tensors, constants=job.lowered.constants)
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t

@@ -103,7 +103,8 @@ class DepthwiseEmitter:
         self.epi = EpilogueInputs(sram, self.tensors, job.inputs_used,
                                   len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"], out_elems,
-                                  input_dtypes=self.epi.dtypes)
+                                  input_dtypes=self.epi.dtypes, tensors=self.tensors,
+                                  constants=job.lowered.constants)
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t

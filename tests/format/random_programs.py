@@ -64,7 +64,8 @@ class _Generator:
 
     def emit(self, p: ProgramBuilder) -> None:
         kind = self.rng.choice(["dma", "fill", "matmul", "conv2d", "dwconv2d", "binary",
-                                "unary", "vcvt", "vpool", "vreduce", "sync", "sync", "barrier"])
+                                "unary", "vcvt", "vrequant", "vpool", "vreduce", "sync",
+                                "sync", "barrier"])
         getattr(self, kind)(p)
 
     def dma(self, p):
@@ -140,6 +141,18 @@ class _Generator:
         a = [self.address(), self.address(), *self.counts(3), *self.strides(3),
              *self.strides(3), self.f32(), self.rng.choice(list(DType))]
         p.emit_raw(OPCODES_BY_NAME["vcvt"].code, self.dtype("vcvt"), 0, a)
+
+    def vrequant(self, p):
+        """Its records zero-filled first (valid data: lo = hi = 0, a one-entry table at 0)."""
+        counts, par_strides = self.counts(3), self.strides(3)
+        params = self.address()
+        records = 1 + sum((n - 1) * s for n, s in zip(counts, par_strides))
+        p.emit_raw(OPCODES_BY_NAME["fill"].code, int(DType.I32), 0,
+                   [params, 1, 1, 1, records * 8, 0, 0, 0, 1, 0])
+        flags = self.rng.choice([0, *OPCODE_FLAGS["vrequant"].values()])
+        a = [self.address(), self.address(), *counts, *self.strides(3), *self.strides(3),
+             params, *par_strides]
+        p.emit_raw(OPCODES_BY_NAME["vrequant"].code, self.dtype("vrequant"), int(flags), a)
 
     def vpool(self, p):
         flags = self.flags("vpool")

@@ -1,0 +1,117 @@
+"""Requantizing epilogues as one vrequant per tile (codegen/requant.py): the pattern IREE
+fuses for a QDQ conv or matmul (i32 accumulator, zero-point correction, sitofp, scales and
+a contracted bias, rounding to the zero point's range, then dequantize, SiLU or an
+affine step, quantize), run on the native core; the result must be the bits of the same
+epilogue as separate vector instructions (the path that matches stock IREE)."""
+import numpy as np
+import pytest
+
+from compiler_target.codegen import requant
+from compiler_target.codegen.ops import Conv2D, Matmul
+
+from .helpers import Bindings, compile_and_run
+
+SILU_TAIL = [("const", 0.031), ("mul", (11, 12)), ("neg", (13,)), ("exp", (14,)),
+             ("const", 1.0), ("add", (15, 16)), ("div", (16, 17)), ("mul", (13, 18)),
+             ("const", 0.02), ("div", (19, 20)), ("round", (21,), -121.0, 134.0),
+             ("scale", (22,), 1.0, -7.0), ("ftoi", (23,), 8)]
+
+
+def _stage_one(correction: list, zero: int) -> list:
+    """acc - correction (nodes 1..zero), sitofp, ·s1, fma(·, s2, bias[c]), / s3, round."""
+    n = len(correction) + 1
+    return [("acc",)] + correction + [
+        ("isub", (0, zero)), ("itof", (n,)), ("const", 0.0123), ("mul", (n + 1, n + 2)),
+        ("const", 0.0071), ("input", 1), ("fma", (n + 3, n + 4, n + 5)), ("const", 0.031),
+        ("div", (n + 6, n + 7)), ("round", (n + 8,), -140.0, 115.0)]
+
+
+def _shifted(tail: list, by: int) -> list:
+    return [node if node[0] in ("const", "iconst", "input", "acc") else
+            (node[0], tuple(a + by for a in node[1])) + tuple(node[2:]) for node in tail]
+
+
+def _run_both(make_op, monkeypatch):
+    """Compiles and runs the op (`make_op(rng)`, the same data twice) with vrequant and
+    with the epilogue as separate instructions."""
+    results = []
+    for use in (True, False):
+        if not use:
+            monkeypatch.setattr(requant, "plan", lambda *args, **kwargs: None)
+        b, op, out = make_op(np.random.default_rng(7))
+        compiled, stats = compile_and_run(op, b)
+        assert compiled.estimated_cycles == stats.total_cycles
+        results.append((b.read(out), compiled))
+    return results
+
+
+@pytest.mark.parametrize("kind", ["conv", "matmul"])
+def test_per_channel_requantization_is_one_vrequant(monkeypatch, kind):
+    expr = _stage_one([("input", 0)], 1) + _shifted(SILU_TAIL, 0)
+
+    def make(rng):
+        b = Bindings()
+        if kind == "conv":
+            x = rng.integers(-128, 128, (1, 32, 14, 14), dtype=np.int8)
+            w = rng.integers(-128, 128, (48, 32, 3, 3), dtype=np.int8)
+            out = b.output((1, 48, 12, 12), np.int8)
+            shape, channel = (1, 48, 12, 12), (1, 48, 1, 1)
+            zp = rng.integers(-3000, 3000, channel, dtype=np.int32)
+            bias = rng.standard_normal(channel).astype(np.float32)
+            op = Conv2D(b.add(x), b.add(w), out, epilogue=expr,
+                        epilogue_inputs=[b.add_broadcast(zp, shape), b.add_broadcast(bias, shape)])
+        else:
+            a = rng.integers(-128, 128, (1, 300, 96), dtype=np.int8)
+            w = rng.integers(-128, 128, (1, 96, 64), dtype=np.int8)
+            out = b.output((1, 300, 64), np.int8)
+            shape, channel = (1, 300, 64), (1, 1, 64)
+            zp = rng.integers(-3000, 3000, channel, dtype=np.int32)
+            bias = rng.standard_normal(channel).astype(np.float32)
+            op = Matmul(b.add(a), b.add(w), out, epilogue=expr,
+                        epilogue_inputs=[b.add_broadcast(zp, shape), b.add_broadcast(bias, shape)])
+        return b, op, out
+
+    (fused, compiled), (separate, reference) = _run_both(make, monkeypatch)
+    np.testing.assert_array_equal(fused, separate)
+    assert "vrequant.i8" in compiled.asm and "vrequant" not in reference.asm
+    assert compiled.asm.count("vexp.f32") == 1        # SiLU once, in the table
+    assert compiled.estimated_cycles < reference.estimated_cycles
+
+
+def test_per_pixel_correction_is_computed_into_the_accumulator(monkeypatch):
+    """acc - (row_sum·zp_b + col_term - k): the correction varies along M and N."""
+    correction = [("input", 0), ("iconst", 3), ("imul", (1, 2)), ("input", 2),
+                  ("iadd", (3, 4)), ("iconst", 77), ("isub", (5, 6))]
+    expr = _stage_one(correction, 7)
+    expr += [("const", 0.031), ("mul", (17, 18)), ("const", 0.5), ("add", (19, 20)),
+             ("const", 0.02), ("div", (21, 22)), ("round", (23,), 0.0, 255.0),
+             ("scale", (24,), 1.0, -128.0), ("ftoi", (25,), 8)]
+
+    def make(rng):
+        b = Bindings()
+        a = rng.integers(-128, 128, (1, 120, 200), dtype=np.int8)
+        w = rng.integers(-128, 128, (1, 200, 40), dtype=np.int8)
+        row_sum = a.astype(np.int32).sum(axis=2, keepdims=True, dtype=np.int32)
+        col_term = rng.integers(-5000, 5000, (1, 1, 40), dtype=np.int32)
+        bias = rng.standard_normal((1, 1, 40)).astype(np.float32)
+        out = b.output((1, 120, 40), np.int8)
+        shape = (1, 120, 40)
+        op = Matmul(b.add(a), b.add(w), out, epilogue=expr,
+                    epilogue_inputs=[b.add_broadcast(row_sum, shape), b.add_broadcast(bias, shape),
+                                     b.add_broadcast(col_term, shape)])
+        return b, op, out
+
+    (fused, compiled), (separate, _) = _run_both(make, monkeypatch)
+    np.testing.assert_array_equal(fused, separate)
+    assert "vrequant.i8" in compiled.asm
+
+
+def test_match_rejects_what_vrequant_cannot_compute():
+    base = [("acc",), ("itof", (0,)), ("const", 0.5), ("mul", (1, 2))]
+    assert requant.match(base + [("round", (3,), -128.0, 127.0), ("ftoi", (4,), 8)])
+    assert requant.match(base + [("round", (3,), -np.inf, np.inf), ("ftoi", (4,), 8)]) is None
+    assert requant.match(base + [("round", (3,), 0.0, 300.0)]) is None      # > 256 values
+    assert requant.match(base + [("relu", (3,)), ("round", (4,), 0.0, 9.0)]) is None
+    # the table may read scalars only: a per-pixel input after the rounding stays separate
+    assert requant.match(base + [("round", (3,), 0.0, 9.0), ("input", 0),
+                                 ("add", (4, 5))]) is None
