@@ -14,7 +14,7 @@ from executable_format.isa import ACCUMULATOR, DTYPE_NAMES, Flag
 
 from . import requant
 from .lower import NotLowerable
-from .ops import INT_NODES, LEAVES, SCALARS
+from .ops import INT_NODES, LEAVES, SCALARS, live_nodes, reachable
 from .npu_ir import DTYPES, FLOATS, Buffer, Instr, dtype_bytes, value_bits
 from .tile import Slots, Sram, Streamed, dense_sram_strides, fill_instrs, store_instrs
 from .vector import Operand, binary, convert, unary
@@ -44,19 +44,6 @@ def _last_uses(expr) -> dict[int, int]:
 def accumulator(dtype: str) -> str:
     """The MAC array's accumulator dtype for operands of `dtype` (f32, or i32 for i8)."""
     return DTYPE_NAMES[ACCUMULATOR[DTYPES[dtype]]]
-
-
-def reachable(expr, roots=None) -> set[int]:
-    """Indices of the nodes the final node (or the `roots`) depends on (itself included)."""
-    seen, stack = set(), [len(expr) - 1] if roots is None else list(roots)
-    while stack:
-        index = stack.pop()
-        if index in seen:
-            continue
-        seen.add(index)
-        if expr[index][0] not in LEAVES:
-            stack.extend(expr[index][1])
-    return seen
 
 
 def used_inputs(expr, roots=None) -> list[int]:
@@ -412,7 +399,7 @@ def fold_affine(expr, inputs, channel_dim: int):
     if not steps:
         return [], expr
     folded = [("acc",) if i == current else node for i, node in enumerate(expr)]
-    return steps, _live_only(folded)
+    return steps, live_nodes(folded)
 
 
 def _per_channel(node, inputs, channel_dim: int) -> bool:
@@ -425,10 +412,3 @@ def _per_channel(node, inputs, channel_dim: int) -> bool:
                                       enumerate(zip(ref.shape, ref.strides)) if d != channel_dim)
 
 
-def _live_only(expr):
-    """The nodes the last one depends on, renumbered (input indices unchanged)."""
-    order = sorted(reachable(expr))
-    renumber = {old: new for new, old in enumerate(order)}
-    return [expr[i] if expr[i][0] in LEAVES else
-            (expr[i][0], tuple(renumber[a] for a in expr[i][1])) + tuple(expr[i][2:])
-            for i in order]

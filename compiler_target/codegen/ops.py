@@ -62,6 +62,29 @@ INT_NODES = frozenset({"iadd", "isub", "imul", "imax", "imin", "ftoi", "ftou", "
 SCALARS = ("const", "iconst", "pconst")    # leaves held in a one-element SRAM cell
 
 
+def reachable(expr, roots=None) -> set[int]:
+    """Indices of the nodes the final node (or the `roots`) depends on (itself included)."""
+    seen, stack = set(), [len(expr) - 1] if roots is None else list(roots)
+    while stack:
+        index = stack.pop()
+        if index in seen:
+            continue
+        seen.add(index)
+        if expr[index][0] not in LEAVES:
+            stack.extend(expr[index][1])
+    return seen
+
+
+def live_nodes(expr, last: int | None = None) -> list:
+    """The nodes `last` (default: the final node) depends on, renumbered, `last` the final
+    one; input indices unchanged."""
+    order = sorted(reachable(expr, None if last is None else [last]))
+    renumber = {old: new for new, old in enumerate(order)}
+    return [expr[i] if expr[i][0] in LEAVES else
+            (expr[i][0], tuple(renumber[a] for a in expr[i][1])) + tuple(expr[i][2:])
+            for i in order]
+
+
 @dataclass
 class Elementwise:
     """out[i] = expr(inputs[i]) over a dense iteration space of `out.shape` (rank <= 4).

@@ -22,7 +22,7 @@ from executable_format.isa import CONST_POOL, REQUANT_RECORD, Flag, f32_bits
 
 from .lower import NotLowerable
 from .npu_ir import Buffer, Instr, dtype_bytes
-from .ops import LEAVES
+from .ops import LEAVES, live_nodes
 from .tile import Slots, Sram, dense_sram_strides, dma_instrs, fill_instrs, store_instrs, Dim
 from .vector import Operand, convert, unary
 
@@ -188,7 +188,7 @@ class Requant:
                                  bits, f"requant {name}")
         self.correction = None
         if pattern.correction_node is not None and not self._zero_input():
-            prefix = _prefix(expr, pattern.correction_node)
+            prefix = live_nodes(expr, pattern.correction_node)
             self.correction = plan_class(prefix, sram, acc_dtype, max_elements, name="corr",
                                          input_dtypes=input_dtypes)
             setup += self.correction.setup
@@ -234,22 +234,6 @@ class Requant:
                             reads=(acc.buffer, self.records, self.table),
                             writes=(out_tile,), note=note))
         return instrs + store_instrs(self.out, starts, counts, out_tile, sram_strides, note)
-
-
-def _prefix(expr, last: int):
-    """The nodes `last` depends on, renumbered, `last` the final one (inputs kept)."""
-    seen, stack = set(), [last]
-    while stack:
-        index = stack.pop()
-        if index not in seen:
-            seen.add(index)
-            if expr[index][0] not in LEAVES:
-                stack.extend(expr[index][1])
-    order = sorted(seen)
-    renumber = {old: new for new, old in enumerate(order)}
-    return [expr[i] if expr[i][0] in LEAVES else
-            (expr[i][0], tuple(renumber[a] for a in expr[i][1])) + tuple(expr[i][2:])
-            for i in order]
 
 
 def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_elements: int,

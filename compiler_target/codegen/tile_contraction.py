@@ -28,8 +28,9 @@ from executable_format.machine import MachineConfig
 
 from .affine_fold import AffineFold
 from .epilogue import (LEAVES, EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
-                       reachable, temp_count, used_inputs)
+                       temp_count, used_inputs)
 from .lower import Lowered, NotLowerable
+from .ops import reachable
 from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes, mac_flags, mac_operands_supported
 from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned,
                    block_candidates, ceil_div, dense_sram_strides, dma_instrs, fitting, prod,

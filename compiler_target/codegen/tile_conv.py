@@ -23,8 +23,9 @@ from executable_format.isa import Flag, pack_pair
 from executable_format.machine import MachineConfig
 
 from .epilogue import (LEAVES, EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
-                       reachable, used_inputs, without_batch)
+                       used_inputs, without_batch)
 from .lower import Lowered, NotLowerable
+from .ops import reachable
 from . import tile_conv_depthwise as depthwise
 from .tile_conv_im2col import Im2colTiler
 from .vector import Operand

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from iree.compiler import ir
 
-from ..ops import LEAVES, SCALARS, TensorRef
+from ..ops import LEAVES, SCALARS, TensorRef, reachable
 from .errors import NotSupported
 from .indexing import row_major
 from .values import Empty, Scalar, View
@@ -137,14 +137,7 @@ def pruned(nodes: list, inputs: list[TensorRef]) -> tuple[list, list[TensorRef]]
 def pruned_to(nodes: list, inputs: list[TensorRef], roots: list[int]):
     """The nodes the `roots` depend on, renumbered, the inputs they read, and the roots'
     new indices."""
-    keep, stack = set(), list(roots)
-    while stack:
-        index = stack.pop()
-        if index not in keep:
-            keep.add(index)
-            if nodes[index][0] not in LEAVES:
-                stack.extend(nodes[index][1])
-    order = sorted(keep)
+    order = sorted(reachable(nodes, roots))
     renumber = {old: new for new, old in enumerate(order)}
     used_inputs = sorted({nodes[i][1] for i in order if nodes[i][0] == "input"})
     input_index = {old: new for new, old in enumerate(used_inputs)}
