@@ -437,13 +437,12 @@ class ContractionEmitter:
 
     def _load_a(self, front, batch, m_block, k_block, note):
         return self._load(front, "a", self.a_slots, batch, m_block, k_block,
-                          self.p.a_transposed, note + f" A k{k_block[0]}")
+                          self.p.a_transposed, note + f" A k{k_block[0]}")[0]
 
     def _load_b(self, front, batch, k_block, n_block, note):
-        loaded = len(front)
-        buf = self._load(front, "b", self.b_slots, batch, k_block, n_block,
-                         self.p.b_transposed, note + f" B k{k_block[0]}")
-        if self.affine is not None and len(front) > loaded:
+        buf, fresh = self._load(front, "b", self.b_slots, batch, k_block, n_block,
+                                self.p.b_transposed, note + f" B k{k_block[0]}")
+        if self.affine is not None and fresh:
             kt, n0, nt = prod(k_block[2]), n_block[1][0], prod(n_block[2])
             tile = (1, nt, kt) if self.p.b_transposed else (1, kt, nt)
             scale = Operand(self.affine.scale, (0, 1, 0) if self.p.b_transposed else (0, 0, 1), n0)
@@ -454,7 +453,7 @@ class ContractionEmitter:
     def _load(self, front, name, slots, batch, first, second, transposed, note):
         """Loads the block (first role block x second role block) of operand `name` (a:
         M x K, b: K x N) into a dense SRAM tile, [first][second] or, transposed,
-        [second][first]."""
+        [second][first]; (the tile, whether it was loaded rather than kept)."""
         tensor = self.tensors[name]
         nb = len(batch)
         varies = tuple(i if tensor.strides[d] else 0 for d, i in enumerate(batch))
@@ -473,4 +472,4 @@ class ContractionEmitter:
             origin = sum(i * s for i, s in zip(starts, tensor.strides))
             dims = [Dim(c, s, d) for c, s, d in zip(counts, tensor.strides[nb:], f_sram + s_sram)]
             front += dma_instrs("dma.load", tensor, origin, buf, 0, dims, note)
-        return buf
+        return buf, fresh
