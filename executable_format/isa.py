@@ -167,7 +167,8 @@ OPCODE_LIST = (
     _binary(51, "vmax"),
     _binary(52, "vmin"),
     _binary(53, "vdiv"),
-    _op(54, "vfma", Engine.VECTOR, "binary", _FLOAT),   # dst = lhs·rhs + dst, one rounding
+    # dst = lhs·rhs + dst: floats rounded once, i32 wrapping
+    _op(54, "vfma", Engine.VECTOR, "binary", _FLOAT + (DType.I32,)),
     _unary(64, "vcopy", _ALL),
     _unary(65, "vrelu", _FLOAT + (DType.I32,)),
     _unary(66, "vclamp"),             # p0 = min, p1 = max (f32 bits)

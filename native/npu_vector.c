@@ -47,6 +47,7 @@ static void binary_f32(int op, float* restrict d, const float* restrict l,
 static void binary_i32(int op, int32_t* restrict d, const int32_t* restrict l,
                        const int32_t* restrict r, size_t n) {
   switch (op) {
+    case OP_VFMA: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] * (uint32_t)r[i] + (uint32_t)d[i]); break;
     case OP_VADD: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] + (uint32_t)r[i]); break;
     case OP_VSUB: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] - (uint32_t)r[i]); break;
     case OP_VMUL: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] * (uint32_t)r[i]); break;
@@ -83,6 +84,7 @@ int exec_binary(exec_t* x, const instr_t* in) {
         if (in->dtype == DT_I32) {
           load_i32(DT_I32, lp + lof, lhs.strides[2], len, l.i);
           load_i32(DT_I32, rp + rof, rhs.strides[2], len, r.i);
+          if (in->opcode == OP_VFMA) load_i32(DT_I32, dp + dof, dst.strides[2], len, d.i);
           binary_i32(in->opcode, d.i, l.i, r.i, len);
           store_i32(dp + dof, dst.strides[2], len, d.i);
         } else {

@@ -26,6 +26,7 @@ CONVERT = ("itof", "ftoi", "ftou")  # vcvt between a node's i32 and f32
 ROUNDINGS = {"floor": Flag.ROUND_FLOOR, "ceil": Flag.ROUND_CEIL,
              "roundaway": Flag.ROUND_HALF_AWAY}        # vround with its rounding flag
 INTS = ("i8", "i32", "u8")
+SCRATCH_NODES = ("abs", "fma", "ifma")   # nodes whose instructions may need a scratch tile
 UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
          "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround",
@@ -118,7 +119,7 @@ def temp_count(expr, stored=frozenset()) -> int:
     temporary are both counted; an expression with integer nodes computes floats in f32,
     so every temporary has the size of the widest)."""
     slots = _assign_temps(expr, stored)
-    return len(set(slots.values())) + any(node[0] in ("abs", "fma") for node in expr)
+    return len(set(slots.values())) + any(node[0] in SCRATCH_NODES for node in expr)
 
 
 def bytes_per_element(expr, inputs, dtype: str) -> int:
@@ -173,7 +174,7 @@ class EpiloguePlan:
                  stored=frozenset(), input_dtypes=None):
         for node in expr:
             if node[0] not in LEAVES and node[0] not in BINARY and node[0] not in UNARY and \
-                    node[0] not in INT_BINARY and node[0] not in CONVERT + ("fma",):
+                    node[0] not in INT_BINARY and node[0] not in CONVERT + ("fma", "ifma"):
                 raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
         copies = all(node[0] in LEAVES for node in expr)   # in the op's dtype, whatever it is
         floats = dtype if copies else float_dtype(dtype)
@@ -196,7 +197,7 @@ class EpiloguePlan:
                                        "i32" if slot[0] else floats, (max_elements,))
                       for slot in sorted(set(self.slot_of.values()))}
         self.scratch = sram.alloc(f"{name}.scratch", floats, (max_elements,)) \
-            if any(node[0] in ("abs", "fma") for node in expr) else None
+            if any(node[0] in SCRATCH_NODES for node in expr) else None
 
     @property
     def result_dtype(self) -> str:
@@ -246,7 +247,7 @@ def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], 
     (`abs` needs a `scratch` operand of the box's size)."""
     if kind in BINARY:
         return [binary(BINARY[kind], dtype, target, args[0], args[1], box, note)]
-    if kind == "fma":
+    if kind in ("fma", "ifma"):
         return fma_instrs(dtype, target, args, box, scratch, note)
     if kind in INT_BINARY:
         return [binary(INT_BINARY[kind], "i32", target, args[0], args[1], box, note)]

@@ -47,6 +47,7 @@ class TensorRef:
 #   ("pconst", k)             the dispatch's i32 push constant k (a scalar IREE passes per
 #                             call, such as a quantized input's sum)
 #   (iop, (a, b))             iadd isub imul imax imin: i32 arithmetic, wrapping
+#   ("ifma", (a, b, c))       a·b + c in i32, wrapping (code generation's, not the IR's)
 #   ("itof", (a,))            i32 -> f32, rounded to nearest even (arith.sitofp)
 #   ("ftoi", (a,), bits)      f32 -> i32 toward zero, saturating (arith.fptosi to `bits`
 #                             bits; the value is in that range or the IR's is poison)
@@ -57,8 +58,8 @@ class TensorRef:
 # accumulator of an integer dtype are i32; every other node is of the float dtype.
 ExprNode = tuple
 LEAVES = ("input", "acc", "const", "iconst", "pconst")
-INT_NODES = frozenset({"iadd", "isub", "imul", "imax", "imin", "ftoi", "ftou", "iconst",
-                       "pconst"})
+INT_NODES = frozenset({"iadd", "isub", "imul", "imax", "imin", "ifma", "ftoi", "ftou",
+                       "iconst", "pconst"})
 SCALARS = ("const", "iconst", "pconst")    # leaves held in a one-element SRAM cell
 
 

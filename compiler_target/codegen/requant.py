@@ -22,7 +22,7 @@ from executable_format.isa import CONST_POOL, REQUANT_RECORD, Flag, f32_bits
 
 from .lower import NotLowerable
 from .npu_ir import Buffer, Instr, dtype_bytes
-from .ops import LEAVES, live_nodes
+from .ops import LEAVES, live_nodes, reachable
 from .tile import Slots, Sram, dense_sram_strides, dma_instrs, fill_instrs, store_instrs, Dim
 from .vector import Operand, convert, unary
 
@@ -36,11 +36,13 @@ TABLE_MAX = 256
 class Pattern:
     """An epilogue as vrequant's record and table expression."""
     correction: int | None          # node Y of isub(acc, Y), or None (itof(acc))
-    correction_node: int | None     # the isub node (when Y is computed per tile)
-    operands: dict                  # record field -> ("const", v) or ("input", k)
+    operands: dict                  # record field -> ("const", v), ("iconst", v) or
+                                    # ("input", k); "zero" may be ("expr", nodes)
     lo: float
     hi: float
-    rest: list                      # the table's expression, ("input", 0) being q
+    rest: list                      # the table's expression, ("input", 0) being q and
+                                    # ("input", 1 + j) the scalar epilogue input
+    table_inputs: list              # table_inputs[j]
 
 
 def _users(expr, index: int) -> list[int]:
@@ -52,16 +54,18 @@ def _operand(expr, index: int):
     return node if node[0] in ("const", "input") else None
 
 
-def match(expr) -> Pattern | None:
-    """The record and table of `expr`, or None when it is not a requantization chain."""
+def match(expr, scalar_inputs=frozenset()) -> Pattern | None:
+    """The record and table of `expr`, or None when it is not a requantization chain. The
+    table may read the epilogue inputs `scalar_inputs` (one value each, as the 0-d tensors
+    IREE hoists a quantized graph's scales and offsets into)."""
     accs = [i for i, node in enumerate(expr) if node[0] == "acc"]
     if len(accs) != 1 or len(_users(expr, accs[0])) != 1:
         return None
     current = _users(expr, accs[0])[0]
-    correction = correction_node = None
+    correction = None
     if expr[current][0] == "isub" and expr[current][1][0] == accs[0] and \
             accs[0] != expr[current][1][1]:
-        correction, correction_node = expr[current][1][1], current
+        correction = expr[current][1][1]
         users = _users(expr, current)
         if len(users) != 1:
             return None
@@ -99,15 +103,17 @@ def match(expr) -> Pattern | None:
             return None
         operands.update({name: _operand(expr, i) for name, i in fields.items()})
         done, current = step, user
-    rest = _table_expression(expr, user)
-    if rest is None:
+    table = _table_expression(expr, user, scalar_inputs)
+    if table is None:
         return None
-    return Pattern(correction, correction_node, operands, float(lo), float(hi), rest)
+    rest, table_inputs = table
+    return Pattern(correction, operands, float(lo), float(hi), rest, table_inputs)
 
 
-def _table_expression(expr, rounded: int):
-    """The nodes after `rounded` as an expression of ("input", 0) = its value, if they
-    read nothing else but scalars."""
+def _table_expression(expr, rounded: int, scalar_inputs):
+    """(the nodes after `rounded` as an expression of ("input", 0) = its value and
+    ("input", 1 + j) = scalar input table_inputs[j], table_inputs) if they read nothing
+    else but constants and scalar inputs; else None."""
     order, stack, seen = [], [len(expr) - 1], set()
     while stack:
         index = stack.pop()
@@ -115,8 +121,9 @@ def _table_expression(expr, rounded: int):
             continue
         seen.add(index)
         node = expr[index]
-        if node[0] in ("acc", "input", "pconst") or (node[0] in LEAVES and index < rounded
-                                                    and node[0] not in ("const", "iconst")):
+        scalar = node[0] == "input" and node[1] in scalar_inputs
+        if not scalar and (node[0] in ("acc", "input", "pconst") or (
+                node[0] in LEAVES and index < rounded and node[0] not in ("const", "iconst"))):
             return None
         if node[0] not in LEAVES:
             if index < rounded:
@@ -124,20 +131,101 @@ def _table_expression(expr, rounded: int):
             stack.extend(node[1])
         order.append(index)
     if len(expr) - 1 == rounded:
-        return [("input", 0)]
+        return [("input", 0)], []
     renumber = {rounded: 0}
-    rest = [("input", 0)]
+    rest, table_inputs = [("input", 0)], []
     for index in sorted(order):
         node = expr[index]
         renumber[index] = len(rest)
-        rest.append(node if node[0] in LEAVES else
-                    (node[0], tuple(renumber[a] for a in node[1])) + tuple(node[2:]))
-    return rest
+        if node[0] == "input":
+            table_inputs.append(node[1])
+            rest.append(("input", len(table_inputs)))
+        else:
+            rest.append(node if node[0] in LEAVES else
+                        (node[0], tuple(renumber[a] for a in node[1])) + tuple(node[2:]))
+    return rest, table_inputs
 
 
 def channel_input(tensor: Buffer) -> bool:
     """Whether an epilogue tensor varies along one output dim at most."""
-    return sum(1 for n, s in zip(tensor.shape, tensor.strides) if s and n > 1) <= 1
+    return len(_varying_dims(tensor)) <= 1
+
+
+def _varying_dims(tensor: Buffer) -> set[int]:
+    return {d for d, (n, s) in enumerate(zip(tensor.shape, tensor.strides)) if s and n > 1}
+
+
+def _terms(expr, index: int, sign: int) -> list[tuple[int, int]]:
+    """sign·node `index` as a sum of (sign, term node): iadd and isub opened up."""
+    node = expr[index]
+    if node[0] in ("iadd", "isub"):
+        a, b = node[1]
+        return _terms(expr, a, sign) + _terms(expr, b, sign if node[0] == "iadd" else -sign)
+    return [(sign, index)]
+
+
+def _wrapped(value: int) -> int:
+    return (value + 2 ** 31) % 2 ** 32 - 2 ** 31
+
+
+def _sum(nodes: list, start: int | None, terms) -> int | None:
+    """Appends the nodes of start + Σ sign·term (start None: 0) to `nodes`, a product by a
+    constant as one ifma; returns the sum's node (None: no terms, no start)."""
+    current = start
+    for sign, term in terms:
+        node = nodes[term]
+        if node[0] == "imul" and current is not None:
+            x, c = node[1] if nodes[node[1][1]][0] == "iconst" else node[1][::-1]
+            if nodes[c][0] == "iconst":
+                nodes.append(("iconst", _wrapped(sign * nodes[c][1])))
+                nodes.append(("ifma", (x, len(nodes) - 1, current)))
+                current = len(nodes) - 1
+                continue
+        if current is None and sign > 0:
+            current = term
+            continue
+        if current is None:
+            nodes.append(("iconst", 0))
+            current = len(nodes) - 1
+        nodes.append(("iadd" if sign > 0 else "isub", (current, term)))
+        current = len(nodes) - 1
+    return current
+
+
+def split_correction(expr, pattern: Pattern, tensors: dict):
+    """acc - Y as (the expression of acc - P, or None when P = 0; the record's zero Z):
+    Y = P + Z, Z the terms that vary along the records' dim at most (the per-channel part
+    of IREE's zero-point correction, computed per tile on one value per record) and P the
+    others (a per-pixel input sum times the weights' zero point: one ifma per element).
+    i32 arithmetic wraps, so any order of the terms gives the same bits."""
+    dims = set()
+    for name, operand in pattern.operands.items():
+        if operand[0] == "input":
+            dims |= _varying_dims(tensors[f"epilogue.{operand[1]}"])
+    if len(dims) > 1:
+        return None
+    record, pixel = [], []
+    for sign, term in _terms(expr, pattern.correction, -1):
+        term_dims = set()
+        for i in reachable(expr, [term]):
+            if expr[i][0] == "input":
+                term_dims |= _varying_dims(tensors[f"epilogue.{expr[i][1]}"])
+        if len(term_dims | dims) <= 1:
+            record.append((-sign, term))
+            dims |= term_dims
+        else:
+            pixel.append((sign, term))
+    nodes = list(expr)
+    acc = next(i for i, node in enumerate(expr) if node[0] == "acc")
+    corrected = _sum(nodes, acc, pixel)
+    zero = _sum(nodes, None, record)
+    if zero is None:
+        zero_operand = ("iconst", 0)
+    elif nodes[zero][0] in ("input", "iconst"):
+        zero_operand = nodes[zero]
+    else:
+        zero_operand = ("expr", live_nodes(nodes, zero))
+    return (live_nodes(nodes, corrected) if corrected != acc else None), zero_operand
 
 
 class Requant:
@@ -145,18 +233,22 @@ class Requant:
     dispatch) and per tile the record copies, the correction if any, and one vrequant
     into an output tile of the output dtype (`emit`)."""
 
-    def __init__(self, expr, pattern: Pattern, sram: Sram, out: Buffer, constants,
-                 max_elements: int, plan_class, acc_dtype: str, input_dtypes):
+    def __init__(self, corrected, pattern: Pattern, sram: Sram, out: Buffer, tensors: dict,
+                 constants, max_elements: int, plan_class, acc_dtype: str, input_dtypes):
         self.pattern, self.out = pattern, out
-        per_channel = [k for _, k in self._inputs()]
-        self.records_count = max(out.shape) if per_channel else 1
+        zero = pattern.operands["zero"]
+        zero_inputs = [node[1] for node in zero[1] if node[0] == "input"] \
+            if zero[0] == "expr" else []
+        self.records_count = max(out.shape) if self._inputs() or zero_inputs else 1
         entries = int(pattern.hi - pattern.lo) + 1
         q = np.arange(pattern.lo, pattern.hi + 1, dtype=np.float32)
         q_dram = Buffer("requant.q", "f32", (entries,), "dram", binding=CONST_POOL,
                         offset=constants.intern(q.tobytes()), strides=(1,))
         q_sram = sram.alloc("requant.q", "f32", (entries,))
+        scalars = [sram.alloc(f"requant.scalar{j}", "f32", (1,))
+                   for j in range(len(pattern.table_inputs))]
         table_plan = plan_class(pattern.rest, sram, "f32", entries, name="table",
-                                input_dtypes=["f32"])
+                                input_dtypes=["f32"] * (1 + len(scalars)))
         result = table_plan.result_dtype
         self.table = sram.alloc("requant.table", out.dtype, (entries,))
         staging = sram.alloc("requant.result", result, (entries,)) if result != out.dtype \
@@ -167,16 +259,19 @@ class Requant:
         flat = (0, 0, 1)
         setup = dma_instrs("dma.load", q_dram, 0, q_sram, 0, [Dim(entries, 1, 1)],
                            "requant values")
+        for k, scalar in zip(pattern.table_inputs, scalars):
+            setup += dma_instrs("dma.load", tensors[f"epilogue.{k}"], 0, scalar, 0,
+                                [Dim(1, 1, 1)], "requant table scalar")
         setup += table_plan.setup
-        setup += table_plan.emit(box, Operand(staging, flat), [Operand(q_sram, flat)], None,
+        setup += table_plan.emit(box, Operand(staging, flat),
+                                 [Operand(q_sram, flat)] +
+                                 [Operand(scalar, (0, 0, 0)) for scalar in scalars], None,
                                  "requant table")
         if staging is not self.table:
             setup.append(convert(Operand(self.table, flat), Operand(staging, flat), box,
                                  "requant table"))
         fields = {name: operand for name, operand in pattern.operands.items()
-                  if operand[0] != "input"}
-        if pattern.correction_node is not None and not self._zero_input():
-            fields["zero"] = ("iconst", 0)
+                  if operand[0] in ("const", "iconst")}
         for name, operand in fields.items():
             bits = int(np.int32(operand[1]).view(np.uint32)) if name == "zero" else \
                 f32_bits(operand[1])
@@ -186,17 +281,25 @@ class Requant:
                            ("table", self.table.addr)):
             setup += fill_instrs(self.records, FIELD[name], [(self.records_count, RECORD_WORDS)],
                                  bits, f"requant {name}")
+        self.zero = self.zero_input = None
+        if zero[0] == "expr":
+            self.zero = plan_class(zero[1], sram, "i32", self.records_count, name="zero",
+                                   input_dtypes=input_dtypes)
+            setup += self.zero.setup
+            if zero_inputs:
+                self.zero_input = zero_inputs[0]
+            else:       # push constants: once
+                setup += self.zero.emit((1, 1, self.records_count),
+                                        Operand(self.records, (0, 0, RECORD_WORDS), FIELD["zero"]),
+                                        [], None, "requant zero")
+                self.zero = None
         self.correction = None
-        if pattern.correction_node is not None and not self._zero_input():
-            prefix = live_nodes(expr, pattern.correction_node)
-            self.correction = plan_class(prefix, sram, acc_dtype, max_elements, name="corr",
+        if corrected is not None:
+            self.correction = plan_class(corrected, sram, acc_dtype, max_elements, name="corr",
                                          input_dtypes=input_dtypes)
             setup += self.correction.setup
         self.setup = setup
         self.cast = Slots(sram, "out", out.dtype, (max_elements,))
-
-    def _zero_input(self) -> bool:
-        return self.pattern.operands["zero"][0] == "input"
 
     def _inputs(self):
         """(record field, input index) of the per-channel operands."""
@@ -209,7 +312,8 @@ class Requant:
         if self.correction is not None:
             instrs += self.correction.emit(box, acc, inputs, acc, note + " correction")
         strides = None
-        for name, k in self._inputs():
+        fields = self._inputs() + ([("zero", self.zero_input)] if self.zero else [])
+        for name, k in fields:
             operand = inputs[k]
             if strides is None:
                 strides = operand.strides
@@ -219,10 +323,13 @@ class Requant:
             if 1 + sum((n - 1) * s for n, s in zip(reduced, operand.strides)) > \
                     self.records_count:
                 raise NotLowerable("requantization records exceed their buffer")
-            dtype = "i32" if name == "zero" else "f32"
             dst = Operand(self.records, tuple(RECORD_WORDS * s for s in operand.strides),
                           FIELD[name])
-            instrs.append(unary("vcopy", dtype, dst, operand, reduced, note + f" {name}"))
+            if name == "zero" and self.zero is not None:
+                instrs += self.zero.emit(reduced, dst, inputs, None, note + " zero")
+            else:
+                dtype = "i32" if name == "zero" else "f32"
+                instrs.append(unary("vcopy", dtype, dst, operand, reduced, note + f" {name}"))
         out_tile, _ = self.cast.acquire(None)
         fields = {"dst": out_tile.addr, "src": acc.buffer.addr + acc.elem_offset * 4,
                   "params": self.records.addr}
@@ -243,18 +350,23 @@ def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_ele
     if acc_dtype != "i32" or tensors is None or constants is None or \
             out.dtype not in ("i8", "u8", "i32", "f32"):
         return None
-    pattern = match(expr)
+    scalar_inputs = {int(name.removeprefix("epilogue.")) for name, tensor in tensors.items()
+                     if name.startswith("epilogue.") and tensor.dtype == "f32" and
+                     all(s == 0 or n == 1 for n, s in zip(tensor.shape, tensor.strides))}
+    pattern = match(expr, scalar_inputs)
     if pattern is None:
         return None
-    if pattern.operands["zero"] == ("iconst", 0) and pattern.correction is not None:
-        node = expr[pattern.correction]
-        if node[0] == "input" and channel_input(tensors[f"epilogue.{node[1]}"]):
-            pattern.operands["zero"] = node
     for name, operand in pattern.operands.items():
         if operand[0] == "input" and not channel_input(tensors[f"epilogue.{operand[1]}"]):
             return None
-    if any(operand[0] == "input" for operand in pattern.operands.values()) and \
+    corrected = None
+    if pattern.correction is not None:
+        split = split_correction(expr, pattern, tensors)
+        if split is None:
+            return None
+        corrected, pattern.operands["zero"] = split
+    if any(operand[0] in ("input", "expr") for operand in pattern.operands.values()) and \
             max(out.shape) * RECORD_WORDS * 4 > 2 * max_elements * 4:
         return None
-    return Requant(expr, pattern, sram, out, constants, max_elements, plan_class, acc_dtype,
-                   input_dtypes)
+    return Requant(corrected, pattern, sram, out, tensors, constants, max_elements, plan_class,
+                   acc_dtype, input_dtypes)

@@ -104,6 +104,36 @@ def test_per_pixel_correction_is_computed_into_the_accumulator(monkeypatch):
     (fused, compiled), (separate, _) = _run_both(make, monkeypatch)
     np.testing.assert_array_equal(fused, separate)
     assert "vrequant.i8" in compiled.asm
+    # acc + row_sum·(-3) as one vfma per tile; col_term - 77 computed into the records
+    assert compiled.asm.count("vfma.i32") == compiled.asm.count("vrequant.i8")
+    assert "vmul.i32" not in compiled.asm
+
+
+def test_table_reads_scalar_inputs(monkeypatch):
+    """After the rounding, PP-OCR's QDQ graphs scale by 0-d tensors IREE hoists into the
+    dispatch's bindings: the table reads them, loaded once per dispatch."""
+    expr = _stage_one([("input", 0)], 1) + [
+        ("input", 2), ("mul", (11, 12)), ("const", 0.02), ("div", (13, 14)),
+        ("input", 3), ("add", (15, 16)), ("round", (17,), -128.0, 127.0), ("ftoi", (18,), 8)]
+
+    def make(rng):
+        b = Bindings()
+        a = rng.integers(-128, 128, (1, 200, 96), dtype=np.int8)
+        w = rng.integers(-128, 128, (1, 96, 48), dtype=np.int8)
+        out = b.output((1, 200, 48), np.int8)
+        shape, channel, scalar = (1, 200, 48), (1, 1, 48), (1, 1, 1)
+        zp = rng.integers(-3000, 3000, channel, dtype=np.int32)
+        bias = rng.standard_normal(channel).astype(np.float32)
+        op = Matmul(b.add(a), b.add(w), out, epilogue=expr, epilogue_inputs=[
+            b.add_broadcast(zp, shape), b.add_broadcast(bias, shape),
+            b.add_broadcast(np.full(scalar, 0.019, np.float32), shape),
+            b.add_broadcast(np.full(scalar, -3.3, np.float32), shape)])
+        return b, op, out
+
+    (fused, compiled), (separate, _) = _run_both(make, monkeypatch)
+    np.testing.assert_array_equal(fused, separate)
+    assert len(np.unique(fused)) > 50           # not saturated
+    assert "vrequant.i8" in compiled.asm
 
 
 def test_match_rejects_what_vrequant_cannot_compute():
@@ -115,3 +145,5 @@ def test_match_rejects_what_vrequant_cannot_compute():
     # the table may read scalars only: a per-pixel input after the rounding stays separate
     assert requant.match(base + [("round", (3,), 0.0, 9.0), ("input", 0),
                                  ("add", (4, 5))]) is None
+    assert requant.match(base + [("round", (3,), 0.0, 9.0), ("input", 0),
+                                 ("add", (4, 5))], scalar_inputs={0}).table_inputs == [0]

@@ -388,6 +388,20 @@ def test_vfma_rounds_once(core, rng, dtype):
         assert np.any(out != _round(separate + to_f32(acc, dtype), dtype))
 
 
+def test_vfma_i32_wraps(core, rng):
+    """dst = lhs·rhs + dst in i32 modulo 2^32 (a quantized zero-point correction)."""
+    n = 3000
+    lhs, rhs, acc = (rng.integers(-2**31, 2**31, n, dtype=np.int32) for _ in range(3))
+    lhs[:2], rhs[:2], acc[:2] = [2**31 - 1, -2**31], [2, -1], [5, -1]
+    image = SramImage()
+    l_addr, r_addr, d_addr = image.put(lhs), image.put(rhs), image.put(acc)
+    result = run_on_sram(core, image, instr(
+        "vfma", "i32", dst=d_addr, lhs=l_addr, rhs=r_addr, n0=1, n1=1, n2=n, dst_s2=1,
+        lhs_s2=1, rhs_s2=1))
+    expected = np.mod(lhs.astype(np.int64) * rhs + acc, 2**32).astype(np.uint32)
+    np.testing.assert_array_equal(result.view(d_addr, "i32", (n,)).view(np.uint32), expected)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_hswish_has_the_bits_of_scale_clamp_mul(core, rng, dtype):
     """vhswish in one pass computes what vscale, vclamp [0, 1] and vmul compute as three
