@@ -11,9 +11,10 @@ tiles of the same channel block. A per-channel bias add at the start of the epil
 becomes the MAC BIAS flag; the rest of the epilogue runs on the vector engine over the
 output tile before its store.
 
-Tile sizes come from an analytic estimate of each engine's busy time (the cost model's
-formulas) over the candidate tilings whose SRAM allocation (measured by running the
-emitter's allocation) fits, double buffering included. Convolutions with few output
+Tile sizes come from an estimate of each engine's busy time (the cost model's formulas
+for the MAC, the cost of the first tile's transfers and epilogue instructions as the
+emitters write them) over the candidate tilings whose SRAM allocation (measured by
+running the emitter's allocation) fits, double buffering included. Convolutions with few output
 channels may instead run as an im2col matmul (tile_conv_im2col), depthwise ones on the
 MAC array's depthwise mode (tile_conv_depthwise), whichever strategy's estimate is lowest.
 """
@@ -22,10 +23,9 @@ from dataclasses import dataclass, field, replace
 from executable_format.isa import Flag, pack_pair
 from executable_format.machine import MachineConfig
 
-from .epilogue import (LEAVES, EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
+from .epilogue import (EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
                        used_inputs, without_batch)
 from .lower import Lowered, NotLowerable
-from .ops import reachable
 from . import tile_conv_depthwise as depthwise
 from .tile_conv_im2col import Im2colTiler
 from .vector import Operand
@@ -112,18 +112,17 @@ class ConvJob:
         """The operand flags of an instruction whose dtype is the input's (conv2d, dwconv2d)."""
         return mac_flags(self.dtype, self.weight_dtype, self.lowered.op.narrow_sum)
 
-    def epilogue_ops(self) -> int:
-        return sum(1 for i in reachable(self.expr) if self.expr[i][0] not in LEAVES)
 
 
 class ConvTransfers:
-    """Exact DMA-engine cycles of one tile's transfers, for the planners' estimates: the
-    instructions the emitters write for the first tile (halo fills included), costed
-    by the cycle model, cached per block size."""
+    """Exact cycles of one tile's transfers and epilogue, for the planners' estimates:
+    the instructions the emitters write for the first tile (halo fills included),
+    costed by the cycle model, cached per block size."""
 
     def __init__(self, job: "ConvJob"):
         self.job = job
         self.cache: dict = {}
+        self.output: OutputStage | None = None
 
     def _cost(self, key, build) -> int:
         if key not in self.cache:
@@ -148,6 +147,29 @@ class ConvTransfers:
         probe = self._probe(self.job.dtype, fb * cc * k)
         return self._cost(("weights", fb, cc),
                           lambda: dma_instrs("dma.load", w, 0, probe, 0, dims, ""))
+
+    def epilogue(self, fb: int, rows: int, cols: int) -> tuple[int, int]:
+        """(DMA-in, vector) cycles of the epilogue of a tile of `fb` channels: its inputs'
+        loads and its vector instructions as OutputStage writes them (a quantized
+        epilogue's vrequant, or each node), the store excluded."""
+        key = ("epilogue", fb, rows, cols)
+        if key not in self.cache:
+            job, tensors = self.job, self.job.lowered.tensors
+            sram, tile, dense = Sram(None), [1, fb, rows, cols], (rows * cols, cols, 1)
+            inputs = EpilogueInputs(sram, tensors, job.inputs_used,
+                                    len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype)
+            if self.output is None:     # planned once, for the biggest tile
+                s = job.s
+                self.output = OutputStage(Sram(None), job.expr, job.acc_dtype, tensors["out"],
+                                          s.f * s.ho * s.wo, input_dtypes=inputs.dtypes,
+                                          tensors=tensors, constants=job.lowered.constants)
+            acc = sram.alloc("acc", job.acc_dtype, (fb * rows * cols,))
+            loads, operands = inputs.load([0] * 4, tile, "", without_batch)
+            instrs = loads + self.output.emit((fb, rows, cols), Operand(acc, dense), operands,
+                                              [0] * 4, tile, [0, *dense], "")
+            self.cache[key] = tuple(busy_cycles(job.m, [i for i in instrs if i.engine_name == e])
+                                    for e in ("dma_in", "vector"))
+        return self.cache[key]
 
     def store(self, fb: int, rows: int, cols: int) -> int:
         out = self.job.lowered.tensors["out"]
@@ -221,13 +243,11 @@ class DirectConvTiler:
         input_loads = spatial * nc if s.groups == 1 and spatial * nc <= 2 else tiles * nc
         weight_loads = nf * nc if nc <= 2 else tiles * nc
         load_w = self.job.transfers.weights(t.fb, t.cb if s.groups == 1 else s.cg)
-        dma_in = input_loads * load_in + weight_loads * load_w
-        out_elems = t.fb * t.rows * t.cols
+        epilogue_in, vector = self.job.transfers.epilogue(t.fb, t.rows, t.cols)
+        dma_in = input_loads * load_in + weight_loads * load_w + tiles * epilogue_in
         store = self.job.transfers.store(t.fb, t.rows, t.cols)
-        vector = self.job.epilogue_ops() * (m.vector_latency_cycles +
-                                            ceil_div(out_elems * 4, m.vector_bytes_per_cycle))
-        return max(mac, dma_in, tiles * store, tiles * vector) + load_in + load_w + store + \
-            self.mac_cycles(t) + vector
+        return max(mac, dma_in, tiles * store, tiles * vector) + load_in + load_w + \
+            epilogue_in + store + self.mac_cycles(t) + vector
 
     def fits(self, t: ConvTiling) -> bool:
         return footprint(lambda sram: ConvEmitter(self.job, t, sram)) <= self.m.sram_bytes

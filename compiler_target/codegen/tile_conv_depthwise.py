@@ -54,13 +54,11 @@ class DepthwiseTiler:
             ceil_div(s.kh * s.kw, m.mac_k_lanes(self.job.dtype))
 
     def estimate(self, t: DepthwiseTiling) -> int:
-        s, m = self.s, self.m
+        s = self.s
         tiles = s.n * ceil_div(s.c, t.cb) * ceil_div(s.ho, t.rows) * ceil_div(s.wo, t.cols)
-        out_elems = t.cb * t.rows * t.cols
-        vector = self.job.epilogue_ops() * (m.vector_latency_cycles +
-                                            ceil_div(out_elems * 4, m.vector_bytes_per_cycle))
+        epilogue_in, vector = self.job.transfers.epilogue(t.cb, t.rows, t.cols)
         mac = self.mac_cycles(t)
-        load = self.job.transfers.input(t.cb, t.rows, t.cols)
+        load = self.job.transfers.input(t.cb, t.rows, t.cols) + epilogue_in
         store = self.job.transfers.store(t.cb, t.rows, t.cols)
         return max(tiles * mac, tiles * load, tiles * store, tiles * vector) + \
             load + mac + vector + store

@@ -94,9 +94,8 @@ class Im2colTiler:
             ceil_div(k_rows(self.job), m.mac_k_lanes(self.job.dtype))
         copy = s.c * s.kh * (m.vector_latency_cycles + ceil_div(s.kw * pixels * self.e,
                                                                 m.vector_bytes_per_cycle))
-        epilogue = self.job.epilogue_ops() * (m.vector_latency_cycles + ceil_div(
-            s.f * pixels * 4, m.vector_bytes_per_cycle))
-        return (self.job.transfers.input(s.c, rows, cols), mac, copy, epilogue,
+        epilogue_in, epilogue = self.job.transfers.epilogue(s.f, rows, cols)
+        return (self.job.transfers.input(s.c, rows, cols) + epilogue_in, mac, copy, epilogue,
                 self.job.transfers.store(s.f, rows, cols))
 
     def fits(self, t: Im2colTiling) -> bool:
