@@ -233,13 +233,12 @@ class Requant:
     dispatch) and per tile the record copies, the correction if any, and one vrequant
     into an output tile of the output dtype (`emit`)."""
 
-    def __init__(self, corrected, pattern: Pattern, sram: Sram, out: Buffer, tensors: dict,
-                 constants, max_elements: int, plan_class, acc_dtype: str, input_dtypes):
-        self.pattern, self.out = pattern, out
+    def __init__(self, corrected, pattern: Pattern, records_count: int, sram: Sram,
+                 out: Buffer, tensors: dict, constants, max_elements: int, plan_class,
+                 acc_dtype: str, input_dtypes):
+        self.pattern, self.out, self.records_count = pattern, out, records_count
         zero = pattern.operands["zero"]
-        zero_inputs = [node[1] for node in zero[1] if node[0] == "input"] \
-            if zero[0] == "expr" else []
-        self.records_count = max(out.shape) if self._inputs() or zero_inputs else 1
+        zero_inputs = _zero_inputs(pattern)
         entries = int(pattern.hi - pattern.lo) + 1
         q = np.arange(pattern.lo, pattern.hi + 1, dtype=np.float32)
         q_dram = Buffer("requant.q", "f32", (entries,), "dram", binding=CONST_POOL,
@@ -365,8 +364,23 @@ def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_ele
         if split is None:
             return None
         corrected, pattern.operands["zero"] = split
-    if any(operand[0] in ("input", "expr") for operand in pattern.operands.values()) and \
-            max(out.shape) * RECORD_WORDS * 4 > 2 * max_elements * 4:
+    dims = set()
+    for k in _record_inputs(pattern):
+        dims |= _varying_dims(tensors[f"epilogue.{k}"])
+    records_count = max((out.shape[d] for d in dims), default=1)
+    if records_count * RECORD_WORDS > 2 * max_elements:
         return None
-    return Requant(corrected, pattern, sram, out, tensors, constants, max_elements, plan_class,
-                   acc_dtype, input_dtypes)
+    return Requant(corrected, pattern, records_count, sram, out, tensors, constants,
+                   max_elements, plan_class, acc_dtype, input_dtypes)
+
+
+def _zero_inputs(pattern: Pattern) -> list[int]:
+    """The epilogue inputs of an expression for the record's `zero`."""
+    zero = pattern.operands["zero"]
+    return [node[1] for node in zero[1] if node[0] == "input"] if zero[0] == "expr" else []
+
+
+def _record_inputs(pattern: Pattern) -> list[int]:
+    """The epilogue inputs the records are copied or computed from per tile."""
+    return [operand[1] for operand in pattern.operands.values() if operand[0] == "input"] + \
+        _zero_inputs(pattern)

@@ -7,6 +7,10 @@ import numpy as np
 import pytest
 
 from compiler_target.codegen import requant
+from compiler_target.codegen.epilogue import EpiloguePlan
+from compiler_target.codegen.lower import ConstantPool
+from compiler_target.codegen.npu_ir import Buffer
+from compiler_target.codegen.tile import Sram
 from compiler_target.codegen.ops import Conv2D, Matmul
 
 from .helpers import Bindings, compile_and_run
@@ -134,6 +138,19 @@ def test_table_reads_scalar_inputs(monkeypatch):
     np.testing.assert_array_equal(fused, separate)
     assert len(np.unique(fused)) > 50           # not saturated
     assert "vrequant.i8" in compiled.asm
+
+
+def test_records_are_per_channel_not_per_longest_dim():
+    """A 1x1 conv as IREE forms it, (pixels, channels): 24 records, one per channel,
+    whatever the number of pixels or the tile's size."""
+    expr = _stage_one([("input", 0)], 1) + _shifted(SILU_TAIL, 0)
+    out = Buffer("out", "i8", (1, 10816, 24), "dram", binding=2, strides=(0, 24, 1))
+    channel = dict(shape=(1, 10816, 24), scope="dram", binding=1, strides=(0, 0, 1))
+    tensors = {"out": out, "epilogue.0": Buffer("zp", "i32", **channel),
+               "epilogue.1": Buffer("bias", "f32", **channel)}
+    plan = requant.plan(expr, Sram(None), out, tensors, ConstantPool(), 637 * 24,
+                        EpiloguePlan, "i32", ["i32", "f32"])
+    assert plan is not None and plan.records_count == 24
 
 
 def test_match_rejects_what_vrequant_cannot_compute():
