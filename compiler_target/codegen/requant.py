@@ -30,6 +30,7 @@ RECORD_WORDS = len(REQUANT_RECORD)
 FIELD = {name: i for i, name in enumerate(REQUANT_RECORD)}
 STEPS = ("mul", "fma", "div")          # the record's f32 steps, in its order
 TABLE_MAX = 256
+TABLE_INPUT = 1 << 16       # the table's value as an input of Pattern.after
 
 
 @dataclass
@@ -43,6 +44,8 @@ class Pattern:
     rest: list                      # the table's expression, ("input", 0) being q and
                                     # ("input", 1 + j) the scalar epilogue input
     table_inputs: list              # table_inputs[j]
+    after: list | None = None       # the epilogue after the table (None: the table is
+                                    # the result), the table's value its input TABLE_INPUT
 
 
 def _users(expr, index: int) -> list[int]:
@@ -103,18 +106,41 @@ def match(expr, scalar_inputs=frozenset()) -> Pattern | None:
             return None
         operands.update({name: _operand(expr, i) for name, i in fields.items()})
         done, current = step, user
-    table = _table_expression(expr, user, scalar_inputs)
+    table, after = _table_expression(expr, user, scalar_inputs), None
     if table is None:
-        return None
+        cut = _table_cut(expr, user, scalar_inputs)
+        if cut is None:
+            return None
+        table = _table_expression(expr, user, scalar_inputs, cut)
+        after = live_nodes([(("input", TABLE_INPUT) if i == cut else node)
+                            for i, node in enumerate(expr)])
+        if table is None or any(node[0] in ("acc", "pconst") for node in after):
+            return None
     rest, table_inputs = table
-    return Pattern(correction, operands, float(lo), float(hi), rest, table_inputs)
+    return Pattern(correction, operands, float(lo), float(hi), rest, table_inputs, after)
 
 
-def _table_expression(expr, rounded: int, scalar_inputs):
-    """(the nodes after `rounded` as an expression of ("input", 0) = its value and
-    ("input", 1 + j) = scalar input table_inputs[j], table_inputs) if they read nothing
-    else but constants and scalar inputs; else None."""
-    order, stack, seen = [], [len(expr) - 1], set()
+def _table_cut(expr, rounded: int, scalar_inputs) -> int | None:
+    """The one node of the values computed from `rounded` and scalars alone that the rest
+    of the expression reads (a residual add reads a per-pixel tensor after it), or None."""
+    def scalar(i):
+        return expr[i][0] in ("const", "iconst") or (
+            expr[i][0] == "input" and expr[i][1] in scalar_inputs)
+    cone = {rounded}
+    for i in range(rounded + 1, len(expr)):
+        if expr[i][0] not in LEAVES and all(a in cone or scalar(a) for a in expr[i][1]):
+            cone.add(i)
+    read = {a for i in reachable(expr) if i not in cone and expr[i][0] not in LEAVES
+            for a in expr[i][1] if a in cone}
+    return read.pop() if len(read) == 1 else None
+
+
+def _table_expression(expr, rounded: int, scalar_inputs, last: int | None = None):
+    """(the nodes after `rounded` up to `last` (default: the final node) as an expression
+    of ("input", 0) = its value and ("input", 1 + j) = scalar input table_inputs[j],
+    table_inputs) if they read nothing else but constants and scalar inputs; else None."""
+    last = len(expr) - 1 if last is None else last
+    order, stack, seen = [], [last], set()
     while stack:
         index = stack.pop()
         if index in seen or index == rounded:
@@ -130,7 +156,7 @@ def _table_expression(expr, rounded: int, scalar_inputs):
                 return None
             stack.extend(node[1])
         order.append(index)
-    if len(expr) - 1 == rounded:
+    if last == rounded:
         return [("input", 0)], []
     renumber = {rounded: 0}
     rest, table_inputs = [("input", 0)], []
@@ -249,9 +275,10 @@ class Requant:
         table_plan = plan_class(pattern.rest, sram, "f32", entries, name="table",
                                 input_dtypes=["f32"] * (1 + len(scalars)))
         result = table_plan.result_dtype
-        self.table = sram.alloc("requant.table", out.dtype, (entries,))
-        staging = sram.alloc("requant.result", result, (entries,)) if result != out.dtype \
-            else self.table
+        self.value_dtype = out.dtype if pattern.after is None else result
+        self.table = sram.alloc("requant.table", self.value_dtype, (entries,))
+        staging = sram.alloc("requant.result", result, (entries,)) \
+            if result != self.value_dtype else self.table
         self.records = sram.alloc("requant.records", "i32",
                                   (self.records_count * RECORD_WORDS,))
         box = (1, 1, entries)
@@ -298,7 +325,19 @@ class Requant:
                                          input_dtypes=input_dtypes)
             setup += self.correction.setup
         self.setup = setup
-        self.cast = Slots(sram, "out", out.dtype, (max_elements,))
+        self.values = Slots(sram, "requant.value", self.value_dtype, (max_elements,))
+        self.after = self.after_result = self.cast = None
+        if pattern.after is not None:
+            table_input = ("input", len(input_dtypes))
+            after = [table_input if node == ("input", TABLE_INPUT) else node
+                     for node in pattern.after]
+            self.after = plan_class(after, sram, acc_dtype, max_elements, name="after",
+                                    input_dtypes=list(input_dtypes) + [self.value_dtype])
+            setup += self.after.setup
+            result = self.after.result_dtype
+            self.after_result = Slots(sram, "after", result, (max_elements,))
+            if result != out.dtype:
+                self.cast = Slots(sram, "out", out.dtype, (max_elements,))
 
     def _inputs(self):
         """(record field, input index) of the per-channel operands."""
@@ -329,17 +368,26 @@ class Requant:
             else:
                 dtype = "i32" if name == "zero" else "f32"
                 instrs.append(unary("vcopy", dtype, dst, operand, reduced, note + f" {name}"))
-        out_tile, _ = self.cast.acquire(None)
-        fields = {"dst": out_tile.addr, "src": acc.buffer.addr + acc.elem_offset * 4,
+        value, _ = self.values.acquire(None)
+        fields = {"dst": value.addr, "src": acc.buffer.addr + acc.elem_offset * 4,
                   "params": self.records.addr}
         fields.update({f"n{i}": n for i, n in enumerate(box)})
         fields.update({f"dst_s{i}": s for i, s in enumerate(acc.strides)})
         fields.update({f"src_s{i}": s for i, s in enumerate(acc.strides)})
         fields.update({f"par_s{i}": s for i, s in enumerate(strides or (0, 0, 0))})
-        instrs.append(Instr("vrequant", self.out.dtype, fields,
+        instrs.append(Instr("vrequant", self.value_dtype, fields,
                             reads=(acc.buffer, self.records, self.table),
-                            writes=(out_tile,), note=note))
-        return instrs + store_instrs(self.out, starts, counts, out_tile, sram_strides, note)
+                            writes=(value,), note=note))
+        if self.after is not None:
+            result, _ = self.after_result.acquire(None)
+            instrs += self.after.emit(box, Operand(result, acc.strides),
+                                      inputs + [Operand(value, acc.strides)], None, note)
+            value = result
+            if self.cast is not None:
+                value, _ = self.cast.acquire(None)
+                instrs.append(convert(Operand(value, acc.strides), Operand(result, acc.strides),
+                                      box, note + " convert"))
+        return instrs + store_instrs(self.out, starts, counts, value, sram_strides, note)
 
 
 def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_elements: int,
@@ -353,7 +401,7 @@ def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_ele
                      if name.startswith("epilogue.") and tensor.dtype == "f32" and
                      all(s == 0 or n == 1 for n, s in zip(tensor.shape, tensor.strides))}
     pattern = match(expr, scalar_inputs)
-    if pattern is None:
+    if pattern is None or (pattern.after is not None and input_dtypes is None):
         return None
     for name, operand in pattern.operands.items():
         if operand[0] == "input" and not channel_input(tensors[f"epilogue.{operand[1]}"]):

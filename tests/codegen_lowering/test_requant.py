@@ -140,6 +140,41 @@ def test_table_reads_scalar_inputs(monkeypatch):
     assert "vrequant.i8" in compiled.asm
 
 
+@pytest.mark.parametrize("out_dtype", [np.int8, np.float32])
+def test_residual_add_after_the_table(monkeypatch, out_dtype):
+    """ddddocr's det graph adds a per-pixel residual after the SiLU's requantization:
+    the table stops at the value the residual add reads, the add and its requantization
+    run after the vrequant."""
+    expr = _stage_one([("input", 0)], 1) + [
+        ("mul", (11, 9)), ("sigmoid", (12,)), ("const", 0.0036), ("div", (13, 14)),
+        ("round", (15,), 0.0, 255.0), ("mul", (16, 14)), ("mul", (12, 17)),
+        ("const", 0.0091), ("div", (18, 19)), ("round", (20,), -31.0, 224.0),
+        ("input", 2), ("iconst", -91), ("isub", (22, 23)), ("itof", (24,)),
+        ("const", 0.0076), ("mul", (25, 26)), ("fma", (21, 19, 27)), ("const", 0.0119),
+        ("div", (28, 29)), ("round", (30,), -47.0, 208.0)]
+    expr += [("scale", (31,), 1.0, -81.0), ("ftoi", (32,), 8)] if out_dtype == np.int8 else \
+        [("const", 0.02), ("mul", (31, 32))]
+
+    def make(rng):
+        b = Bindings()
+        x = rng.integers(-128, 128, (1, 16, 14, 14), dtype=np.int8)
+        w = rng.integers(-128, 128, (40, 16, 3, 3), dtype=np.int8)
+        shape, channel = (1, 40, 12, 12), (1, 40, 1, 1)
+        out = b.output(shape, out_dtype)
+        zp = rng.integers(-3000, 3000, channel, dtype=np.int32)
+        bias = rng.standard_normal(channel).astype(np.float32)
+        residual = rng.integers(-128, 128, shape, dtype=np.int8)
+        op = Conv2D(b.add(x), b.add(w), out, epilogue=expr, epilogue_inputs=[
+            b.add_broadcast(zp, shape), b.add_broadcast(bias, shape), b.add(residual)])
+        return b, op, out
+
+    (fused, compiled), (separate, reference) = _run_both(make, monkeypatch)
+    np.testing.assert_array_equal(fused, separate)
+    assert len(np.unique(fused)) > 50
+    assert "vrequant.f32" in compiled.asm and compiled.asm.count("vsigmoid.f32") == 1
+    assert compiled.estimated_cycles < reference.estimated_cycles
+
+
 def test_records_are_per_channel_not_per_longest_dim():
     """A 1x1 conv as IREE forms it, (pixels, channels): 24 records, one per channel,
     whatever the number of pixels or the tile's size."""
@@ -159,8 +194,12 @@ def test_match_rejects_what_vrequant_cannot_compute():
     assert requant.match(base + [("round", (3,), -np.inf, np.inf), ("ftoi", (4,), 8)]) is None
     assert requant.match(base + [("round", (3,), 0.0, 300.0)]) is None      # > 256 values
     assert requant.match(base + [("relu", (3,)), ("round", (4,), 0.0, 9.0)]) is None
-    # the table may read scalars only: a per-pixel input after the rounding stays separate
+    # the table may read scalars only: a per-pixel input after the rounding runs after it
     assert requant.match(base + [("round", (3,), 0.0, 9.0), ("input", 0),
-                                 ("add", (4, 5))]) is None
+                                 ("add", (4, 5))]).after == [
+        ("input", requant.TABLE_INPUT), ("input", 0), ("add", (0, 1))]
+    # ... unless two values of the table's part are read after it
+    assert requant.match(base + [("round", (3,), 0.0, 9.0), ("exp", (4,)), ("input", 0),
+                                 ("add", (4, 6)), ("add", (5, 7))]) is None
     assert requant.match(base + [("round", (3,), 0.0, 9.0), ("input", 0),
                                  ("add", (4, 5))], scalar_inputs={0}).table_inputs == [0]
