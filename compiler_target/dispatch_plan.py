@@ -24,6 +24,8 @@ class DispatchPlan:
     asm: str = ""                    # npu only: disassembly with a header naming the dispatch
     ir_stages: Sequence[tuple[str, str]] = field(default_factory=list)  # (stage, NPU IR text); codegen prints them on first read
     estimated_cycles: int = 0
+    roofline_cycles: float = 0.0     # npu only: the true roofline (executable_format.cost)
+    mac_dtype: str = ""              # npu only: the element type of its MAC peak
     macs: int = 0                    # multiply-accumulates of the dispatch's contractions
     task: dict = field(default_factory=dict)  # inputs/outputs/bindings for model.npu.json
     source_location: str = ""

@@ -59,6 +59,8 @@ def _task(site: DispatchSite, plan: DispatchPlan) -> dict:
         "reason": plan.reason,
         "summary": plan.summary,
         "estimated_cycles": plan.estimated_cycles,
+        "roofline_cycles": plan.roofline_cycles,
+        "mac_dtype": plan.mac_dtype,
         "macs": plan.macs,
         "source_location": plan.source_location,
         "inputs": buffers("read"),

@@ -115,6 +115,8 @@ def plan_static(index: int, executable_op, machine) -> DispatchPlan:
     plan.asm = compiled.asm
     plan.ir_stages = compiled.ir_stages
     plan.estimated_cycles = compiled.estimated_cycles
+    plan.roofline_cycles = compiled.roofline.cycles(machine)
+    plan.mac_dtype = compiled.roofline.mac_dtype
     return plan
 
 

@@ -85,6 +85,9 @@ def test_task_graph_agrees_with_report(generated, npu_build, name):
         assert task["target"] == target
         assert (reason in task["reason"]) if target == "host" else task["reason"] == ""
         assert task["estimated_cycles"] > 0 if target == "npu" else task["estimated_cycles"] == 0
+        # the true roofline bounds any program from below
+        assert 0 < task["roofline_cycles"] <= task["estimated_cycles"] if target == "npu" \
+            else task["roofline_cycles"] == 0
     assert [t["order"] for t in b.tasks] == list(range(len(b.tasks)))
 
 
