@@ -328,10 +328,11 @@ class OutputStage:
     narrower integer, the range the analysis proved), and the store."""
 
     def __init__(self, sram: Sram, expr, acc_dtype: str, out: Buffer, max_elements: int,
-                 input_dtypes=None, tensors=None, constants=None):
+                 input_dtypes=None, tensors=None, constants=None, tile_counts=None):
         self.out = out
         self.requant = requant.plan(expr, sram, out, tensors, constants, max_elements,
-                                    EpiloguePlan, acc_dtype, input_dtypes)
+                                    EpiloguePlan, acc_dtype, input_dtypes,
+                                    tile_counts or out.shape)
         if self.requant is not None:
             return
         self.plan = EpiloguePlan(expr, sram, acc_dtype, max_elements, input_dtypes=input_dtypes)

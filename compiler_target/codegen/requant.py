@@ -391,7 +391,7 @@ class Requant:
 
 
 def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_elements: int,
-         plan_class, acc_dtype: str, input_dtypes) -> Requant | None:
+         plan_class, acc_dtype: str, input_dtypes, tile_counts) -> Requant | None:
     """The vrequant plan of an integer accumulator's epilogue, or None (no match, or a
     record operand that varies along more than one dim)."""
     if acc_dtype != "i32" or tensors is None or constants is None or \
@@ -415,7 +415,7 @@ def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_ele
     dims = set()
     for k in _record_inputs(pattern):
         dims |= _varying_dims(tensors[f"epilogue.{k}"])
-    records_count = max((out.shape[d] for d in dims), default=1)
+    records_count = max((tile_counts[d] for d in dims), default=1)
     if records_count * RECORD_WORDS > 2 * max_elements:
         return None
     return Requant(corrected, pattern, records_count, sram, out, tensors, constants,

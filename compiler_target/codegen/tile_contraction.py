@@ -378,7 +378,8 @@ class ContractionEmitter:
                                   counts, tiler.acc_dtype)
         self.output = OutputStage(sram, tiler.expr, tiler.acc_dtype, self.tensors["out"],
                                   mt * nt, input_dtypes=self.epi.dtypes,
-                                  tensors=self.tensors, constants=tiler.constants)
+                                  tensors=self.tensors, constants=tiler.constants,
+                                  tile_counts=counts)
 
     def run(self) -> TiledProgram:
         p, t = self.p, self.t

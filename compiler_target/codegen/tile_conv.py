@@ -344,7 +344,8 @@ class ConvEmitter:
                                          len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   t.fb * t.rows * t.cols, input_dtypes=self.epi_inputs.dtypes,
-                                  tensors=self.tensors, constants=job.lowered.constants)
+                                  tensors=self.tensors, constants=job.lowered.constants,
+                                  tile_counts=tile)
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t

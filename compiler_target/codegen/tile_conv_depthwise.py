@@ -102,7 +102,7 @@ class DepthwiseEmitter:
                                   len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"], out_elems,
                                   input_dtypes=self.epi.dtypes, tensors=self.tensors,
-                                  constants=job.lowered.constants)
+                                  constants=job.lowered.constants, tile_counts=tile)
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t

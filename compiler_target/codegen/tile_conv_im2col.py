@@ -133,7 +133,8 @@ class Im2colEmitter:
                                   job.acc_dtype)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   s.f * t.pixels, input_dtypes=self.epi.dtypes,
-                                  tensors=self.tensors, constants=job.lowered.constants)
+                                  tensors=self.tensors, constants=job.lowered.constants,
+                                  tile_counts=[1, s.f, t.rows, t.cols])
         self.affine = AffineFold(sram, job.affine, self.tensors, s.f) if job.affine else None
         self.weight_instrs: list[Instr] = []   # W's load (and fold), in the first tile
 

@@ -175,17 +175,20 @@ def test_residual_add_after_the_table(monkeypatch, out_dtype):
     assert compiled.estimated_cycles < reference.estimated_cycles
 
 
-def test_records_are_per_channel_not_per_longest_dim():
-    """A 1x1 conv as IREE forms it, (pixels, channels): 24 records, one per channel,
-    whatever the number of pixels or the tile's size."""
+@pytest.mark.parametrize("shape, tile, records", [
+    ((1, 10816, 24), (1, 637, 24), 24),     # a 1x1 conv as IREE forms it, (pixels, channels)
+    ((1, 40, 6625), (1, 20, 512), 512)])    # a classifier over 6625 characters
+def test_records_are_per_channel_of_a_tile(shape, tile, records):
+    """One record per channel of the biggest tile: not per element of the longest dim,
+    nor per channel of the whole output."""
     expr = _stage_one([("input", 0)], 1) + _shifted(SILU_TAIL, 0)
-    out = Buffer("out", "i8", (1, 10816, 24), "dram", binding=2, strides=(0, 24, 1))
-    channel = dict(shape=(1, 10816, 24), scope="dram", binding=1, strides=(0, 0, 1))
+    out = Buffer("out", "i8", shape, "dram", binding=2, strides=(0, shape[2], 1))
+    channel = dict(shape=shape, scope="dram", binding=1, strides=(0, 0, 1))
     tensors = {"out": out, "epilogue.0": Buffer("zp", "i32", **channel),
                "epilogue.1": Buffer("bias", "f32", **channel)}
-    plan = requant.plan(expr, Sram(None), out, tensors, ConstantPool(), 637 * 24,
-                        EpiloguePlan, "i32", ["i32", "f32"])
-    assert plan is not None and plan.records_count == 24
+    plan = requant.plan(expr, Sram(None), out, tensors, ConstantPool(), tile[1] * tile[2],
+                        EpiloguePlan, "i32", ["i32", "f32"], tile)
+    assert plan is not None and plan.records_count == records
 
 
 def test_match_rejects_what_vrequant_cannot_compute():
