@@ -167,6 +167,48 @@ DEFINE_GEMM(gemm_i32, int32_t, gemm_i32_tiles)
 DEFINE_GEMM(gemm_f16_sum, float, gemm_f16_sum_tiles)
 DEFINE_GEMM(gemm_bf16_sum, float, gemm_bf16_sum_tiles)
 
+/* ---- matrix-vector kernel: c[j] += sum over kk of a[kk] * b[j * ldb + kk] ----------
+ * An f32 matmul with m = 1 and a transposed B (an LSTM step: B's rows, one per output
+ * column, are contiguous in k), read in place: the GEMM kernel would first pack B, a
+ * transpose that costs several times the products themselves. Each output adds its
+ * products in k order with one fused multiply-add each (the same expression as the GEMM
+ * kernel's FMA_STEP, so the same bits on every build), MATVEC_J outputs at a time as
+ * independent scalar chains, enough to keep the FMA units busy. */
+#define MATVEC_J 8
+
+/* FMA_STEP on scalars. GCC may vectorize a scalar loop of `acc += x * b` into separate
+ * multiplies and adds (an in-order reduction; contraction comes after vectorization),
+ * which rounds twice: where the target has a fused multiply-add (__FP_FAST_FMAF, as the
+ * GEMM kernel's FMA_STEP then uses), it is called for explicitly. */
+#ifdef __FP_FAST_FMAF
+#define SCALAR_FMA_STEP(acc, x, b) ((acc) = __builtin_fmaf((x), (b), (acc)))
+#else
+#define SCALAR_FMA_STEP(acc, x, b) ((acc) += (x) * (b))
+#endif
+
+static void matvec_rows_f32(size_t n, size_t k, const float* a, const float* b, size_t ldb,
+                            float* c) {
+  bool poll = k >= GEMM_POLL_MK;
+  size_t j = 0;
+  for (; j + MATVEC_J <= n; j += MATVEC_J) {
+    if (poll && stopping((uint64_t)MATVEC_J * k)) return;
+    const float* bj = b + j * ldb;
+    float s[MATVEC_J];
+    for (int r = 0; r < MATVEC_J; r++) s[r] = c[j + r];
+    for (size_t kk = 0; kk < k; kk++) {
+      float x = a[kk];
+      for (int r = 0; r < MATVEC_J; r++) SCALAR_FMA_STEP(s[r], x, bj[r * ldb + kk]);
+    }
+    for (int r = 0; r < MATVEC_J; r++) c[j + r] = s[r];
+  }
+  for (; j < n; j++) {
+    const float* bj = b + j * ldb;
+    float s = c[j];
+    for (size_t kk = 0; kk < k; kk++) SCALAR_FMA_STEP(s, a[kk], bj[kk]);
+    c[j] = s;
+  }
+}
+
 /* ---- the instructions: operands packed for the kernel, split over workers ------- */
 
 /* Rows of a transposed operand converted per memory run: at most this many at once. */
@@ -257,6 +299,8 @@ typedef struct gemm_job_t {
   const void* a;
   size_t lda;
   const void* b;
+  size_t b_rows_ld;      /* 0: b is dense [k][n]; else B's column j is row j of b, this
+                            its stride (m = 1, f32: matvec_rows_f32) */
   uint8_t* c;
   size_t ldc;
   bool by_columns;
@@ -267,6 +311,11 @@ static size_t ceil_units(size_t count, size_t unit) { return (count + unit - 1) 
 static void gemm_block(const gemm_job_t* g, size_t i0, size_t i1, size_t j0, size_t j1) {
   size_t k = g->k, n = g->n;
   uint8_t* c = g->c + (i0 * g->ldc + j0) * 4;
+  if (g->b_rows_ld) {
+    matvec_rows_f32(j1 - j0, k, (const float*)g->a, (const float*)g->b + j0 * g->b_rows_ld, g->b_rows_ld,
+                    (float*)c);
+    return;
+  }
   if (g->sum == SUM_I32) {
     gemm_i32(i1 - i0, j1 - j0, k, (const int32_t*)g->a + i0 * g->lda, g->lda,
              (const int32_t*)g->b + j0, n, (int32_t*)c, g->ldc);
@@ -328,10 +377,13 @@ int exec_matmul(exec_t* x, const instr_t* in) {
   /* An f32 A in rows is used in place; others are packed as [m][k] (element (i, kk) is
    * at lda*kk + i when transposed). A dense f32 B [k][n] with GEMM_NR elements of SRAM
    * after it (the kernel's readable slack) is used in place too: a matrix-vector
-   * product (m = 1, an LSTM step) would otherwise spend as long copying B as using it. */
+   * product (m = 1, an LSTM step) would otherwise spend as long copying B as using it;
+   * for the same reason a transposed f32 B with m = 1 is read in place, by
+   * matvec_rows_f32. */
   bool a_in_place = dt == DT_F32 && !ta;
-  bool b_in_place = dt == DT_F32 && !tb && ldb == n &&
-                    (u128)b_addr + b_ext + GEMM_NR * 4 <= x->core->config.sram_bytes;
+  bool b_rows = dt == DT_F32 && tb && m == 1;    /* matvec_rows_f32 reads B in place */
+  bool b_in_place = b_rows || (dt == DT_F32 && !tb && ldb == n &&
+                               (u128)b_addr + b_ext + GEMM_NR * 4 <= x->core->config.sram_bytes);
   void* ap = a_in_place ? sram + a_addr : scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
   void* bp = b_in_place ? sram + b_addr : scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
   if (!ap) return out_of_memory(x, (u128)m * k * 4);
@@ -342,7 +394,8 @@ int exec_matmul(exec_t* x, const instr_t* in) {
   if (!acc) {
     init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + bias_addr) : NULL, NULL);
   }
-  gemm_job_t job = {mac_sum(in), m, n, k, ap, a_in_place ? lda : k, bp, out, ldo, n >= m};
+  gemm_job_t job = {mac_sum(in), m, n, k, ap, a_in_place ? lda : k, bp, b_rows ? ldb : 0,
+                    out, ldo, n >= m};
   size_t units = job.by_columns ? ceil_units(n, GEMM_UNIT_COLS) : ceil_units(m, GEMM_MR);
   run_units(x->pool, gemm_unit, &job, units, worker_count(x->pool, (uint64_t)m * n * k, units));
   return NPU_STATUS_OK;
@@ -405,7 +458,7 @@ static gemm_job_t conv_gemm(const conv_job_t* j, const uint8_t* col, size_t cols
   size_t kdim = j->cg * j->kh * j->kw, spatial = j->ho * j->wo;
   const uint8_t* w = (const uint8_t*)j->weights + g * j->fg * kdim * 4;
   uint8_t* o = j->out + (g * j->fg * spatial + y0 * j->wo) * 4;
-  return (gemm_job_t){j->sum, j->fg, cols, kdim, w, kdim, col, o, spatial,
+  return (gemm_job_t){j->sum, j->fg, cols, kdim, w, kdim, col, 0, o, spatial,
                       cols >= j->fg};
 }
 
