@@ -171,10 +171,17 @@ DEFINE_GEMM(gemm_bf16_sum, float, gemm_bf16_sum_tiles)
  * An f32 matmul with m = 1 and a transposed B (an LSTM step: B's rows, one per output
  * column, are contiguous in k), read in place: the GEMM kernel would first pack B, a
  * transpose that costs several times the products themselves. Each output adds its
- * products in k order with one fused multiply-add each (the same expression as the GEMM
- * kernel's FMA_STEP, so the same bits on every build), MATVEC_J outputs at a time as
- * independent scalar chains, enough to keep the FMA units busy. */
-#define MATVEC_J 8
+ * products in k order with one fused multiply-add each, the GEMM kernel's FMA_STEP (so
+ * the same bits on every build). Four rows of B by four of k are loaded as 4-float
+ * vectors and transposed in registers (8 two-vector shuffles, single instructions on
+ * SSE2, AVX and NEON), so that a vector holds one k of four outputs; MATVEC_GROUPS such
+ * groups of four outputs are summed side by side (independent chains, enough for the
+ * FMA latency). The k left over (k % 4) and the outputs left over (n % 4) are summed
+ * one by one, in the same order. */
+#define MATVEC_GROUPS 4
+
+typedef float mv_f32x4 __attribute__((vector_size(16), aligned(4)));
+typedef int32_t mv_i32x4 __attribute__((vector_size(16)));
 
 /* FMA_STEP on scalars. GCC may vectorize a scalar loop of `acc += x * b` into separate
  * multiplies and adds (an in-order reduction; contraction comes after vectorization),
@@ -186,26 +193,57 @@ DEFINE_GEMM(gemm_bf16_sum, float, gemm_bf16_sum_tiles)
 #define SCALAR_FMA_STEP(acc, x, b) ((acc) += (x) * (b))
 #endif
 
+/* c[j .. j + 4*groups) += the products of k0 .. k0 + 4*blocks - 1, in k order. */
+static inline void matvec_rows_groups(size_t groups, size_t blocks, const float* a,
+                                      const float* b, size_t ldb, float* c) {
+  mv_f32x4 acc[MATVEC_GROUPS];
+  for (size_t g = 0; g < groups; g++) acc[g] = *(const mv_f32x4*)(c + 4 * g);
+  for (size_t q = 0; q < blocks; q++) {
+    const float* aq = a + 4 * q;
+    for (size_t g = 0; g < groups; g++) {
+      const float* bq = b + 4 * g * ldb + 4 * q;
+      mv_f32x4 r0 = *(const mv_f32x4*)bq, r1 = *(const mv_f32x4*)(bq + ldb);
+      mv_f32x4 r2 = *(const mv_f32x4*)(bq + 2 * ldb), r3 = *(const mv_f32x4*)(bq + 3 * ldb);
+      mv_f32x4 t0 = __builtin_shuffle(r0, r1, (mv_i32x4){0, 4, 1, 5});
+      mv_f32x4 t1 = __builtin_shuffle(r0, r1, (mv_i32x4){2, 6, 3, 7});
+      mv_f32x4 t2 = __builtin_shuffle(r2, r3, (mv_i32x4){0, 4, 1, 5});
+      mv_f32x4 t3 = __builtin_shuffle(r2, r3, (mv_i32x4){2, 6, 3, 7});
+      /* column kk of the four rows: b[(j + i) * ldb + kk] in lane i */
+      mv_f32x4 k0 = __builtin_shuffle(t0, t2, (mv_i32x4){0, 1, 4, 5});
+      mv_f32x4 k1 = __builtin_shuffle(t0, t2, (mv_i32x4){2, 3, 6, 7});
+      mv_f32x4 k2 = __builtin_shuffle(t1, t3, (mv_i32x4){0, 1, 4, 5});
+      mv_f32x4 k3 = __builtin_shuffle(t1, t3, (mv_i32x4){2, 3, 6, 7});
+      FMA_STEP(acc[g], aq[0], k0);
+      FMA_STEP(acc[g], aq[1], k1);
+      FMA_STEP(acc[g], aq[2], k2);
+      FMA_STEP(acc[g], aq[3], k3);
+    }
+  }
+  for (size_t g = 0; g < groups; g++) *(mv_f32x4*)(c + 4 * g) = acc[g];
+}
+
 static void matvec_rows_f32(size_t n, size_t k, const float* a, const float* b, size_t ldb,
                             float* c) {
   bool poll = k >= GEMM_POLL_MK;
-  size_t j = 0;
-  for (; j + MATVEC_J <= n; j += MATVEC_J) {
-    if (poll && stopping((uint64_t)MATVEC_J * k)) return;
-    const float* bj = b + j * ldb;
-    float s[MATVEC_J];
-    for (int r = 0; r < MATVEC_J; r++) s[r] = c[j + r];
-    for (size_t kk = 0; kk < k; kk++) {
-      float x = a[kk];
-      for (int r = 0; r < MATVEC_J; r++) SCALAR_FMA_STEP(s[r], x, bj[r * ldb + kk]);
+  size_t blocks = k / 4;
+  for (size_t j = 0; j < n;) {
+    size_t rows = n - j >= 4 * MATVEC_GROUPS ? 4 * MATVEC_GROUPS : n - j >= 4 ? 4 : 1;
+    if (poll && stopping((uint64_t)rows * k)) return;
+    size_t k_done = 0;                           /* of these rows' sums, done as vectors */
+    if (rows >= 4) {           /* constant group counts: the sums stay in registers */
+      if (rows == 4 * MATVEC_GROUPS) {
+        matvec_rows_groups(MATVEC_GROUPS, blocks, a, b + j * ldb, ldb, c + j);
+      } else {
+        matvec_rows_groups(1, blocks, a, b + j * ldb, ldb, c + j);
+      }
+      k_done = 4 * blocks;
     }
-    for (int r = 0; r < MATVEC_J; r++) c[j + r] = s[r];
-  }
-  for (; j < n; j++) {
-    const float* bj = b + j * ldb;
-    float s = c[j];
-    for (size_t kk = 0; kk < k; kk++) SCALAR_FMA_STEP(s, a[kk], bj[kk]);
-    c[j] = s;
+    for (size_t r = j; r < j + rows; r++) {      /* the k left over, or a whole output */
+      float s = c[r];
+      for (size_t kk = k_done; kk < k; kk++) SCALAR_FMA_STEP(s, a[kk], b[r * ldb + kk]);
+      c[r] = s;
+    }
+    j += rows;
   }
 }
 

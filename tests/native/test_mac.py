@@ -223,8 +223,10 @@ def test_f32_matmul_sums_in_k_order(core, rng):
 def test_f32_matvec_with_transposed_b_sums_in_k_order(core, rng, n, k, ldb, lda, flags):
     """m = 1 with a transposed f32 B (an LSTM step) has a kernel of its own, reading B's
     rows in place: each output adds its products in k order with one rounding each, the
-    bits of the sequential reference and of the GEMM kernel on the same product with B
-    stored in rows of n (not transposed)."""
+    bits of the GEMM kernel on the same product with B stored in rows of n (not
+    transposed), and (on a build with FMA, as the tests above) of the sequential
+    reference. Its vector part takes groups of 16 and 4 outputs and blocks of 4 of k; the
+    cases leave outputs and k over."""
     a, bt = _k_order_operands(rng, (k, lda), (n, ldb))      # A's row is a[:, 0]
     c = rng.uniform(0.0, 1.0, size=(1, n)).astype(np.float32)
     bias = rng.uniform(0.0, 1.0, size=n).astype(np.float32)
