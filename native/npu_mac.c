@@ -193,6 +193,21 @@ typedef int32_t mv_i32x4 __attribute__((vector_size(16)));
 #define SCALAR_FMA_STEP(acc, x, b) ((acc) += (x) * (b))
 #endif
 
+/* The 4x4 block of floats at src (rows src, src + ld, ...) transposed: lane i of col[j]
+ * is src[i * ld + j]. */
+static inline void transpose_4x4(const float* src, size_t ld, mv_f32x4 col[4]) {
+  mv_f32x4 r0 = *(const mv_f32x4*)src, r1 = *(const mv_f32x4*)(src + ld);
+  mv_f32x4 r2 = *(const mv_f32x4*)(src + 2 * ld), r3 = *(const mv_f32x4*)(src + 3 * ld);
+  mv_f32x4 t0 = __builtin_shuffle(r0, r1, (mv_i32x4){0, 4, 1, 5});
+  mv_f32x4 t1 = __builtin_shuffle(r0, r1, (mv_i32x4){2, 6, 3, 7});
+  mv_f32x4 t2 = __builtin_shuffle(r2, r3, (mv_i32x4){0, 4, 1, 5});
+  mv_f32x4 t3 = __builtin_shuffle(r2, r3, (mv_i32x4){2, 6, 3, 7});
+  col[0] = __builtin_shuffle(t0, t2, (mv_i32x4){0, 1, 4, 5});
+  col[1] = __builtin_shuffle(t0, t2, (mv_i32x4){2, 3, 6, 7});
+  col[2] = __builtin_shuffle(t1, t3, (mv_i32x4){0, 1, 4, 5});
+  col[3] = __builtin_shuffle(t1, t3, (mv_i32x4){2, 3, 6, 7});
+}
+
 /* c[j .. j + 4*groups) += the products of k0 .. k0 + 4*blocks - 1, in k order. */
 static inline void matvec_rows_groups(size_t groups, size_t blocks, const float* a,
                                       const float* b, size_t ldb, float* c) {
@@ -201,22 +216,12 @@ static inline void matvec_rows_groups(size_t groups, size_t blocks, const float*
   for (size_t q = 0; q < blocks; q++) {
     const float* aq = a + 4 * q;
     for (size_t g = 0; g < groups; g++) {
-      const float* bq = b + 4 * g * ldb + 4 * q;
-      mv_f32x4 r0 = *(const mv_f32x4*)bq, r1 = *(const mv_f32x4*)(bq + ldb);
-      mv_f32x4 r2 = *(const mv_f32x4*)(bq + 2 * ldb), r3 = *(const mv_f32x4*)(bq + 3 * ldb);
-      mv_f32x4 t0 = __builtin_shuffle(r0, r1, (mv_i32x4){0, 4, 1, 5});
-      mv_f32x4 t1 = __builtin_shuffle(r0, r1, (mv_i32x4){2, 6, 3, 7});
-      mv_f32x4 t2 = __builtin_shuffle(r2, r3, (mv_i32x4){0, 4, 1, 5});
-      mv_f32x4 t3 = __builtin_shuffle(r2, r3, (mv_i32x4){2, 6, 3, 7});
-      /* column kk of the four rows: b[(j + i) * ldb + kk] in lane i */
-      mv_f32x4 k0 = __builtin_shuffle(t0, t2, (mv_i32x4){0, 1, 4, 5});
-      mv_f32x4 k1 = __builtin_shuffle(t0, t2, (mv_i32x4){2, 3, 6, 7});
-      mv_f32x4 k2 = __builtin_shuffle(t1, t3, (mv_i32x4){0, 1, 4, 5});
-      mv_f32x4 k3 = __builtin_shuffle(t1, t3, (mv_i32x4){2, 3, 6, 7});
-      FMA_STEP(acc[g], aq[0], k0);
-      FMA_STEP(acc[g], aq[1], k1);
-      FMA_STEP(acc[g], aq[2], k2);
-      FMA_STEP(acc[g], aq[3], k3);
+      mv_f32x4 kk[4];           /* kk[t]: k0 + 4q + t of the four outputs, by lane */
+      transpose_4x4(b + 4 * g * ldb + 4 * q, ldb, kk);
+      FMA_STEP(acc[g], aq[0], kk[0]);
+      FMA_STEP(acc[g], aq[1], kk[1]);
+      FMA_STEP(acc[g], aq[2], kk[2]);
+      FMA_STEP(acc[g], aq[3], kk[3]);
     }
   }
   for (size_t g = 0; g < groups; g++) *(mv_f32x4*)(c + 4 * g) = acc[g];
@@ -282,11 +287,37 @@ static void pack_transposed(int dtype, const uint8_t* base, size_t rows, size_t 
   }
 }
 
+/* pack_transposed of f32 elements: 4x4 blocks transposed in registers, 16 rows (one
+ * 64-byte line of each source column) at a time; the edges element by element. */
+static void pack_transposed_f32(const float* base, size_t rows, size_t cols,
+                                size_t col_stride, float* out) {
+  size_t rows4 = rows & ~(size_t)3, cols4 = cols & ~(size_t)3;
+  for (size_t r0 = 0; r0 < rows4; r0 += 16) {
+    size_t r1 = r0 + 16 < rows4 ? r0 + 16 : rows4;
+    for (size_t c = 0; c < cols4; c += 4) {
+      for (size_t r = r0; r < r1; r += 4) {
+        mv_f32x4 row[4];        /* row[i]: columns c .. c + 3 of row r + i */
+        transpose_4x4(base + c * col_stride + r, col_stride, row);
+        for (int i = 0; i < 4; i++) *(mv_f32x4*)(out + (r + i) * cols + c) = row[i];
+      }
+    }
+  }
+  for (size_t r = 0; r < rows; r++) {
+    for (size_t c = r < rows4 ? cols4 : 0; c < cols; c++) {
+      out[r * cols + c] = base[c * col_stride + r];
+    }
+  }
+}
+
 /* Packs a rows x cols matrix (element (r, c) at base + (r*row_stride + c*col_stride))
  * of a MAC operand dtype into dense f32 (floats) or i32 (i8). */
 static void pack_matrix(int dtype, const uint8_t* base, size_t rows, size_t cols,
                         size_t row_stride, size_t col_stride, void* out) {
   unsigned elem = DTYPE_BYTES[dtype];
+  if (row_stride == 1 && col_stride != 1 && cols > 1 && dtype == DT_F32) {
+    pack_transposed_f32((const float*)base, rows, cols, col_stride, out);
+    return;
+  }
   if (row_stride == 1 && col_stride != 1 && cols > 1) {
     pack_transposed(dtype, base, rows, cols, col_stride, out);
     return;

@@ -248,6 +248,27 @@ def test_f32_matvec_with_transposed_b_sums_in_k_order(core, rng, n, k, ldb, lda,
     np.testing.assert_array_equal(outputs[0].view(np.uint32), expected.view(np.uint32))
 
 
+@pytest.mark.parametrize("m, n, k, ldb", [(7, 37, 45, 45), (13, 8, 16, 19), (2, 3, 5, 5),
+                                          (6, 130, 35, 36)])
+def test_f32_matmul_transposed_b_is_packed_exactly(core, rng, m, n, k, ldb):
+    """A transposed f32 B (m > 1) is packed into rows by 4x4 register transposes with
+    element-wise edges: the product has the bits of the same matmul with B stored in
+    rows, for shapes with k and n over a multiple of 4 and k over the 16-row blocks."""
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    bt = rng.standard_normal((n, ldb)).astype(np.float32)
+    outputs = []
+    for transposed in (True, False):
+        image = SramImage()
+        a_addr, o_addr = image.put(a), image.put(np.zeros((m, n), np.float32))
+        b_addr = image.put(bt if transposed else np.ascontiguousarray(bt[:, :k].T))
+        result = run_on_sram(core, image, instr(
+            "matmul", "f32", F.TRANSPOSE_B if transposed else 0, a=a_addr, b=b_addr,
+            out=o_addr, m=m, n=n, k=k, lda=k, ldb=ldb if transposed else n, ldo=n))
+        outputs.append(result.view(o_addr, "f32", (m, n)).copy())
+    np.testing.assert_array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+    assert np.allclose(outputs[0], a.astype(np.float64) @ bt[:, :k].T, rtol=1e-4, atol=1e-4)
+
+
 def test_f32_conv2d_sums_in_channel_then_tap_order(core, rng):
     """conv2d's reduction order is (input channel, ky, kx), each product rounded into the
     sum once, as the matmul's k order."""
