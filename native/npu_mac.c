@@ -369,7 +369,7 @@ typedef struct gemm_job_t {
   size_t lda;
   const void* b;
   size_t b_rows_ld;      /* 0: b is dense [k][n]; else B's column j is row j of b, this
-                            its stride (m = 1, f32: matvec_rows_f32) */
+                            its stride (m = 1, f32: matvec_rows_f32; ldb >= k >= 1) */
   uint8_t* c;
   size_t ldc;
   bool by_columns;
@@ -381,8 +381,8 @@ static void gemm_block(const gemm_job_t* g, size_t i0, size_t i1, size_t j0, siz
   size_t k = g->k, n = g->n;
   uint8_t* c = g->c + (i0 * g->ldc + j0) * 4;
   if (g->b_rows_ld) {
-    matvec_rows_f32(j1 - j0, k, (const float*)g->a, (const float*)g->b + j0 * g->b_rows_ld, g->b_rows_ld,
-                    (float*)c);
+    const float* b = (const float*)g->b + j0 * g->b_rows_ld;
+    matvec_rows_f32(j1 - j0, k, (const float*)g->a, b, g->b_rows_ld, (float*)c);
     return;
   }
   if (g->sum == SUM_I32) {
