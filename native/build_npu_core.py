@@ -27,6 +27,20 @@ SOURCES = ["npu_core.c", "npu_exec.c", "npu_validate.c", "npu_ranges.c", "npu_dm
 # only its Python module.
 BASE_FLAGS = ["-std=c11", "-O3", "-Wall", "-fwrapv", "-fno-strict-aliasing", "-ffp-contract=fast",
               "-fno-math-errno", "-pthread", "-fvisibility=hidden"]
+# The MAC kernels' sums are one fused multiply-add per product (docs/npu-architecture.md)
+# where the target has FMA. GCC's tuning for AMD Zen (-march=native there) declines to
+# contract a tight chain of multiply-adds of vectors up to 256 bits into FMAs
+# (avoid-fma-max-bits), which would round each product: with 0 it always contracts.
+CONTRACT_FLAGS = ["--param=avoid-fma-max-bits=0"]
+
+
+def _gcc_accepts(flags: list[str]) -> bool:
+    with tempfile.TemporaryDirectory() as tmp:
+        source = pathlib.Path(tmp) / "probe.c"
+        source.write_text("int main(void) { return 0; }\n")
+        probe = subprocess.run(["gcc", *flags, "-c", str(source), "-o",
+                                str(pathlib.Path(tmp) / "probe.o")], capture_output=True)
+    return probe.returncode == 0
 
 
 def _native_arch_flags() -> list[str]:
@@ -38,12 +52,7 @@ def _native_arch_flags() -> list[str]:
     march = os.environ.get("NPU_SIM_MARCH", "").strip()
     if march:
         return [] if march == "none" else [f"-march={march}"]
-    with tempfile.TemporaryDirectory() as tmp:
-        source = pathlib.Path(tmp) / "probe.c"
-        source.write_text("int main(void) { return 0; }\n")
-        probe = subprocess.run(["gcc", "-march=native", "-c", str(source), "-o",
-                                str(pathlib.Path(tmp) / "probe.o")], capture_output=True)
-    return ["-march=native"] if probe.returncode == 0 else []
+    return ["-march=native"] if _gcc_accepts(["-march=native"]) else []
 
 
 def build() -> pathlib.Path:
@@ -55,7 +64,8 @@ def build() -> pathlib.Path:
         sources=[str(NATIVE_DIR / source) for source in SOURCES],
         include_dirs=[str(NATIVE_DIR)],
         libraries=["m"],
-        extra_compile_args=BASE_FLAGS + _native_arch_flags(),
+        extra_compile_args=BASE_FLAGS + (CONTRACT_FLAGS if _gcc_accepts(CONTRACT_FLAGS) else [])
+        + _native_arch_flags(),
         extra_link_args=["-pthread"],
     )
     return compile_and_install(ffibuilder, BUILD_DIR, NATIVE_DIR)

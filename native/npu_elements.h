@@ -59,9 +59,11 @@ static inline uint16_t f32_to_bf16(float value) {
   return (uint16_t)((f + 0x7FFFu + ((f >> 16) & 1u)) >> 16);
 }
 
-/* NaN-propagating max/min (numpy maximum/minimum). */
-#define NPU_MAX(x, y) (((x) >= (y) || (x) != (x)) ? (x) : (y))
-#define NPU_MIN(x, y) (((x) <= (y) || (x) != (x)) ? (x) : (y))
+/* NaN-propagating max/min (numpy maximum/minimum): x if it is NaN, else the larger
+ * (smaller), y when they are unordered. Written as two selects, which GCC vectorizes
+ * (compares and blends) also when nested, as in the exponential unit's clamps. */
+#define NPU_MAX(x, y) (__builtin_isnan(x) ? (x) : (x) >= (y) ? (x) : (y))
+#define NPU_MIN(x, y) (__builtin_isnan(x) ? (x) : (x) <= (y) ? (x) : (y))
 
 /* ---- strided row loads/stores between SRAM/DRAM and f32/i32 chunks ------ */
 

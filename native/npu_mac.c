@@ -167,6 +167,91 @@ DEFINE_GEMM(gemm_i32, int32_t, gemm_i32_tiles)
 DEFINE_GEMM(gemm_f16_sum, float, gemm_f16_sum_tiles)
 DEFINE_GEMM(gemm_bf16_sum, float, gemm_bf16_sum_tiles)
 
+/* ---- matrix-vector kernel: c[j] += sum over kk of a[kk] * b[j * ldb + kk] ----------
+ * An f32 matmul with m = 1 and a transposed B (an LSTM step: B's rows, one per output
+ * column, are contiguous in k), read in place: the GEMM kernel would first pack B, a
+ * transpose that costs several times the products themselves. Each output adds its
+ * products in k order with one fused multiply-add each, the GEMM kernel's FMA_STEP (so
+ * the same bits on every build). Four rows of B by four of k are loaded as 4-float
+ * vectors and transposed in registers (8 two-vector shuffles, single instructions on
+ * SSE2, AVX and NEON), so that a vector holds one k of four outputs; MATVEC_GROUPS such
+ * groups of four outputs are summed side by side (independent chains, enough for the
+ * FMA latency). The k left over (k % 4) and the outputs left over (n % 4) are summed
+ * one by one, in the same order. */
+#define MATVEC_GROUPS 4
+
+typedef float mv_f32x4 __attribute__((vector_size(16), aligned(4)));
+typedef int32_t mv_i32x4 __attribute__((vector_size(16)));
+
+/* FMA_STEP on scalars. GCC may vectorize a scalar loop of `acc += x * b` into separate
+ * multiplies and adds (an in-order reduction; contraction comes after vectorization),
+ * which rounds twice: where the target has a fused multiply-add (__FP_FAST_FMAF, as the
+ * GEMM kernel's FMA_STEP then uses), it is called for explicitly. */
+#ifdef __FP_FAST_FMAF
+#define SCALAR_FMA_STEP(acc, x, b) ((acc) = __builtin_fmaf((x), (b), (acc)))
+#else
+#define SCALAR_FMA_STEP(acc, x, b) ((acc) += (x) * (b))
+#endif
+
+/* The 4x4 block of floats at src (rows src, src + ld, ...) transposed: lane i of col[j]
+ * is src[i * ld + j]. */
+static inline void transpose_4x4(const float* src, size_t ld, mv_f32x4 col[4]) {
+  mv_f32x4 r0 = *(const mv_f32x4*)src, r1 = *(const mv_f32x4*)(src + ld);
+  mv_f32x4 r2 = *(const mv_f32x4*)(src + 2 * ld), r3 = *(const mv_f32x4*)(src + 3 * ld);
+  mv_f32x4 t0 = __builtin_shuffle(r0, r1, (mv_i32x4){0, 4, 1, 5});
+  mv_f32x4 t1 = __builtin_shuffle(r0, r1, (mv_i32x4){2, 6, 3, 7});
+  mv_f32x4 t2 = __builtin_shuffle(r2, r3, (mv_i32x4){0, 4, 1, 5});
+  mv_f32x4 t3 = __builtin_shuffle(r2, r3, (mv_i32x4){2, 6, 3, 7});
+  col[0] = __builtin_shuffle(t0, t2, (mv_i32x4){0, 1, 4, 5});
+  col[1] = __builtin_shuffle(t0, t2, (mv_i32x4){2, 3, 6, 7});
+  col[2] = __builtin_shuffle(t1, t3, (mv_i32x4){0, 1, 4, 5});
+  col[3] = __builtin_shuffle(t1, t3, (mv_i32x4){2, 3, 6, 7});
+}
+
+/* c[j .. j + 4*groups) += the products of k0 .. k0 + 4*blocks - 1, in k order. */
+static inline void matvec_rows_groups(size_t groups, size_t blocks, const float* a,
+                                      const float* b, size_t ldb, float* c) {
+  mv_f32x4 acc[MATVEC_GROUPS];
+  for (size_t g = 0; g < groups; g++) acc[g] = *(const mv_f32x4*)(c + 4 * g);
+  for (size_t q = 0; q < blocks; q++) {
+    const float* aq = a + 4 * q;
+    for (size_t g = 0; g < groups; g++) {
+      mv_f32x4 kk[4];           /* kk[t]: k0 + 4q + t of the four outputs, by lane */
+      transpose_4x4(b + 4 * g * ldb + 4 * q, ldb, kk);
+      FMA_STEP(acc[g], aq[0], kk[0]);
+      FMA_STEP(acc[g], aq[1], kk[1]);
+      FMA_STEP(acc[g], aq[2], kk[2]);
+      FMA_STEP(acc[g], aq[3], kk[3]);
+    }
+  }
+  for (size_t g = 0; g < groups; g++) *(mv_f32x4*)(c + 4 * g) = acc[g];
+}
+
+static void matvec_rows_f32(size_t n, size_t k, const float* a, const float* b, size_t ldb,
+                            float* c) {
+  bool poll = k >= GEMM_POLL_MK;
+  size_t blocks = k / 4;
+  for (size_t j = 0; j < n;) {
+    size_t rows = n - j >= 4 * MATVEC_GROUPS ? 4 * MATVEC_GROUPS : n - j >= 4 ? 4 : 1;
+    if (poll && stopping((uint64_t)rows * k)) return;
+    size_t k_done = 0;                           /* of these rows' sums, done as vectors */
+    if (rows >= 4) {           /* constant group counts: the sums stay in registers */
+      if (rows == 4 * MATVEC_GROUPS) {
+        matvec_rows_groups(MATVEC_GROUPS, blocks, a, b + j * ldb, ldb, c + j);
+      } else {
+        matvec_rows_groups(1, blocks, a, b + j * ldb, ldb, c + j);
+      }
+      k_done = 4 * blocks;
+    }
+    for (size_t r = j; r < j + rows; r++) {      /* the k left over, or a whole output */
+      float s = c[r];
+      for (size_t kk = k_done; kk < k; kk++) SCALAR_FMA_STEP(s, a[kk], b[r * ldb + kk]);
+      c[r] = s;
+    }
+    j += rows;
+  }
+}
+
 /* ---- the instructions: operands packed for the kernel, split over workers ------- */
 
 /* Rows of a transposed operand converted per memory run: at most this many at once. */
@@ -202,11 +287,37 @@ static void pack_transposed(int dtype, const uint8_t* base, size_t rows, size_t 
   }
 }
 
+/* pack_transposed of f32 elements: 4x4 blocks transposed in registers, 16 rows (one
+ * 64-byte line of each source column) at a time; the edges element by element. */
+static void pack_transposed_f32(const float* base, size_t rows, size_t cols,
+                                size_t col_stride, float* out) {
+  size_t rows4 = rows & ~(size_t)3, cols4 = cols & ~(size_t)3;
+  for (size_t r0 = 0; r0 < rows4; r0 += 16) {
+    size_t r1 = r0 + 16 < rows4 ? r0 + 16 : rows4;
+    for (size_t c = 0; c < cols4; c += 4) {
+      for (size_t r = r0; r < r1; r += 4) {
+        mv_f32x4 row[4];        /* row[i]: columns c .. c + 3 of row r + i */
+        transpose_4x4(base + c * col_stride + r, col_stride, row);
+        for (int i = 0; i < 4; i++) *(mv_f32x4*)(out + (r + i) * cols + c) = row[i];
+      }
+    }
+  }
+  for (size_t r = 0; r < rows; r++) {
+    for (size_t c = r < rows4 ? cols4 : 0; c < cols; c++) {
+      out[r * cols + c] = base[c * col_stride + r];
+    }
+  }
+}
+
 /* Packs a rows x cols matrix (element (r, c) at base + (r*row_stride + c*col_stride))
  * of a MAC operand dtype into dense f32 (floats) or i32 (i8). */
 static void pack_matrix(int dtype, const uint8_t* base, size_t rows, size_t cols,
                         size_t row_stride, size_t col_stride, void* out) {
   unsigned elem = DTYPE_BYTES[dtype];
+  if (row_stride == 1 && col_stride != 1 && cols > 1 && dtype == DT_F32) {
+    pack_transposed_f32((const float*)base, rows, cols, col_stride, out);
+    return;
+  }
   if (row_stride == 1 && col_stride != 1 && cols > 1) {
     pack_transposed(dtype, base, rows, cols, col_stride, out);
     return;
@@ -257,6 +368,8 @@ typedef struct gemm_job_t {
   const void* a;
   size_t lda;
   const void* b;
+  size_t b_rows_ld;      /* 0: b is dense [k][n]; else B's column j is row j of b, this
+                            its stride (m = 1, f32: matvec_rows_f32; ldb >= k >= 1) */
   uint8_t* c;
   size_t ldc;
   bool by_columns;
@@ -267,6 +380,11 @@ static size_t ceil_units(size_t count, size_t unit) { return (count + unit - 1) 
 static void gemm_block(const gemm_job_t* g, size_t i0, size_t i1, size_t j0, size_t j1) {
   size_t k = g->k, n = g->n;
   uint8_t* c = g->c + (i0 * g->ldc + j0) * 4;
+  if (g->b_rows_ld) {
+    const float* b = (const float*)g->b + j0 * g->b_rows_ld;
+    matvec_rows_f32(j1 - j0, k, (const float*)g->a, b, g->b_rows_ld, (float*)c);
+    return;
+  }
   if (g->sum == SUM_I32) {
     gemm_i32(i1 - i0, j1 - j0, k, (const int32_t*)g->a + i0 * g->lda, g->lda,
              (const int32_t*)g->b + j0, n, (int32_t*)c, g->ldc);
@@ -328,10 +446,13 @@ int exec_matmul(exec_t* x, const instr_t* in) {
   /* An f32 A in rows is used in place; others are packed as [m][k] (element (i, kk) is
    * at lda*kk + i when transposed). A dense f32 B [k][n] with GEMM_NR elements of SRAM
    * after it (the kernel's readable slack) is used in place too: a matrix-vector
-   * product (m = 1, an LSTM step) would otherwise spend as long copying B as using it. */
+   * product (m = 1, an LSTM step) would otherwise spend as long copying B as using it;
+   * for the same reason a transposed f32 B with m = 1 is read in place, by
+   * matvec_rows_f32. */
   bool a_in_place = dt == DT_F32 && !ta;
-  bool b_in_place = dt == DT_F32 && !tb && ldb == n &&
-                    (u128)b_addr + b_ext + GEMM_NR * 4 <= x->core->config.sram_bytes;
+  bool b_rows = dt == DT_F32 && tb && m == 1;    /* matvec_rows_f32 reads B in place */
+  bool b_in_place = b_rows || (dt == DT_F32 && !tb && ldb == n &&
+                               (u128)b_addr + b_ext + GEMM_NR * 4 <= x->core->config.sram_bytes);
   void* ap = a_in_place ? sram + a_addr : scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
   void* bp = b_in_place ? sram + b_addr : scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
   if (!ap) return out_of_memory(x, (u128)m * k * 4);
@@ -342,7 +463,8 @@ int exec_matmul(exec_t* x, const instr_t* in) {
   if (!acc) {
     init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + bias_addr) : NULL, NULL);
   }
-  gemm_job_t job = {mac_sum(in), m, n, k, ap, a_in_place ? lda : k, bp, out, ldo, n >= m};
+  gemm_job_t job = {mac_sum(in), m, n, k, ap, a_in_place ? lda : k, bp, b_rows ? ldb : 0,
+                    out, ldo, n >= m};
   size_t units = job.by_columns ? ceil_units(n, GEMM_UNIT_COLS) : ceil_units(m, GEMM_MR);
   run_units(x->pool, gemm_unit, &job, units, worker_count(x->pool, (uint64_t)m * n * k, units));
   return NPU_STATUS_OK;
@@ -405,7 +527,7 @@ static gemm_job_t conv_gemm(const conv_job_t* j, const uint8_t* col, size_t cols
   size_t kdim = j->cg * j->kh * j->kw, spatial = j->ho * j->wo;
   const uint8_t* w = (const uint8_t*)j->weights + g * j->fg * kdim * 4;
   uint8_t* o = j->out + (g * j->fg * spatial + y0 * j->wo) * 4;
-  return (gemm_job_t){j->sum, j->fg, cols, kdim, w, kdim, col, o, spatial,
+  return (gemm_job_t){j->sum, j->fg, cols, kdim, w, kdim, col, 0, o, spatial,
                       cols >= j->fg};
 }
 

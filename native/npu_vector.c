@@ -101,41 +101,58 @@ int exec_binary(exec_t* x, const instr_t* in) {
   return NPU_STATUS_OK;
 }
 
+/* The exponential unit's functions: each multiply and add rounded as written (no
+ * contraction beyond the explicit fmaf), inlined into the row loops below (GCC inlines
+ * only between functions of the same options). */
+#define EXP_UNIT __attribute__((optimize("fp-contract=off", "no-trapping-math")))
+
+EXP_UNIT static inline float exp_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
 /* The exponential unit: range reduction to x = n·ln2 + r (n = floor(x·log2e + 1/2) in
  * [-127, 127], r by two fused steps), a degree-7 polynomial for e^r - 1 in fused
  * multiply-adds, and 2^n from its exponent bits: the algorithm and constants of MLIR's
  * polynomial approximation, which IREE's CPU code generator emits for math.exp, step for
  * step, so that npu-sim's exp has the bits of stock llvm-cpu's. Returns e^r (before the
  * scaling) and sets *scale = 2^n; exp(x) = e^r · 2^n. */
-__attribute__((optimize("fp-contract=off")))
-static float exp_parts(float x, float* scale) {
+EXP_UNIT static inline float exp_parts(float x, float* scale) {
   float c = NPU_MIN(NPU_MAX(x, -87.8f), 88.8f);
-  float k = floorf(fmaf(c, bits_f32(0x3FB8AA3Bu), 0.5f));
+  float k = floorf(fmaf(c, exp_bits(0x3FB8AA3Bu), 0.5f));
   k = NPU_MIN(NPU_MAX(k, -127.0f), 127.0f);
-  float r = fmaf(bits_f32(0xBF318000u), k, c);
-  r = fmaf(bits_f32(0x395E8083u), k, r);
-  float p = fmaf(r, bits_f32(0x39506967u), bits_f32(0x3AB743CEu));
-  p = fmaf(p, r, bits_f32(0x3C088908u));
-  p = fmaf(p, r, bits_f32(0x3D2AA9C1u));
-  p = fmaf(p, r, bits_f32(0x3E2AAAAAu));
+  float r = fmaf(exp_bits(0xBF318000u), k, c);
+  r = fmaf(exp_bits(0x395E8083u), k, r);
+  float p = fmaf(r, exp_bits(0x39506967u), exp_bits(0x3AB743CEu));
+  p = fmaf(p, r, exp_bits(0x3C088908u));
+  p = fmaf(p, r, exp_bits(0x3D2AA9C1u));
+  p = fmaf(p, r, exp_bits(0x3E2AAAAAu));
   p = fmaf(p, r, 0.5f);
   float r2 = r * r;
-  *scale = bits_f32((uint32_t)((int32_t)k + 127) << 23);
+  *scale = exp_bits((uint32_t)((int32_t)k + 127) << 23);
   return fmaf(p, r2, r) + 1.0f;
 }
 
-__attribute__((optimize("fp-contract=off")))
-static float npu_exp(float x) {
+EXP_UNIT static inline float npu_exp(float x) {
   float scale, e = exp_parts(x, &scale);
   return e * scale;
 }
 
 /* 1 / (1 + exp(-x)): the scaling and the + 1 fuse into one multiply-add, as LLVM
  * contracts them in stock's code. */
-__attribute__((optimize("fp-contract=off")))
-static float npu_sigmoid(float x) {
+EXP_UNIT static inline float npu_sigmoid(float x) {
   float scale, e = exp_parts(-x, &scale);
   return 1.0f / fmaf(e, scale, 1.0f);
+}
+
+/* Whole rows of vexp and vsigmoid, the functions above inlined and vectorized: every
+ * step is an exact IEEE operation (compares and blends for the clamps, a rounding for
+ * floorf), so each lane has the bits of the scalar code; a call per element cost about
+ * ten times as much. no-trapping-math (EXP_UNIT) lets GCC vectorize floorf and the
+ * nested clamps; it changes no value, only which FP exception flags may be raised. */
+EXP_UNIT static void exp_run(float* restrict v, size_t n) {
+  for (size_t i = 0; i < n; i++) v[i] = npu_exp(v[i]);
+}
+
+EXP_UNIT static void sigmoid_run(float* restrict v, size_t n) {
+  for (size_t i = 0; i < n; i++) v[i] = npu_sigmoid(v[i]);
 }
 
 /* vround's rounding (isa.Flag.ROUND_*): to nearest with ties to even by default. */
@@ -165,9 +182,9 @@ static void unary_f32(int op, int dtype, unsigned flags, float p0, float p1,
       }
       break;
     case OP_VLEAKYRELU: for (size_t i = 0; i < n; i++) v[i] = v[i] < 0 ? p0 * v[i] : v[i]; break;
-    case OP_VSIGMOID: for (size_t i = 0; i < n; i++) v[i] = npu_sigmoid(v[i]); break;
+    case OP_VSIGMOID: sigmoid_run(v, n); break;
     case OP_VTANH: for (size_t i = 0; i < n; i++) v[i] = tanhf(v[i]); break;
-    case OP_VEXP: for (size_t i = 0; i < n; i++) v[i] = npu_exp(v[i]); break;
+    case OP_VEXP: exp_run(v, n); break;
     case OP_VSQRT: for (size_t i = 0; i < n; i++) v[i] = sqrtf(v[i]); break;
     /* two f32 roundings, the square root then the division: 1 / sqrt(x) in f32 */
     case OP_VRSQRT: for (size_t i = 0; i < n; i++) v[i] = 1.0f / sqrtf(v[i]); break;

@@ -213,6 +213,62 @@ def test_f32_matmul_sums_in_k_order(core, rng):
     np.testing.assert_array_equal(result.view(o_addr, "f32", (m, n)), expected)
 
 
+@pytest.mark.parametrize("n, k, ldb, lda, flags", [
+    (37, 300, 300, 1, F.ACCUMULATE),       # 4 groups of 8 outputs and 5 more
+    (64, 512, 512, 1, 0),                  # an LSTM step's shape (two column units)
+    (8, 5, 7, 3, F.BIAS | F.TRANSPOSE_A),  # padded rows of B, a strided A
+    (3, 1, 1, 1, F.TRANSPOSE_A),           # only the one-output chains, k = 1
+    (11, 4200, 4203, 1, F.ACCUMULATE),     # k long enough to poll the deadline
+])
+def test_f32_matvec_with_transposed_b_sums_in_k_order(core, rng, n, k, ldb, lda, flags):
+    """m = 1 with a transposed f32 B (an LSTM step) has a kernel of its own, reading B's
+    rows in place: each output adds its products in k order with one rounding each, the
+    bits of the GEMM kernel on the same product with B stored in rows of n (not
+    transposed), and (on a build with FMA, as the tests above) of the sequential
+    reference. Its vector part takes groups of 16 and 4 outputs and blocks of 4 of k; the
+    cases leave outputs and k over."""
+    a, bt = _k_order_operands(rng, (k, lda), (n, ldb))      # A's row is a[:, 0]
+    c = rng.uniform(0.0, 1.0, size=(1, n)).astype(np.float32)
+    bias = rng.uniform(0.0, 1.0, size=n).astype(np.float32)
+    a_row = a[:, 0] if flags & F.TRANSPOSE_A else a.reshape(-1)[:k]
+    outputs = []
+    for transposed in (True, False):
+        image = SramImage()
+        a_addr = image.put(a if flags & F.TRANSPOSE_A else a.reshape(-1)[:k])
+        o_addr, bias_addr = image.put(c), image.put(bias)
+        b_addr = image.put(bt if transposed else np.ascontiguousarray(bt[:, :k].T))
+        result = run_on_sram(core, image, instr(
+            "matmul", "f32", flags | (F.TRANSPOSE_B if transposed else 0), a=a_addr, b=b_addr,
+            out=o_addr, m=1, n=n, k=k, lda=lda if flags & F.TRANSPOSE_A else k,
+            ldb=ldb if transposed else n, ldo=n, bias=bias_addr if flags & F.BIAS else 0))
+        outputs.append(result.view(o_addr, "f32", (1, n)).copy())
+    start = c if flags & F.ACCUMULATE else bias[None] if flags & F.BIAS else np.zeros((1, n))
+    expected = _sequential_fma(start, a_row[:, None], bt[:, :k].T)
+    np.testing.assert_array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+    np.testing.assert_array_equal(outputs[0].view(np.uint32), expected.view(np.uint32))
+
+
+@pytest.mark.parametrize("m, n, k, ldb", [(7, 37, 45, 45), (13, 8, 16, 19), (2, 3, 5, 5),
+                                          (6, 130, 35, 36)])
+def test_f32_matmul_transposed_b_is_packed_exactly(core, rng, m, n, k, ldb):
+    """A transposed f32 B (m > 1) is packed into rows by 4x4 register transposes with
+    element-wise edges: the product has the bits of the same matmul with B stored in
+    rows, for shapes with k and n over a multiple of 4 and k over the 16-row blocks."""
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    bt = rng.standard_normal((n, ldb)).astype(np.float32)
+    outputs = []
+    for transposed in (True, False):
+        image = SramImage()
+        a_addr, o_addr = image.put(a), image.put(np.zeros((m, n), np.float32))
+        b_addr = image.put(bt if transposed else np.ascontiguousarray(bt[:, :k].T))
+        result = run_on_sram(core, image, instr(
+            "matmul", "f32", F.TRANSPOSE_B if transposed else 0, a=a_addr, b=b_addr,
+            out=o_addr, m=m, n=n, k=k, lda=k, ldb=ldb if transposed else n, ldo=n))
+        outputs.append(result.view(o_addr, "f32", (m, n)).copy())
+    np.testing.assert_array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+    assert np.allclose(outputs[0], a.astype(np.float64) @ bt[:, :k].T, rtol=1e-4, atol=1e-4)
+
+
 def test_f32_conv2d_sums_in_channel_then_tap_order(core, rng):
     """conv2d's reduction order is (input channel, ky, kx), each product rounded into the
     sum once, as the matmul's k order."""

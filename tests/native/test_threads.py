@@ -28,6 +28,16 @@ def _matmul(rng, dtype, m, n, k, flags):
                         ldb=n, ldo=n, bias=bias), (out, acc, (m, n))
 
 
+def _matvec_transposed_b(rng, n, k, flags):
+    """m = 1, f32, B transposed (rows of k, one per output column): its own kernel."""
+    image = SramImage()
+    a = image.put(random_values(rng, "f32", (1, k)))
+    b = image.put(random_values(rng, "f32", (n, k)))
+    out = image.put(random_values(rng, "f32", (1, n)))
+    return image, instr("matmul", "f32", flags | F.TRANSPOSE_B, a=a, b=b, out=out, m=1, n=n,
+                        k=k, lda=k, ldb=k, ldo=n), (out, "f32", (1, n))
+
+
 def _conv(rng, dtype, c, f, ho, wo, kk, groups, flags):
     acc = "i32" if dtype == "i8" else "f32"
     hi, wi = ho + kk - 1, wo + kk - 1
@@ -47,6 +57,7 @@ def _cases(rng):
     return [_matmul(rng, "f32", 97, 301, 163, F.ACCUMULATE),
             _matmul(rng, "i8", 301, 45, 331, F.BIAS),
             _matmul(rng, "f16", 130, 258, 255, 0),
+            _matvec_transposed_b(rng, 1030, 1100, F.ACCUMULATE),
             _conv(rng, "f32", 35, 47, 31, 29, 3, 1, F.BIAS),
             _conv(rng, "bf16", 64, 64, 40, 40, 3, 4, F.ACCUMULATE),
             _conv(rng, "i8", 48, 40, 30, 30, 3, 1, 0),

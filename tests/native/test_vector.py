@@ -1,6 +1,8 @@
 """Vector unit against numpy: elementwise ops with broadcasting strides, unary ops,
 vsqrt/vrsqrt bit for bit, vcvt (incl. i8 requantization and exhaustive f16), vpool,
 vreduce."""
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -126,6 +128,63 @@ def test_unary(core, rng, op, dtype):
             np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
         else:
             np.testing.assert_array_equal(out, expected)
+
+
+def _fma_f32(a, b, c) -> np.float32:
+    """a * b + c of f32 values rounded once to f32: the exact value from fractions,
+    rounded to f64 to odd (no double rounding), then to f32."""
+    exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    d = float(exact)
+    if Fraction(d) != exact and int(np.float64(d).view(np.uint64)) % 2 == 0:
+        d = float(np.nextafter(d, np.inf if exact > Fraction(d) else -np.inf))
+    return np.float32(d)
+
+
+def _exp_unit(x):
+    """The exponential unit step by step (MLIR's polynomial, native/npu_vector.c
+    exp_parts) for f32 x: (e^r, 2^n); NaN for NaN."""
+    f = np.float32
+    bits = lambda u: np.uint32(u).view(np.float32)
+    if np.isnan(x):
+        return x, f(1)
+    c = min(max(x, f(-87.8)), f(88.8))
+    k = f(np.floor(_fma_f32(c, bits(0x3FB8AA3B), f(0.5))))
+    k = min(max(k, f(-127)), f(127))
+    r = _fma_f32(bits(0xBF318000), k, c)
+    r = _fma_f32(bits(0x395E8083), k, r)
+    p = _fma_f32(r, bits(0x39506967), bits(0x3AB743CE))
+    for coefficient in (0x3C088908, 0x3D2AA9C1, 0x3E2AAAAA):
+        p = _fma_f32(p, r, bits(coefficient))
+    p = _fma_f32(p, r, f(0.5))
+    e = f(_fma_f32(p, f(r * r), r) + f(1))
+    return e, np.uint32((int(k) + 127) << 23).view(np.float32)
+
+
+def test_exp_and_sigmoid_bit_exact(core, rng):
+    """vexp and vsigmoid (whole rows vectorized) have the bits of the exponential unit's
+    steps computed one by one: exp = e^r * 2^n, sigmoid = 1 / fma(e^r, 2^n, 1) of -x, for
+    a row of 1013 values (not a multiple of any vector width) over and beyond the clamp
+    range, at its bounds, at the reduction's rounding points, tiny, signed zeros, ±inf,
+    NaN."""
+    values = np.concatenate([
+        rng.uniform(-100, 100, 600), rng.uniform(-3, 3, 200),
+        np.arange(-130, 131) * np.log(2) - 0.5 * np.log(2),    # x·log2e + 1/2 near integers
+        [-87.8, 88.8, -87.80001, 88.80001, 1e-30, -1e-30, 1e-45, 0.0, -0.0, np.inf,
+         -np.inf, np.nan, 1e4, -1e4]]).astype(np.float32)[:1013]
+    assert values.size == 1013
+    image = SramImage()
+    s_addr, e_addr, g_addr = image.put(values), image.reserve(4 * 1013), image.reserve(4 * 1013)
+    box = dict(n0=1, n1=1, n2=1013, dst_s0=0, dst_s1=0, dst_s2=1, src_s0=0, src_s1=0, src_s2=1)
+    result = run_on_sram(core, image, instr("vexp", "f32", dst=e_addr, src=s_addr, **box),
+                         instr("vsigmoid", "f32", dst=g_addr, src=s_addr, **box))
+    with np.errstate(over="ignore", invalid="ignore"):
+        exps = [np.float32(e * s) for e, s in map(_exp_unit, values)]
+        sigmoids = [np.float32(1) / _fma_f32(e, s, np.float32(1)) if not np.isnan(e) else e
+                    for e, s in (_exp_unit(-v) for v in values)]
+    for addr, expected in ((e_addr, exps), (g_addr, sigmoids)):
+        out = result.view(addr, "f32", 1013)
+        np.testing.assert_array_equal(out.view(np.uint32),
+                                      np.array(expected, np.float32).view(np.uint32))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
