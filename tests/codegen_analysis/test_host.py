@@ -9,6 +9,7 @@ from compiler_target.codegen import backend, plan_dispatch
 from compiler_target.codegen.analysis import Analysis
 from compiler_target.codegen.legalize import legalize
 from compiler_target.codegen.ops import Conv2D, Elementwise, TensorRef
+from executable_format.cost import Roofline
 from executable_format.machine import DEFAULT_MACHINE
 
 from .models import analyses, executable_sources, executables, onnx_model
@@ -87,6 +88,7 @@ def conv_executable(tmp_path):
 
 class FakeCompiled:
     npu_fb, asm, ir_stages, estimated_cycles, detail = b"NPU", "asm", [("lowered", "x")], 77, "tiles"
+    roofline = Roofline(useful_macs=0, mac_dtype="f32", read_bytes=640, write_bytes=64)
 
 
 def test_plan_dispatch_plumbing(tmp_path, monkeypatch):
@@ -105,6 +107,7 @@ def test_plan_dispatch_plumbing(tmp_path, monkeypatch):
                                                               (False, 2048)]
     assert (plan.index, plan.target, plan.reason, plan.npu_fb, plan.estimated_cycles) == \
         (3, "npu", "", b"NPU", 77)
+    assert (plan.roofline_cycles, plan.mac_dtype) == (10, "f32")     # 640 bytes at 64/cycle
     assert plan.report_line().endswith("stride=1 f32 -> npu (tiles)")
     assert plan.task == {
         "bindings": [

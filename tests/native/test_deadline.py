@@ -8,6 +8,7 @@ Long programs repeat one instruction at the per-instruction work cap: a conv2d.i
 of 2^27 elements with zero strides (about 0.6 s, one thread, 4 bytes of SRAM)."""
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -271,7 +272,7 @@ def test_a_custom_sigint_handler_does_not_stop_the_core():
 def long_vmfbs(tmp_path_factory):
     """A relu over 512x1024 f32 compiled for npu, its NPU program then overwritten in
     place (same length) with N vsigmoid at the element cap, barriers and end: 16 (the
-    most the verifier allows, about 10 s) and 17 (refused)."""
+    most the verifier allows, seconds) and 17 (refused)."""
     directory = tmp_path_factory.mktemp("deadline")
     mlir = directory / "relu.mlir"
     mlir.write_text(RELU)
@@ -323,10 +324,11 @@ def test_cli_deadline_flag_fails_the_dispatch_naming_export_and_deadline(long_vm
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(
-        f"DEADLINE_EXCEEDED; npu-sim dispatch of export '{name}' exceeded its deadline of "
-        f"300 ms (--npu_sim_dispatch_timeout_ms); stopped at instruction 0 (vsigmoid) after 3")
-    assert seconds < 5    # the program would run about 10 s; startup is about 1 s
+    assert re.match(
+        f"DEADLINE_EXCEEDED; npu-sim dispatch of export '{re.escape(name)}' exceeded its "
+        r"deadline of 300 ms \(--npu_sim_dispatch_timeout_ms\); stopped at instruction "
+        r"\d+ \(vsigmoid\) after 3\d\d\.\d ms;", lines[0]), lines[0]
+    assert seconds < 5    # the program would run seconds; startup is about 1 s
 
 
 def test_benchmark_module_takes_the_deadline_flag(long_vmfbs):
@@ -338,7 +340,7 @@ def test_benchmark_module_takes_the_deadline_flag(long_vmfbs):
     seconds = time.perf_counter() - start
     assert result.returncode != 0
     assert "DEADLINE_EXCEEDED" in result.stderr, result.stderr
-    assert seconds < 5    # the program would run about 10 s per iteration
+    assert seconds < 5    # the program would run seconds per iteration
 
 
 def test_cli_refuses_an_over_limit_program(long_vmfbs):
