@@ -27,9 +27,10 @@ from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
 from .affine_fold import AffineFold
-from .epilogue import (EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
+from .epilogue import (LEAVES, EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
                        temp_count, used_inputs)
 from .lower import Lowered, NotLowerable
+from .ops import reachable
 from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes, mac_flags, mac_operands_supported
 from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned,
                    block_candidates, ceil_div, dense_sram_strides, dma_instrs, fitting, prod,
@@ -202,6 +203,8 @@ class ContractionTiler:
         self.cast_e = dtype_bytes(out.dtype) if out.dtype != acc_dtype else 0
         self.temps = temp_count(expr)
         self.consts = sum(1 for node in expr if node[0] == "const")
+        self.vector_ops = sum(2 if expr[i][0] == "abs" else 1 for i in reachable(expr)
+                              if expr[i][0] not in LEAVES) + (1 if self.cast_e else 0)
         self.batch = self.layout.count("batch")
         a, b = self.layout.tensors["a"], self.layout.tensors["b"]
         nb, nm = len(self.layout.extents["batch"]), len(self.layout.extents["m"])
@@ -209,7 +212,6 @@ class ContractionTiler:
         self.a_transposed = abs(a.strides[nb + nm - 1]) < abs(a.strides[-1])
         self.b_transposed = abs(b.strides[nb + nk - 1]) < abs(b.strides[-1])
         self._costs: dict = {}
-        self.output: OutputStage | None = None      # epilogue_cycles' plan
 
     def extents(self, role: str):
         return self.layout.extents[role]
@@ -254,27 +256,10 @@ class ContractionTiler:
         return m.mac_latency_cycles + mt * ceil_div(nt, m.mac_cols) * \
             ceil_div(kt, m.mac_k_lanes(self.dtype))
 
-    def epilogue_cycles(self, m: Split, n: Split) -> tuple[int, int]:
-        """(DMA-in, vector) cycles of the first tile's epilogue: its inputs' loads (a MAC
-        bias's included) and its vector instructions as OutputStage writes them (a
-        quantized epilogue's vrequant, or each node), the store excluded."""
-        nb = len(self.extents("batch"))
-        m_counts, n_counts = m.first_counts(self.extents("m")), n.first_counts(self.extents("n"))
-        counts = [1] * nb + list(m_counts) + list(n_counts)
-        tensors, sram, elements = self.layout.tensors, Sram(None), prod(counts)
-        epi = EpilogueInputs(sram, tensors, self.used, self.epilogue_count, counts,
-                             self.acc_dtype)
-        if self.output is None:         # planned once, for the biggest tile
-            self.output = OutputStage(Sram(None), self.expr, self.acc_dtype, tensors["out"],
-                                      prod(tensors["out"].shape), input_dtypes=epi.dtypes,
-                                      tensors=tensors, constants=self.constants)
-        acc = sram.alloc("acc", self.acc_dtype, (elements,))
-        loads, back = epilogue_instrs(epi, self.output, acc, [0] * len(counts), counts, nb,
-                                      len(m_counts), "")
-        bias = self.transfer("dma.load", f"epilogue.{self.bias_index}", {"m": m, "n": n}) \
-            if self.bias_index is not None else 0
-        return bias + busy_cycles(self.m, loads), \
-            busy_cycles(self.m, [i for i in back if i.engine_name == "vector"])
+    def vector_cycles(self, elements: int) -> int:
+        m = self.m
+        return self.vector_ops * (m.vector_latency_cycles +
+                                  ceil_div(elements * self.acc_e, m.vector_bytes_per_cycle))
 
     def transfer(self, op: str, name: str, roles: dict[str, Split]) -> int:
         """Busy cycles of the DMA instructions moving the first block of tensor `name`
@@ -309,14 +294,14 @@ class ContractionTiler:
         if key not in self._costs:
             t = ContractionTiling(m, n, k, True)
             mt, nt, kt = self.sizes(t)
-            if ("epilogue", m, n) not in self._costs:
-                self._costs["epilogue", m, n] = self.epilogue_cycles(m, n)
-            epilogue_loads, vector = self._costs["epilogue", m, n]
             self._costs[key] = self.counts(t), (
                 self.transfer("dma.load", "a", {"m": m, "k": k}),
                 self.transfer("dma.load", "b", {"k": k, "n": n}),
                 self.transfer("dma.store", "out", {"m": m, "n": n}),
-                epilogue_loads, self.mac_cycles(mt, nt, kt), vector, self.scale_cycles(kt * nt))
+                sum(self.transfer("dma.load", tensor.name, {"m": m, "n": n})
+                    for tensor in self.streamed),
+                self.mac_cycles(mt, nt, kt), self.vector_cycles(mt * nt),
+                self.scale_cycles(kt * nt))
         return self._costs[key]
 
     def scale_cycles(self, elements: int) -> int:
@@ -433,9 +418,23 @@ class ContractionEmitter:
             reads = (a_buf, b_buf) + ((out,) if ki else bias_reads)
             front.append(Instr("matmul", p.dtype, fields, int(kflags), reads=reads,
                                writes=(out,), note=note + f" k{ki}:{kt}"))
-        loads, back = epilogue_instrs(self.epi, self.output, out, starts, counts, len(batch),
-                                      len(m_counts), note)
-        return front + loads, back
+        nb, nm = len(batch), len(m_counts)
+
+        def box_strides(k, strides):
+            m_stride = flat_stride(strides[nb:nb + nm], m_counts)
+            n_stride = flat_stride(strides[nb + nm:], n_counts)
+            if m_stride is None or n_stride is None:
+                raise NotLowerable(f"epilogue input {k} is broadcast along part of a tile's "
+                                   "M or N dims")
+            return 0, m_stride, n_stride
+
+        loads, inputs = self.epi.load(starts, counts, note, box_strides)
+        front += loads
+        sram_strides = [0] * nb + [s * nt for s in dense_sram_strides(m_counts)] + \
+            dense_sram_strides(n_counts)
+        back = self.output.emit((1, mt, nt), Operand(out, (0, nt, 1)), inputs, starts, counts,
+                                sram_strides, note)
+        return front, back
 
     def _load_a(self, front, batch, m_block, k_block, note):
         return self._load(front, "a", self.a_slots, batch, m_block, k_block,
@@ -475,25 +474,3 @@ class ContractionEmitter:
             dims = [Dim(c, s, d) for c, s, d in zip(counts, tensor.strides[nb:], f_sram + s_sram)]
             front += dma_instrs("dma.load", tensor, origin, buf, 0, dims, note)
         return buf, fresh
-
-
-def epilogue_instrs(epi: EpilogueInputs, output: OutputStage, out: Buffer, starts, counts,
-                    nb: int, nm: int, note: str) -> tuple[list[Instr], list[Instr]]:
-    """The loads of the epilogue inputs of the tile at `starts` (`counts`: nb batch dims,
-    nm M dims, then N dims) and what `output` does with its accumulator tile `out`."""
-    m_counts, n_counts = counts[nb:nb + nm], counts[nb + nm:]
-    mt, nt = prod(m_counts), prod(n_counts)
-
-    def box_strides(k, strides):
-        m_stride = flat_stride(strides[nb:nb + nm], m_counts)
-        n_stride = flat_stride(strides[nb + nm:], n_counts)
-        if m_stride is None or n_stride is None:
-            raise NotLowerable(f"epilogue input {k} is broadcast along part of a tile's "
-                               "M or N dims")
-        return 0, m_stride, n_stride
-
-    loads, inputs = epi.load(starts, counts, note, box_strides)
-    sram_strides = [0] * nb + [s * nt for s in dense_sram_strides(m_counts)] + \
-        dense_sram_strides(n_counts)
-    return loads, output.emit((1, mt, nt), Operand(out, (0, nt, 1)), inputs, starts, counts,
-                              sram_strides, note)
