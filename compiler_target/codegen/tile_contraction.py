@@ -256,10 +256,25 @@ class ContractionTiler:
         return m.mac_latency_cycles + mt * ceil_div(nt, m.mac_cols) * \
             ceil_div(kt, m.mac_k_lanes(self.dtype))
 
-    def vector_cycles(self, elements: int) -> int:
-        m = self.m
-        return self.vector_ops * (m.vector_latency_cycles +
-                                  ceil_div(elements * self.acc_e, m.vector_bytes_per_cycle))
+    def vector_cycles(self, m: Split, n: Split) -> int:
+        """The epilogue's vector cycles on the first M x N block: an integer
+        accumulator's epilogue costed as the emitter writes it (one vrequant where it
+        requantizes, and what runs after its table), a float one as a pass over the
+        tile per node."""
+        if self.acc_dtype != "i32":
+            mt, nt = m.size(self.extents("m")), n.size(self.extents("n"))
+            return self.vector_ops * (self.m.vector_latency_cycles + ceil_div(
+                mt * nt * self.acc_e, self.m.vector_bytes_per_cycle))
+        key = ("vector", m, n)
+        if key not in self._costs:
+            k = split_of_size(self.extents("k"), self.m.mac_k_lanes(self.dtype))
+            emitter = ContractionEmitter(self, ContractionTiling(m, n, k, True), Sram(None))
+            batch = (0,) * len(self.extents("batch"))
+            _, back = emitter._tile(batch, (0, m.blocks(self.extents("m"))[0]),
+                                    (0, n.blocks(self.extents("n"))[0]))
+            self._costs[key] = busy_cycles(self.m, [i for i in back
+                                                    if i.engine_name == "vector"])
+        return self._costs[key]
 
     def transfer(self, op: str, name: str, roles: dict[str, Split]) -> int:
         """Busy cycles of the DMA instructions moving the first block of tensor `name`
@@ -300,7 +315,7 @@ class ContractionTiler:
                 self.transfer("dma.store", "out", {"m": m, "n": n}),
                 sum(self.transfer("dma.load", tensor.name, {"m": m, "n": n})
                     for tensor in self.streamed),
-                self.mac_cycles(mt, nt, kt), self.vector_cycles(mt * nt),
+                self.mac_cycles(mt, nt, kt), self.vector_cycles(m, n),
                 self.scale_cycles(kt * nt))
         return self._costs[key]
 
@@ -339,11 +354,11 @@ class ContractionTiler:
 # ----------------------------------------------------------------------- the emitter
 
 class ContractionEmitter:
-    def __init__(self, tiler: ContractionTiler, t: ContractionTiling):
+    def __init__(self, tiler: ContractionTiler, t: ContractionTiling, sram: Sram | None = None):
         self.p, self.t = tiler, t
         self.tensors = tiler.layout.tensors
         mt, nt, kt = tiler.sizes(t)
-        sram = Sram(tiler.m.sram_bytes)
+        sram = sram or Sram(tiler.m.sram_bytes)
         self.sram = sram
         a_slots, b_slots = tiler.slots(t)
         self.a_slots = Slots(sram, "a", tiler.dtype, (mt * kt,), a_slots)
