@@ -21,7 +21,7 @@ each B tile as it is loaded, its offset into the BIAS operand (affine_fold). The
 runs on the vector engine.
 """
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
@@ -93,7 +93,7 @@ def canonical_layout(lowered: Lowered) -> Layout:
         view_strides = [s for role in tensor_roles(name) for s in strides[name][role]]
         tensors[name] = Buffer(buffer.name, buffer.dtype, tuple(shape), "dram",
                                binding=buffer.binding, offset=buffer.offset,
-                               strides=tuple(view_strides), view_of=buffer)
+                               strides=tuple(view_strides), view_of=buffer.view_of or buffer)
     return Layout(extents, tensors)
 
 
@@ -170,7 +170,78 @@ class ContractionTiling:
 # ------------------------------------------------------------------------ the tiler
 
 class ContractionTiler:
-    """The tiler (tiler.Tiler) of matmul dispatches."""
+    """The tiler (tiler.Tiler) of matmul dispatches: the tilings of the contraction as
+    IREE formed it and of its transpose (out^T = b^T a^T, M and N swapped), the cheaper
+    estimate wins. The MAC array pads N to its columns and not M, so a 1x1 convolution
+    in NCHW with 48 output channels (N) over 2704 pixels (M) keeps 0.75 of the columns
+    busy one way and all of them the other."""
+
+    def __init__(self, lowered: Lowered, machine: MachineConfig):
+        self.orientations = [OrientedTiler(lowered, machine)]
+        swapped = transposed(lowered)
+        if swapped is not None:
+            try:
+                self.orientations.append(OrientedTiler(swapped, machine))
+            except NotLowerable:    # operand dtypes the MAC takes in one order only
+                pass
+
+    def candidates(self) -> list[Candidate]:
+        candidates, refusal = [], None
+        for index, orientation in enumerate(self.orientations):
+            try:
+                candidates += [Candidate((index, c.tiling), c.size)
+                               for c in orientation.candidates()]
+            except NotLowerable as error:
+                refusal = refusal or error
+        if not candidates:
+            raise refusal
+        return candidates
+
+    def estimate(self, tiling) -> int:
+        index, t = tiling
+        return self.orientations[index].estimate(t)
+
+    def emit(self, tiling) -> TiledProgram:
+        index, t = tiling
+        program = self.orientations[index].emit(t)
+        if index:
+            program.tiles += ", M and N swapped: out^T = b^T a^T"
+        return program
+
+
+def transposed(lowered: Lowered) -> Lowered | None:
+    """The contraction out^T = b^T a^T: M and N swapped, a and b exchanged, every tensor a
+    view with its dims reordered (no data moves); None when an epilogue input is not
+    indexed like the output."""
+    op = lowered.op
+    nb, nm, nn, nk = op.dims
+    batch = list(range(nb))
+    out_order = batch + [nb + nm + i for i in range(nn)] + [nb + i for i in range(nm)]
+    orders = {"a": batch + [nb + nm + i for i in range(nk)] + [nb + i for i in range(nm)],
+              "b": batch + [nb + nk + i for i in range(nn)] + [nb + i for i in range(nk)]}
+    rank = len(out_order)
+    if any(len(ref.shape) != rank for ref in op.epilogue_inputs + [op.out]):
+        return None
+
+    def view(ref, order):
+        return replace(ref, shape=tuple(ref.shape[i] for i in order),
+                       strides=tuple(ref.strides[i] for i in order))
+
+    swapped = replace(op, a=view(op.b, orders["b"]), b=view(op.a, orders["a"]),
+                      out=view(op.out, out_order),
+                      epilogue_inputs=[view(ref, out_order) for ref in op.epilogue_inputs],
+                      dims=(nb, nn, nm, nk))
+    sources = {"a": ("b", orders["b"]), "b": ("a", orders["a"])}
+    tensors = {}
+    for role in lowered.tensors:
+        source, order = sources.get(role, (role, out_order))
+        buffer = lowered.tensors[source]
+        tensors[role] = replace(view(buffer, order), view_of=buffer.view_of or buffer)
+    return replace(lowered, op=swapped, tensors=tensors)
+
+
+class OrientedTiler:
+    """The tilings of one orientation of the contraction."""
 
     def __init__(self, lowered: Lowered, machine: MachineConfig):
         op = lowered.op
@@ -212,6 +283,7 @@ class ContractionTiler:
         self.a_transposed = abs(a.strides[nb + nm - 1]) < abs(a.strides[-1])
         self.b_transposed = abs(b.strides[nb + nk - 1]) < abs(b.strides[-1])
         self._costs: dict = {}
+        self._probe: ContractionEmitter | None = None    # costs the epilogue (vector_cycles)
 
     def extents(self, role: str):
         return self.layout.extents[role]
@@ -267,11 +339,19 @@ class ContractionTiler:
                 mt * nt * self.acc_e, self.m.vector_bytes_per_cycle))
         key = ("vector", m, n)
         if key not in self._costs:
-            k = split_of_size(self.extents("k"), self.m.mac_k_lanes(self.dtype))
-            emitter = ContractionEmitter(self, ContractionTiling(m, n, k, True), Sram(None))
+            if self._probe is None:     # the epilogue planned once, for the whole output
+                whole = {role: split_of_size(self.extents(role), self.layout.count(role))
+                         for role in ("m", "n")}
+                k = split_of_size(self.extents("k"), self.m.mac_k_lanes(self.dtype))
+                self._probe = ContractionEmitter(
+                    self, ContractionTiling(whole["m"], whole["n"], k, True), Sram(None))
             batch = (0,) * len(self.extents("batch"))
-            _, back = emitter._tile(batch, (0, m.blocks(self.extents("m"))[0]),
-                                    (0, n.blocks(self.extents("n"))[0]))
+            acc = Buffer("acc", self.acc_dtype, (m.size(self.extents("m")) *
+                                                 n.size(self.extents("n")),), "sram")
+            first = {role: (0, ((0,) * len(self.extents(role)),
+                                split.first_counts(self.extents(role))))
+                     for role, split in (("m", m), ("n", n))}
+            _, back = self._probe.epilogue(batch, first["m"], first["n"], acc, "")
             self._costs[key] = busy_cycles(self.m, [i for i in back
                                                     if i.engine_name == "vector"])
         return self._costs[key]
@@ -354,7 +434,7 @@ class ContractionTiler:
 # ----------------------------------------------------------------------- the emitter
 
 class ContractionEmitter:
-    def __init__(self, tiler: ContractionTiler, t: ContractionTiling, sram: Sram | None = None):
+    def __init__(self, tiler: OrientedTiler, t: ContractionTiling, sram: Sram | None = None):
         self.p, self.t = tiler, t
         self.tensors = tiler.layout.tensors
         mt, nt, kt = tiler.sizes(t)
@@ -433,6 +513,16 @@ class ContractionEmitter:
             reads = (a_buf, b_buf) + ((out,) if ki else bias_reads)
             front.append(Instr("matmul", p.dtype, fields, int(kflags), reads=reads,
                                writes=(out,), note=note + f" k{ki}:{kt}"))
+        loads, back = self.epilogue(batch, m_block, n_block, out, note)
+        return front + loads, back
+
+    def epilogue(self, batch, m_block, n_block, out: Buffer, note: str):
+        """(the epilogue inputs' loads, the epilogue and store) of the tile's accumulator
+        `out`."""
+        (_, (m_starts, m_counts)), (_, (n_starts, n_counts)) = m_block, n_block
+        mt, nt = prod(m_counts), prod(n_counts)
+        starts = list(batch) + list(m_starts) + list(n_starts)
+        counts = [1] * len(batch) + list(m_counts) + list(n_counts)
         nb, nm = len(batch), len(m_counts)
 
         def box_strides(k, strides):
@@ -444,12 +534,10 @@ class ContractionEmitter:
             return 0, m_stride, n_stride
 
         loads, inputs = self.epi.load(starts, counts, note, box_strides)
-        front += loads
         sram_strides = [0] * nb + [s * nt for s in dense_sram_strides(m_counts)] + \
             dense_sram_strides(n_counts)
-        back = self.output.emit((1, mt, nt), Operand(out, (0, nt, 1)), inputs, starts, counts,
-                                sram_strides, note)
-        return front, back
+        return loads, self.output.emit((1, mt, nt), Operand(out, (0, nt, 1)), inputs, starts,
+                                       counts, sram_strides, note)
 
     def _load_a(self, front, batch, m_block, k_block, note):
         return self._load(front, "a", self.a_slots, batch, m_block, k_block,

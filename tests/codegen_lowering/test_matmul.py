@@ -64,6 +64,16 @@ def test_matmul_512_reaches_roofline(rng):
     assert "of roofline (MACs)" in compiled.detail
 
 
+def test_few_columns_swap_m_and_n(rng):
+    """24 output columns fill 0.75 of the MAC array's 32; computed as out^T = b^T a^T,
+    the 4096 rows become the columns and the dispatch passes that bound."""
+    op, b, expected = build_matmul(rng, 1, 4096, 24, 64, epilogue="bias")
+    compiled, stats = compile_and_run(op, b)
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-3)
+    assert "M and N swapped" in compiled.detail
+    assert compiled.roofline.fraction(MACHINE, stats.total_cycles) >= 0.8
+
+
 def build_contraction(rng, batch, m, n, k, orders, epilogue=False, out_padding=0):
     """A Matmul whose roles span several dims (`batch`, `m`, `n`, `k`: tuples of extents),
     each tensor stored in the memory order `orders[name]` (a permutation of its dims),
