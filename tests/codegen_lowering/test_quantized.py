@@ -22,6 +22,14 @@ def quantize_expr(x: int, scale: float, zero_point: int) -> list:
             ("clamp", (x + 5,), -128.0, 127.0), ("ftoi", (x + 6,), 8)]
 
 
+def qdq_expr(x: int, scale: float, zero_point: int) -> list:
+    """The QuantizeLinear of node x then its DequantizeLinear, as IREE imports them: the
+    result is node x + 12."""
+    return quantize_expr(x, scale, zero_point) + [
+        ("iconst", zero_point), ("isub", (x + 7, x + 8)), ("itof", (x + 9,)),
+        ("const", scale), ("mul", (x + 10, x + 11))]
+
+
 def quantize_numpy(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
     q = np.rint(x.astype(F32) / F32(scale)) + F32(zero_point)
     return np.clip(q, F32(-128), F32(127)).astype(np.int8)
@@ -121,9 +129,7 @@ def test_qdq_pair_folds_to_divide_round_multiply_exactly(rng):
     x = (rng.standard_normal((16, 300)) * 3).astype(F32)
     x.ravel()[:3] = [0.05 * 2.5, 0.05 * -126.5, 1e9]            # ties and saturation
     scale, zero_point = 0.05, -2
-    qdq = [("input", 0)] + quantize_expr(0, scale, zero_point) + [
-        ("iconst", zero_point), ("isub", (7, 8)), ("itof", (9,)), ("const", scale),
-        ("mul", (10, 11))]
+    qdq = [("input", 0)] + qdq_expr(0, scale, zero_point)
     expr, inputs = pruned(simplified(qdq), [b.add(x)])
     assert [n[0] for n in expr if n[0] not in LEAVES] == ["div", "round", "mul"]
     out = b.output(x.shape)
@@ -131,6 +137,24 @@ def test_qdq_pair_folds_to_divide_round_multiply_exactly(rng):
     q = quantize_numpy(x, scale, zero_point)
     expected = (q.astype(np.int32) - zero_point).astype(F32) * F32(scale)
     np.testing.assert_array_equal(b.read(out), expected)
+
+
+@pytest.mark.parametrize("scale", [0.05, 0.08953426778316498, 3.7e-5, 1234.5])
+def test_qdq_pair_repeated_folds_to_one_exactly(rng, scale):
+    """Quantized, dequantized, quantized again with the same scale and dequantized (a
+    QDQ pair repeated, as at PP-OCR's output): the second pair's div and round go, and
+    the result is the twice-computed numpy value bit for bit."""
+    b = Bindings()
+    x = (rng.standard_normal((16, 300)) * 100 * scale).astype(F32)
+    x.ravel()[:4] = [scale * 2.5, scale * -126.5, 1e9, -1e9]    # ties and saturation
+    twice = [("input", 0)] + qdq_expr(0, scale, -3) + qdq_expr(12, scale, -3)
+    expr, inputs = pruned(simplified(twice), [b.add(x)])
+    assert [n[0] for n in expr if n[0] not in LEAVES] == ["div", "round", "mul"]
+    out = b.output(x.shape)
+    compile_and_run(Elementwise(out, inputs, expr), b)
+    once = (quantize_numpy(x, scale, -3).astype(np.int32) + 3).astype(F32) * F32(scale)
+    again = (quantize_numpy(once, scale, -3).astype(np.int32) + 3).astype(F32) * F32(scale)
+    np.testing.assert_array_equal(b.read(out), again)
 
 
 def test_dequantized_product_plus_bias_rounds_once(rng):

@@ -164,7 +164,8 @@ def simplified(nodes: list, kept=()) -> list:
     integers, as a quantized graph does, whose results must be stock's bit for bit (an
     ulp before a rounding is a step after it), quantizers fold exactly instead
     (`_fold_quantizers`) and products feeding adds fuse as stock's LLVM contracts them
-    (`_fuse_multiply_adds`). `kept`: the nodes besides the last
+    (`_fuse_multiply_adds`), and a value quantized again with the scale it was just
+    dequantized with is the value (`_fold_requantizations`). `kept`: the nodes besides the last
     one whose values are read (stored results). Nodes that become dead are left for
     `pruned`."""
     nodes = list(nodes)
@@ -213,6 +214,7 @@ def simplified(nodes: list, kept=()) -> list:
     _fold_affine_steps(nodes)
     if any(node[0] == "round" for node in nodes):   # quantized: every rounding as stock's
         _fold_quantizers(nodes, {*kept, len(nodes) - 1})
+        _fold_requantizations(nodes, {*kept, len(nodes) - 1})
         _fuse_multiply_adds(nodes, {*kept, len(nodes) - 1})
     else:
         _fold_clamp_products(nodes, {*kept, len(nodes) - 1})
@@ -328,6 +330,42 @@ def _fold_quantizers(nodes: list, kept: set[int]) -> None:
             nodes[r] = ("round", (y,), lo - zp, hi - zp)
             nodes[c] = ("scale", (r,), 1.0, zp)
         _fold_dequantizers(nodes, kept, c, r, zp, (lo, hi))
+
+
+REQUANTIZED_BOUND = 2.0 ** 20     # |x| up to this: x·s / s rounded twice is x ± 2^-3
+
+
+def _fold_requantizations(nodes: list, kept: set[int]) -> None:
+    """round(x·s / s, lo', hi') of a rounded x = round(y, lo, hi) within [lo', hi'] is x:
+    a value quantized again with the scale it was just dequantized with (a graph's
+    QDQ pair repeated, as at PP-OCR's output). Exact: x is an integer of at most 2^20 in
+    magnitude and s a normal float, so x·s / s, two roundings of relative error 2^-24
+    each, is within 2^-3 of x and rounds back to it, and the clamp holds. The users of
+    the outer round read x instead."""
+    def const(i):
+        return nodes[i][1] if nodes[i][0] == "const" else None
+
+    for i, node in enumerate(nodes):
+        if node[0] != "round" or i in kept or nodes[node[1][0]][0] != "div":
+            continue
+        product, divisor = nodes[node[1][0]][1]
+        if nodes[product][0] != "mul" or const(divisor) is None:
+            continue
+        x, factor = nodes[product][1]
+        if const(factor) is None:
+            x, factor = factor, x
+        s = const(divisor)
+        if const(factor) != s or not 2.0 ** -100 <= abs(s) <= 2.0 ** 100 or \
+                nodes[x][0] != "round":
+            continue
+        (lo, hi), (outer_lo, outer_hi) = nodes[x][2:], node[2:]
+        if not (outer_lo <= lo and hi <= outer_hi and
+                max(abs(lo), abs(hi)) <= REQUANTIZED_BOUND):
+            continue
+        for u, user in enumerate(nodes):
+            if user[0] not in LEAVES and i in user[1]:
+                nodes[u] = (user[0], tuple(x if arg == i else arg for arg in user[1])) + \
+                    tuple(user[2:])
 
 
 def _fits_conversion(node, bounds) -> bool:
