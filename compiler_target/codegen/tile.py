@@ -333,12 +333,37 @@ class Pipeline:
     result alternates between two SRAM slots."""
 
     def __init__(self, setup: list[Instr]):
-        self.instrs = list(setup)
+        self.setup: list[Instr] | None = list(setup)
+        self.instrs: list[Instr] = []
         self.pending: list[Instr] = []
 
     def add(self, front: list[Instr], back: list[Instr]) -> None:
+        if self.setup is not None:
+            early, late = split_setup(self.setup, front)
+            front, self.setup = early + front + late, None
         self.instrs += front + self.pending
         self.pending = back
 
     def finish(self) -> list[Instr]:
-        return self.instrs + self.pending
+        return self.instrs + (self.setup or []) + self.pending
+
+
+def split_setup(setup: list[Instr], front: list[Instr]) -> tuple[list[Instr], list[Instr]]:
+    """(the setup instructions the first tile's front depends on, the others): the others
+    run after that front, so the first loads of MAC operands are not queued behind the
+    setup's (a requantization table's scalars: a DMA latency each) and the MAC starts
+    sooner. An instruction stays early if it writes an SRAM buffer the front (or an
+    early instruction after it) reads or writes, or reads one they write; the order
+    within each part is kept, so every dependency holds."""
+    reads = {id(b) for i in front for b in i.reads if b.scope == "sram"}
+    writes = {id(b) for i in front for b in i.writes if b.scope == "sram"}
+    early = [False] * len(setup)
+    for index in range(len(setup) - 1, -1, -1):
+        instr = setup[index]
+        r = {id(b) for b in instr.reads if b.scope == "sram"}
+        w = {id(b) for b in instr.writes if b.scope == "sram"}
+        if w & (reads | writes) or r & writes:
+            early[index] = True
+            reads |= r
+            writes |= w
+    return ([i for i, e in zip(setup, early) if e], [i for i, e in zip(setup, early) if not e])

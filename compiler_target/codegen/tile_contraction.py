@@ -295,10 +295,16 @@ class OrientedTiler:
         return tuple(getattr(t, r).count(self.extents(r)) for r in ("m", "n", "k"))
 
     def slots(self, t: ContractionTiling) -> tuple[int, int]:
+        """SRAM slots of A and of B: one for an operand loaded once, two to double-buffer;
+        the operand of the outer loop, resident while the inner blocks pass when K has
+        at most two blocks, gets two sets of its K blocks, so the next outer block loads
+        while the MAC finishes this one."""
         nm, nn, nk = self.counts(t)
         a_single = self.batch == 1 and nm * nk == 1
         b_single = self.batch == 1 and nn * nk == 1
-        return (1 if a_single else 2), (1 if b_single else 2)
+        resident = 2 * nk if nk <= 2 else 2
+        return (1 if a_single else resident if t.m_outer else 2), \
+            (1 if b_single else 2 if t.m_outer else resident)
 
     def footprint(self, t: ContractionTiling) -> int:
         """The SRAM the emitter allocates (slots are 64-byte aligned)."""
@@ -499,10 +505,19 @@ class ContractionEmitter:
         k_blocks = self.t.k.blocks(p.extents("k"))
         for ki, (k_starts, k_counts) in enumerate(k_blocks):
             kt = prod(k_counts)
-            a_buf = self._load_a(front, batch, (mi, m_starts, m_counts), (ki, k_starts, k_counts),
-                                 note)
-            b_buf = self._load_b(front, batch, (ki, k_starts, k_counts), (ni, n_starts, n_counts),
-                                 note)
+            # The outer loop's operand first: its next block has a free slot (slots()),
+            # while the inner one's waits for the MAC to release its slot.
+            def load_a():
+                return self._load_a(front, batch, (mi, m_starts, m_counts),
+                                    (ki, k_starts, k_counts), note)
+
+            def load_b():
+                return self._load_b(front, batch, (ki, k_starts, k_counts),
+                                    (ni, n_starts, n_counts), note)
+            if self.t.m_outer:
+                a_buf, b_buf = load_a(), load_b()
+            else:
+                b_buf, a_buf = load_b(), load_a()
             kflags = (Flag.ACCUMULATE if ki else flags) | \
                 (Flag.TRANSPOSE_A if p.a_transposed else 0) | \
                 (Flag.TRANSPOSE_B if p.b_transposed else 0) | p.mac_flags

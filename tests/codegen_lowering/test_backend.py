@@ -11,7 +11,9 @@ from compiler_target.codegen.backend import BindingInfo, NotLowerable, compile_o
 from compiler_target.codegen.emit import timeline
 from compiler_target.codegen.lower import lower
 from compiler_target.codegen.ops import Conv2D, Matmul
+from compiler_target.codegen.npu_ir import Buffer, Instr
 from compiler_target.codegen.schedule import schedule
+from compiler_target.codegen.tile import split_setup
 from executable_format.cost import Roofline
 from executable_format.machine import MachineConfig
 from executable_format.reader import read_executable
@@ -78,6 +80,41 @@ def test_loads_of_the_next_tile_overlap_compute(small_conv):
     assert any(overlaps(load, mac) for load in loads for mac in macs)
     assert any(overlaps(store, mac) for store in stores for mac in macs)
     assert stats.total_cycles < sum(stats.busy_cycles.values())
+
+
+def test_setup_the_first_tile_does_not_need_runs_after_its_front():
+    """A requantization table's loads and vector work wait until the first tile's
+    operands are queued; what the front reads (a fill it multiplies), and what that
+    depends on, stays before it."""
+    buf = lambda name: Buffer(name, "f32", (64,), "sram")  # noqa: E731
+    scale, table, weights, operand, acc = (buf(n) for n in ("q", "t", "w", "a", "acc"))
+    load_scale = Instr("dma.load", reads=(), writes=(scale,), note="table input")
+    make_table = Instr("vmul", reads=(scale,), writes=(table,), note="table")
+    fill = Instr("fill", writes=(weights,), note="weights")
+    scale_weights = Instr("vmul", reads=(weights, scale), writes=(weights,), note="scaled")
+    front = [Instr("dma.load", writes=(operand,)),
+             Instr("matmul", reads=(operand, weights), writes=(acc,))]
+    early, late = split_setup([load_scale, make_table, fill, scale_weights], front)
+    assert early == [load_scale, fill, scale_weights] and late == [make_table]
+    early, late = split_setup([load_scale, make_table], front)
+    assert early == [] and late == [load_scale, make_table]
+
+
+def test_next_outer_block_loads_while_the_mac_finishes_this_one(rng):
+    """One operand's two K blocks stay while the other's blocks pass; the next outer
+    block loads into slots of its own, ahead of the inner operand, so the MAC does not
+    wait at each outer block (i8: 2048 MACs a cycle leave the DMA little slack)."""
+    b = Bindings()
+    a = rng.integers(-128, 128, (1, 169, 384), dtype=np.int8)
+    w = rng.integers(-128, 128, (1, 384, 384), dtype=np.int8)
+    op = Matmul(b.add(a, (0, 2, 1)), b.add(w, (0, 2, 1)), b.output((1, 169, 384), np.int32))
+    _, stats = compile_and_run(op, b)
+    np.testing.assert_array_equal(b.read(op.out), np.matmul(a.astype(np.int32), w))
+    program = tile_program(lower(op), MACHINE)
+    events = timeline(schedule(program.instrs, MACHINE), MACHINE, events=True).events
+    macs = [(s, e) for engine, s, e, _, _ in events if engine == "mac"]
+    idle = sum(start - end for (_, end), (start, _) in zip(macs, macs[1:]))
+    assert idle < 0.035 * stats.total_cycles, (program.tiles, idle)
 
 
 def test_seed_conv(rng):
