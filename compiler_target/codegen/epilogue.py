@@ -299,6 +299,12 @@ class EpilogueInputs:
         self.streams = {k: Streamed(sram, tensors[f"epilogue.{k}"], max_counts,
                                     compute_dtype=self.dtypes[k]) for k in used}
 
+    def keep_only(self, inputs: set[int] | None) -> None:
+        """Stops streaming the inputs not in `inputs` (OutputStage.tile_inputs; None
+        keeps all)."""
+        if inputs is not None:
+            self.streams = {k: s for k, s in self.streams.items() if k in inputs}
+
     def load(self, starts: list[int], counts: list[int], note: str,
              box_strides) -> tuple[list[Instr], list[Operand | None]]:
         """The loads of the tile at `starts`, and the operand of every epilogue input
@@ -348,6 +354,12 @@ class OutputStage:
     @property
     def setup(self) -> list[Instr]:
         return self.requant.setup if self.requant is not None else self.plan.setup
+
+    @property
+    def tile_inputs(self) -> set[int] | None:
+        """The epilogue inputs each tile reads (None: all the expression reads); a
+        requantization table's scalar inputs are read once, by the setup."""
+        return self.requant.tile_inputs if self.requant is not None else None
 
     def emit(self, box, acc: Operand, inputs: list[Operand | None], starts, counts,
              sram_strides, note: str) -> list[Instr]:

@@ -325,6 +325,8 @@ class Requant:
                                          input_dtypes=input_dtypes)
             setup += self.correction.setup
         self.setup = setup
+        self.tile_inputs = set(_record_inputs(pattern)) | _inputs_of(corrected or []) | \
+            (_inputs_of(pattern.after) - {TABLE_INPUT} if pattern.after is not None else set())
         self.values = Slots(sram, "requant.value", self.value_dtype, (max_elements,))
         self.after = self.after_result = self.cast = None
         if pattern.after is not None:
@@ -420,6 +422,10 @@ def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_ele
         return None
     return Requant(corrected, pattern, records_count, sram, out, tensors, constants,
                    max_elements, plan_class, acc_dtype, input_dtypes)
+
+
+def _inputs_of(expr) -> set[int]:
+    return {node[1] for node in expr if node[0] == "input"}
 
 
 def _zero_inputs(pattern: Pattern) -> list[int]:

@@ -325,34 +325,52 @@ def load_window(src: Buffer, buf: Buffer, n: int, c0: int, cc: int, iy: int, ix:
 
 class Pipeline:
     """The program order of the tile loop. Each tile comes in two parts: its front
-    (loads, operand preparation, MAC work) and its back (epilogue, conversion, store).
+    (operand loads and preparation, MAC work) and its back (epilogue inputs' loads,
+    epilogue, conversion, store).
     Tile i's front is emitted before tile i-1's back, so an engine serving both parts
     (the vector engine preparing im2col operands of tile i and finishing tile i-1) works
-    ahead for the MAC instead of waiting behind it. This preserves the sequential
+    ahead for the MAC instead of waiting behind it, and the DMA engine loads tile i's
+    operands before tile i-1's epilogue inputs. This preserves the sequential
     meaning: the two parts touch different buffers, since every streamed operand and
     result alternates between two SRAM slots."""
 
     def __init__(self, setup: list[Instr]):
-        self.setup: list[Instr] | None = list(setup)
+        self.setup = list(setup)
+        self.tiles: list | None = []    # (front, back) of the first two tiles, held
         self.instrs: list[Instr] = []
         self.pending: list[Instr] = []
 
     def add(self, front: list[Instr], back: list[Instr]) -> None:
-        if self.setup is not None:
-            early, late = split_setup(self.setup, front)
-            front, self.setup = early + front + late, None
+        if self.tiles is not None:
+            self.tiles.append((front, back))
+            if len(self.tiles) == 2:
+                self._start()
+            return
         self.instrs += front + self.pending
         self.pending = back
 
     def finish(self) -> list[Instr]:
-        return self.instrs + (self.setup or []) + self.pending
+        if self.tiles is not None:
+            self._start()
+        return self.instrs + self.pending
+
+    def _start(self) -> None:
+        """The first tiles with the setup: before the first front what the first two
+        fronts depend on, the rest with the first back."""
+        fronts = [front for front, _ in self.tiles]
+        early, late = split_setup(self.setup, [i for front in fronts for i in front])
+        self.instrs = early + (fronts[0] if fronts else [])
+        self.pending = late + (self.tiles[0][1] if self.tiles else [])
+        if len(self.tiles) == 2:
+            self.instrs += fronts[1] + self.pending
+            self.pending = self.tiles[1][1]
+        self.tiles = None
 
 
 def split_setup(setup: list[Instr], front: list[Instr]) -> tuple[list[Instr], list[Instr]]:
-    """(the setup instructions the first tile's front depends on, the others): the others
-    run after that front, so the first loads of MAC operands are not queued behind the
-    setup's (a requantization table's scalars: a DMA latency each) and the MAC starts
-    sooner. An instruction stays early if it writes an SRAM buffer the front (or an
+    """(the setup instructions `front` depends on, the others): the others can run after
+    it, so the first loads of MAC operands are not queued behind the setup's (a
+    requantization table's scalars: a DMA latency each) and the MAC starts sooner. An instruction stays early if it writes an SRAM buffer the front (or an
     early instruction after it) reads or writes, or reads one they write; the order
     within each part is kept, so every dependency holds."""
     reads = {id(b) for i in front for b in i.reads if b.scope == "sram"}

@@ -39,6 +39,8 @@ from .tiler import Candidate
 from .vector import Operand, binary
 
 ROLES = ("batch", "m", "n", "k")
+ACC_SLOTS = 3   # accumulator tiles: the MAC fills the third while the epilogue of the
+                # first waits for its inputs (the first one's for the setup's table)
 TENSOR_ROLES = {"a": ("batch", "m", "k"), "b": ("batch", "k", "n"), "out": ("batch", "m", "n")}
 
 
@@ -312,7 +314,8 @@ class OrientedTiler:
         a_slots, b_slots = self.slots(t)
         out = mt * nt
         total = a_slots * aligned(mt * kt * self.e) + b_slots * aligned(kt * nt * self.e)
-        total += (2 + self.temps) * aligned(out * self.acc_e) + 2 * aligned(out * self.cast_e)
+        total += (ACC_SLOTS + self.temps) * aligned(out * self.acc_e) + \
+            2 * aligned(out * self.cast_e)
         counts = self.first_counts(t)
         for tensor in self.streamed:
             live = prod(c for c, s in zip(counts, tensor.strides) if s)
@@ -421,10 +424,10 @@ class OrientedTiler:
         candidates = []
         for n_split in n_splits:
             for k_split in k_splits:
-                fit = fitting(m_splits, lambda s: self.footprint(
-                    ContractionTiling(s, n_split, k_split, True)) <= m.sram_bytes)
-                for m_split in fit:
-                    for m_outer in (True, False):
+                for m_outer in (True, False):
+                    fit = fitting(m_splits, lambda s: self.footprint(
+                        ContractionTiling(s, n_split, k_split, m_outer)) <= m.sram_bytes)
+                    for m_split in fit:
                         t = ContractionTiling(m_split, n_split, k_split, m_outer)
                         candidates.append(Candidate(t, prod(self.sizes(t))))
         if not candidates:
@@ -449,7 +452,7 @@ class ContractionEmitter:
         a_slots, b_slots = tiler.slots(t)
         self.a_slots = Slots(sram, "a", tiler.dtype, (mt * kt,), a_slots)
         self.b_slots = Slots(sram, "b", tiler.dtype, (kt * nt,), b_slots)
-        self.outs = Slots(sram, "acc", tiler.acc_dtype, (mt * nt,))
+        self.outs = Slots(sram, "acc", tiler.acc_dtype, (mt * nt,), ACC_SLOTS)
         counts = tiler.first_counts(t)
         bias_index = tiler.bias_index
         self.bias = Streamed(sram, self.tensors[f"epilogue.{bias_index}"], counts,
@@ -466,6 +469,7 @@ class ContractionEmitter:
                                   mt * nt, input_dtypes=self.epi.dtypes,
                                   tensors=self.tensors, constants=tiler.constants,
                                   tile_counts=counts)
+        self.epi.keep_only(self.output.tile_inputs)
 
     def run(self) -> TiledProgram:
         p, t = self.p, self.t
@@ -529,7 +533,7 @@ class ContractionEmitter:
             front.append(Instr("matmul", p.dtype, fields, int(kflags), reads=reads,
                                writes=(out,), note=note + f" k{ki}:{kt}"))
         loads, back = self.epilogue(batch, m_block, n_block, out, note)
-        return front + loads, back
+        return front, loads + back
 
     def epilogue(self, batch, m_block, n_block, out: Buffer, note: str):
         """(the epilogue inputs' loads, the epilogue and store) of the tile's accumulator

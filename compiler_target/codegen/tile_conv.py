@@ -163,6 +163,7 @@ class ConvTransfers:
                 self.output = OutputStage(Sram(None), job.expr, job.acc_dtype, tensors["out"],
                                           s.f * s.ho * s.wo, input_dtypes=inputs.dtypes,
                                           tensors=tensors, constants=job.lowered.constants)
+            inputs.keep_only(self.output.tile_inputs)
             acc = sram.alloc("acc", job.acc_dtype, (fb * rows * cols,))
             loads, operands = inputs.load([0] * 4, tile, "", without_batch)
             instrs = loads + self.output.emit((fb, rows, cols), Operand(acc, dense), operands,
@@ -346,6 +347,7 @@ class ConvEmitter:
                                   t.fb * t.rows * t.cols, input_dtypes=self.epi_inputs.dtypes,
                                   tensors=self.tensors, constants=job.lowered.constants,
                                   tile_counts=tile)
+        self.epi_inputs.keep_only(self.output.tile_inputs)
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t
@@ -395,10 +397,9 @@ class ConvEmitter:
         acc = Operand(out, tuple(dense))
         loads, epi_inputs = self.epi_inputs.load([n, f0, y0, x0], [1, fb, rows, cols], note,
                                                  without_batch)
-        front += loads
         back = self.output.emit((fb, rows, cols), acc, epi_inputs, [n, f0, y0, x0],
                                 [1, fb, rows, cols], [0] + dense, note)
-        return front, back
+        return front, loads + back
 
     def _load_input(self, front, n, c0, cc, y0, rows, x0, cols, note):
         s = self.s

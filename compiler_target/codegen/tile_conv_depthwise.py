@@ -103,6 +103,7 @@ class DepthwiseEmitter:
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"], out_elems,
                                   input_dtypes=self.epi.dtypes, tensors=self.tensors,
                                   constants=job.lowered.constants, tile_counts=tile)
+        self.epi.keep_only(self.output.tile_inputs)
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t
@@ -154,8 +155,7 @@ class DepthwiseEmitter:
                            writes=(out,), note=note))
         tile_starts, tile_counts = [n, c0, y0, x0], [1, cb, rows, cols]
         loads, inputs = self.epi.load(tile_starts, tile_counts, note, without_batch)
-        front += loads
         dense = (rows * cols, cols, 1)
         back = self.output.emit((cb, rows, cols), Operand(out, dense), inputs, tile_starts,
                                 tile_counts, [0, *dense], note)
-        return front, back
+        return front, loads + back

@@ -135,6 +135,7 @@ class Im2colEmitter:
                                   s.f * t.pixels, input_dtypes=self.epi.dtypes,
                                   tensors=self.tensors, constants=job.lowered.constants,
                                   tile_counts=[1, s.f, t.rows, t.cols])
+        self.epi.keep_only(self.output.tile_inputs)
         self.affine = AffineFold(sram, job.affine, self.tensors, s.f) if job.affine else None
         self.weight_instrs: list[Instr] = []   # W's load (and fold), in the first tile
 
@@ -202,7 +203,6 @@ class Im2colEmitter:
         dense = (pixels, cols, 1)
         acc = Operand(out, dense)
         loads, inputs = self.epi.load([n, 0, y0, x0], [1, s.f, rows, cols], note, without_batch)
-        front += loads
         back = self.output.emit((s.f, rows, cols), acc, inputs, [n, 0, y0, x0],
                                 [1, s.f, rows, cols], [0, *dense], note)
-        return front, back
+        return front, loads + back
