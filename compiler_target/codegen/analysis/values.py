@@ -10,6 +10,9 @@ The walk gives every value it visits one of these meanings:
   Result        computed in the dispatch: an expression node, and for each tensor dim
                 the logical dim of the NpuOp it indexes (and with which multiplier)
   Compare       an arith.cmpf inside a body, consumed by arith.select
+  Deferred      a result of an elementwise generic that reads memory only and is
+                independent of the main op (a dequantized residual before a convolution):
+                walked where a generic reads it, in that generic's index space
 """
 from dataclasses import dataclass
 
@@ -51,6 +54,13 @@ class Result:
     # Set when the value's dims are digits of its tensor's dims (a gather, gather.py):
     # the digit extents each tensor dim is split into.
     split: tuple[tuple[int, ...], ...] | None = None
+
+
+@dataclass
+class Deferred:
+    generic: object                   # indexing.Generic
+    index: int                        # which of its results
+    walked: list                      # its Results once walked (one list per generic)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, INT_BINARY, UNARY, co
 from .indexing import (ELEMENT_BYTES, Generic, Operand, linear, logical_strides, row_major,
                        single_loop, strides_over_loops, view_ref)
 from .main_op import MainOp
-from .values import Compare, Empty, Padded, PushConstant, Result, Scalar, View
+from .values import Compare, Deferred, Empty, Padded, PushConstant, Result, Scalar, View
 
 NUMPY_FLOATS = {"f32": np.float32, "f16": np.float16}
 IGNORED_OPS = {"func.return", "arith.constant"}
@@ -80,6 +80,7 @@ class Walk:
         self.main: MainOp | None = None
         self.stores: list[tuple[object, TensorRef]] = []
         self.location = ""
+        self.deferred: set = set()          # generic ops walked where they are read
 
     @property
     def summary(self) -> str:
@@ -89,11 +90,13 @@ class Walk:
         """Visits the generalized function's ops; `original_names` are the names of the
         non-constant ops before generalization (which may merge and hoist constants)."""
         ops = [op.operation for op in function.regions[0].blocks[0].operations]
-        names = iter(original_names)
         if len([op for op in ops if op.name != "arith.constant"]) != len(original_names):
             raise NotSupported("generalization changed the op count")
-        for op in ops:
-            self.visit(op, op.name if op.name == "arith.constant" else next(names))
+        names = iter(original_names)
+        named = [(op, op.name if op.name == "arith.constant" else next(names)) for op in ops]
+        self.deferred = _prologue(ops)
+        for op, name in named:
+            self.visit(op, name)
 
     def visit(self, op, name: str) -> None:
         kind = op.name
@@ -120,6 +123,8 @@ class Walk:
             self.values[op.results[0]] = Empty()
         elif kind == "tensor.pad":
             self.values[op.results[0]] = self.pad(op)
+        elif kind == "linalg.generic" and op in self.deferred:
+            self.defer(self.describe(op, name))
         elif kind == "linalg.generic":
             for result, value in zip(op.results, self.generic(op, name)):
                 self.values[result] = value
@@ -233,9 +238,36 @@ class Walk:
         if self.main is None:
             self.start(elementwise.recognise(generic), generic.op)
             loop_to_logical = self.main.loop_to_logical
+        elif not isinstance(self.main, reduction.ReductionMain) and not any(
+                isinstance(o.value, (Result, Deferred)) for o in generic.inputs):
+            return self.defer(generic)      # independent of the main op: walked when read
         else:
             loop_to_logical = self.loops_to_logical(generic)
         return self.expression(generic, loop_to_logical)
+
+    def defer(self, generic: Generic) -> list[Deferred]:
+        walked: list = []
+        values = [Deferred(generic, index, walked) for index in range(len(generic.outputs))]
+        for result, value in zip(generic.op.results, values):
+            self.values[result] = value
+        return values
+
+    def walk_deferred(self, value: Deferred, operand: Operand, loop_to_logical) -> Result:
+        """The deferred generic walked in the index space of the generic reading its
+        result through `operand` (whose loops index the op's dims as `loop_to_logical`
+        says): each of its loops indexes the dim the reader's loop at the same result
+        dim does."""
+        generic = value.generic
+        if not value.walked:
+            mapping = {}
+            for own, read in zip(generic.outputs[value.index].terms, operand.terms):
+                mapping[single_loop(own)] = loop_to_logical[single_loop(read)]
+            if len(mapping) != len(generic.extents):
+                raise NotSupported(f"{generic.name}: its result is read broadcast")
+            value.walked.extend(self.expression(generic, mapping))
+            for result, walked in zip(generic.op.results, value.walked):
+                self.values[result] = walked
+        return value.walked[value.index]
 
     def view_through(self, generic: Generic, source: Operand) -> View:
         """A copy, broadcast or transpose of memory is a strided view of it."""
@@ -478,6 +510,8 @@ class Walk:
 
     def operand_node(self, operand: Operand, generic: Generic, loop_to_logical) -> int:
         value = operand.value
+        if isinstance(value, Deferred):
+            value = self.walk_deferred(value, operand, loop_to_logical)
         if isinstance(value, Result):
             if value.split is not None:
                 raise NotSupported(f"{generic.name} reads a gathered value")
@@ -535,7 +569,7 @@ class Walk:
         if self.main is not None:
             raise NotSupported(f"{generic.name} after a {self.main.kind} in the same dispatch")
         for operand in generic.inputs:
-            if isinstance(operand.value, Result):
+            if isinstance(operand.value, (Result, Deferred)):
                 raise NotSupported(f"{generic.name} consumes a value computed in the dispatch")
         if kind in ("mac", "window isum"):
             generic = with_unsigned_bytes(generic)
@@ -644,6 +678,9 @@ class Walk:
         if isinstance(value, Scalar) and self.main is None:
             return (Elementwise(target, [], [("const", float(value.value))]),
                     f"fill {'x'.join(map(str, target.shape))} {target.dtype}")
+        if isinstance(value, Deferred):
+            raise NotSupported(f"{value.generic.name}'s result is stored without the "
+                               f"{self.main.kind} reading it")
         if not isinstance(value, Result) or self.main is None:
             raise NotSupported("the stored value is not computed by the dispatch")
         expr, inputs = pruned(simplified(self.nodes[:value.node + 1]), self.inputs)
@@ -682,6 +719,38 @@ class Walk:
 
 
 # ---- helpers --------------------------------------------------------------------------
+
+def _prologue(ops) -> set:
+    """The elementwise generics before a contraction or convolution that
+    only its epilogue reads (a quantized residual's dequantization): walked where the
+    epilogue reads them, in the main op's index space, rather than as the dispatch's
+    main op. Such a generic reads no value computed before it other than by another
+    one of them."""
+    macs = [i for i, op in enumerate(ops) if _is_mac(op)]
+    if not macs:
+        return set()
+    first = macs[0]
+    position = {op: i for i, op in enumerate(ops)}
+    deferred: set[int] = set()
+    for i in range(first - 1, -1, -1):
+        op = ops[i]
+        if op.name != "linalg.generic" or "reduction" in str(op.attributes["iterator_types"]) \
+                or any(o.name == "tensor.extract" for o in _body_ops(op)):
+            continue
+        users = [position.get(use.owner) for result in op.results for use in result.uses]
+        if users and all(u is not None and (u > first or u in deferred) for u in users):
+            deferred.add(i)
+    return {ops[i] for i in deferred}
+
+
+def _is_mac(op) -> bool:
+    return op.name == "linalg.generic" and "reduction" in str(op.attributes["iterator_types"]) \
+        and any(o.name in ("arith.mulf", "arith.muli") for o in _body_ops(op))
+
+
+def _body_ops(op) -> list:
+    return [o.operation for o in op.regions[0].blocks[0].operations]
+
 
 INT_CONVERSIONS = {"arith.extsi", "arith.sitofp", "arith.fptosi",
                    "arith.extui", "arith.uitofp", "arith.fptoui"}
