@@ -3,6 +3,7 @@ iree-base-compiler (the same steps as `iree-import-onnx`: load, check, infer sha
 import the main graph)."""
 import onnx
 
+from iree.compiler import ir
 from iree.compiler.extras import onnx_importer
 
 from compiler_target.errors import CompileError
@@ -21,8 +22,10 @@ def import_onnx_file(path: str, context):
         onnx_importer.NodeImporter.define_function(model_info.main_graph, module).import_all()
     except Exception as e:  # the importer reports unsupported ONNX content by raising
         raise CompileError(f"{path}: ONNX import failed: {e}") from None
-    if not module.verify():
-        raise CompileError(f"{path}: imported ONNX module does not verify")
+    try:
+        module.verify()
+    except ir.MLIRError as error:    # verify raises with the diagnostics
+        raise CompileError(f"{path}: imported ONNX module does not verify: {error}") from None
     return module
 
 

@@ -69,7 +69,9 @@ def set_static_shape(model: onnx.ModelProto, input_shape: tuple[int | str, ...])
     """Gives the graph's single input `input_shape` (a str is a symbolic, dynamic dim);
     clears the shape of every output that has a dim that is not a fixed size (symbolic
     or -1), for shape inference to fill in (rank included: ddddocr's common.onnx declares
-    a rank-2 output its graph makes rank 3)."""
+    a rank-2 output its graph makes rank 3), and drops the exporter's value_info (its
+    symbolic dims, such as nudenet's `floor(height/2 - 1/2)+1`, would survive shape
+    inference and give the imported function a result type its body does not have)."""
     initializers = {i.name for i in model.graph.initializer}
     [graph_input] = [i for i in model.graph.input if i.name not in initializers]
     dims = graph_input.type.tensor_type.shape.dim
@@ -86,6 +88,7 @@ def set_static_shape(model: onnx.ModelProto, input_shape: tuple[int | str, ...])
         tensor_type = output.type.tensor_type
         if any(not d.HasField("dim_value") or d.dim_value <= 0 for d in tensor_type.shape.dim):
             tensor_type.ClearField("shape")
+    del model.graph.value_info[:]
 
 
 def prepare(model: onnx.ModelProto, input_shape: tuple[int | str, ...]) -> onnx.ModelProto:
