@@ -25,7 +25,9 @@ def import_onnx_file(path: str, context):
     try:
         module.verify()
     except ir.MLIRError as error:    # verify raises with the diagnostics
-        raise CompileError(f"{path}: imported ONNX module does not verify: {error}") from None
+        diagnostics = " ".join(str(error).split())
+        raise CompileError(f"{path}: imported ONNX module does not verify: {diagnostics}") \
+            from None
     return module
 
 

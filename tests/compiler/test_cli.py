@@ -5,6 +5,7 @@ import subprocess
 import zipfile
 
 import pytest
+from onnx import TensorProto, helper
 
 from tests.compiler import models, planners
 from tests.compiler.conftest import IREE_COMPILE, STOCK_IREE_COMPILE, run_cli
@@ -87,10 +88,23 @@ def test_vmfb_to_stdout(tmp_path):
         assert archive.read("add_dispatch_0_npu_fb.fb") == planners.npu_fb_bytes(0)
 
 
+def mismatched_onnx() -> bytes:
+    """A Relu whose output value_info has a symbolic dim its input fixes: the imported
+    function's result type disagrees with its body (as nudenet's 320n.onnx did)."""
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "n"])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [y], value_info=[y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]) \
+        .SerializeToString()
+
+
 @pytest.mark.parametrize("args, message", [
     (["missing.mlir"], "cannot open input file 'missing.mlir': No such file or directory"),
     (["{bad_mlir}"], "bad.mlir:2:8: Dialect `foo' not found for custom op 'foo.bar'"),
     (["{bad_onnx}"], "bad.onnx: not a valid ONNX model: "),
+    (["{mismatched_onnx}"], "mismatched.onnx: imported ONNX module does not verify: "
+     "Verification failed: error: unknown: type of return operand 0"),
     (["{add_mlir}", "--no-such-flag"], "Unknown command line argument '--no-such-flag'"),
     (["{add_mlir}", "--iree-npu-no-such-flag"], "unknown npu flag '--iree-npu-no-such-flag'"),
     (["{add_mlir}", "--iree-npu-fallback=error"],
@@ -100,6 +114,7 @@ def test_vmfb_to_stdout(tmp_path):
 def test_errors_are_one_line_without_traceback(tmp_path, args, message):
     paths = {"bad_mlir": write(tmp_path, "bad.mlir", "func.func @f() {\n  %0 = foo.bar : f32\n}\n"),
              "bad_onnx": write(tmp_path, "bad.onnx", b"\x08\x07garbage"),
+             "mismatched_onnx": write(tmp_path, "mismatched.onnx", mismatched_onnx()),
              "add_mlir": write(tmp_path, "add.mlir", models.ADD_MLIR)}
     args = [a.format(**paths) for a in args]
     result = run_cli("--iree-hal-target-backends=npu", *args, "-o", tmp_path / "out.vmfb",
