@@ -26,6 +26,7 @@ class DispatchPlan:
     estimated_cycles: int = 0
     roofline_cycles: float = 0.0     # npu only: the true roofline (executable_format.cost)
     mac_dtype: str = ""              # npu only: the element type of its MAC peak
+    engine_busy_cycles: dict = field(default_factory=dict)  # npu only: per engine
     macs: int = 0                    # multiply-accumulates of the dispatch's contractions
     task: dict = field(default_factory=dict)  # inputs/outputs/bindings for model.npu.json
     source_location: str = ""

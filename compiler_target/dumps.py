@@ -61,6 +61,7 @@ def _task(site: DispatchSite, plan: DispatchPlan) -> dict:
         "estimated_cycles": plan.estimated_cycles,
         "roofline_cycles": plan.roofline_cycles,
         "mac_dtype": plan.mac_dtype,
+        "engine_busy_cycles": plan.engine_busy_cycles,
         "macs": plan.macs,
         "source_location": plan.source_location,
         "inputs": buffers("read"),

@@ -117,6 +117,7 @@ def plan_static(index: int, executable_op, machine) -> DispatchPlan:
     plan.estimated_cycles = compiled.estimated_cycles
     plan.roofline_cycles = compiled.roofline.cycles(machine)
     plan.mac_dtype = compiled.roofline.mac_dtype
+    plan.engine_busy_cycles = compiled.engine_busy_cycles
     return plan
 
 

@@ -58,6 +58,7 @@ class CompiledOp:
     estimated_cycles: int
     detail: str
     roofline: Roofline
+    engine_busy_cycles: dict[str, int]   # per engine: the cycles of its instructions
 
 
 class IrStages(Sequence):
@@ -106,7 +107,8 @@ def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: Ma
     cycles = emitted.stats.total_cycles
     detail = f"{program.tiles}, {program.buffers} buffers, est. {cycles} cycles, " + \
         efficiency(bound, cycles, machine)
-    return CompiledOp(emitted.npu_fb, emitted.asm, stages, cycles, detail, bound)
+    busy = {engine: int(c) for engine, c in emitted.stats.busy_cycles.items()}
+    return CompiledOp(emitted.npu_fb, emitted.asm, stages, cycles, detail, bound, busy)
 
 
 def tile_program(lowered: Lowered, machine: MachineConfig) -> TiledProgram:

@@ -89,6 +89,7 @@ def conv_executable(tmp_path):
 class FakeCompiled:
     npu_fb, asm, ir_stages, estimated_cycles, detail = b"NPU", "asm", [("lowered", "x")], 77, "tiles"
     roofline = Roofline(useful_macs=0, mac_dtype="f32", read_bytes=640, write_bytes=64)
+    engine_busy_cycles = {"dma_in": 20, "dma_out": 11, "mac": 40, "vector": 9}
 
 
 def test_plan_dispatch_plumbing(tmp_path, monkeypatch):
@@ -108,6 +109,7 @@ def test_plan_dispatch_plumbing(tmp_path, monkeypatch):
     assert (plan.index, plan.target, plan.reason, plan.npu_fb, plan.estimated_cycles) == \
         (3, "npu", "", b"NPU", 77)
     assert (plan.roofline_cycles, plan.mac_dtype) == (10, "f32")     # 640 bytes at 64/cycle
+    assert plan.engine_busy_cycles == FakeCompiled.engine_busy_cycles
     assert plan.report_line().endswith("stride=1 f32 -> npu (tiles)")
     assert plan.task == {
         "bindings": [

@@ -88,6 +88,10 @@ def test_task_graph_agrees_with_report(generated, npu_build, name):
         # the true roofline bounds any program from below
         assert 0 < task["roofline_cycles"] <= task["estimated_cycles"] if target == "npu" \
             else task["roofline_cycles"] == 0
+        # engines overlap: none is busier than the program is long, all are busier
+        busy = task["engine_busy_cycles"].values()
+        assert (max(busy) <= task["estimated_cycles"] <= sum(busy)) if target == "npu" \
+            else task["engine_busy_cycles"] == {}
     assert [t["order"] for t in b.tasks] == list(range(len(b.tasks)))
 
 
