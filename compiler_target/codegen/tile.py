@@ -370,9 +370,10 @@ class Pipeline:
 def split_setup(setup: list[Instr], front: list[Instr]) -> tuple[list[Instr], list[Instr]]:
     """(the setup instructions `front` depends on, the others): the others can run after
     it, so the first loads of MAC operands are not queued behind the setup's (a
-    requantization table's scalars: a DMA latency each) and the MAC starts sooner. An instruction stays early if it writes an SRAM buffer the front (or an
-    early instruction after it) reads or writes, or reads one they write; the order
-    within each part is kept, so every dependency holds."""
+    requantization table's scalars: a DMA latency each) and the MAC starts sooner. An
+    instruction stays early if it writes an SRAM buffer the front (or an early
+    instruction after it) reads or writes, or reads one they write; the order within
+    each part is kept, so every dependency holds."""
     reads = {id(b) for i in front for b in i.reads if b.scope == "sram"}
     writes = {id(b) for i in front for b in i.writes if b.scope == "sram"}
     early = [False] * len(setup)

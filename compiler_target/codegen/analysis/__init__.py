@@ -17,7 +17,7 @@ from iree.compiler import ir, passmanager
 
 from ..ops import NpuOp
 from .errors import NotSupported
-from .walk import Binding, Subspan, Walk
+from .walk import Binding, Subspan, Walk, block_ops, is_mac_generic
 
 __all__ = ["Analysis", "Binding", "NotSupported", "Subspan", "analyse", "contraction_macs"]
 
@@ -71,11 +71,8 @@ def contraction_macs(function) -> int:
     iteration space of every linalg.generic with a reduction loop whose body multiplies
     (the model's math, whether or not the NPU runs the dispatch)."""
     macs = 0
-    for op in _body(function):
-        if op.name != "linalg.generic" or "reduction" not in str(op.attributes["iterator_types"]):
-            continue
-        body = [o.operation.name for o in op.regions[0].blocks[0].operations]
-        if any(name in ("arith.mulf", "arith.muli") for name in body):
+    for op in block_ops(function):
+        if is_mac_generic(op):
             macs += math.prod(_loop_extents(op))
     return macs
 
@@ -111,12 +108,8 @@ def _only_function(module):
     return functions[0]
 
 
-def _body(function):
-    return [op.operation for op in function.regions[0].blocks[0].operations]
-
-
 def _op_names(function) -> list[str]:
-    return [op.name for op in _body(function) if op.name != "arith.constant"]
+    return [op.name for op in block_ops(function) if op.name != "arith.constant"]
 
 
 def _layout_bindings(layout: str) -> list[Binding]:
@@ -130,7 +123,7 @@ def _constant_count(layout: str) -> int:
 
 
 def _check_static(function) -> None:
-    for op in _body(function):
+    for op in block_ops(function):
         for value in list(op.operands) + list(op.results):
             text = str(value.type)
             if "?" in text:
@@ -139,7 +132,7 @@ def _check_static(function) -> None:
 
 def _fallback_summary(function) -> str:
     """The first compute op and its result type, for dispatches analysis could not describe."""
-    for op in _body(function):
+    for op in block_ops(function):
         if op.name.split(".")[0] not in PLUMBING_DIALECTS and op.name != "linalg.fill":
             shaped = [r.type for r in op.results if isinstance(r.type, ir.ShapedType)]
             return f"{op.name} {_type_text(shaped[0])}" if shaped else op.name

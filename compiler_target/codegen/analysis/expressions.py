@@ -362,10 +362,15 @@ def _fold_requantizations(nodes: list, kept: set[int]) -> None:
         if not (outer_lo <= lo and hi <= outer_hi and
                 max(abs(lo), abs(hi)) <= REQUANTIZED_BOUND):
             continue
-        for u, user in enumerate(nodes):
-            if user[0] not in LEAVES and i in user[1]:
-                nodes[u] = (user[0], tuple(x if arg == i else arg for arg in user[1])) + \
-                    tuple(user[2:])
+        _read_instead(nodes, [u for u, user in enumerate(nodes)
+                              if user[0] not in LEAVES and i in user[1]], i, x)
+
+
+def _read_instead(nodes: list, users, old: int, new: int) -> None:
+    """The `users` nodes read node `new` where they read node `old`."""
+    for user in users:
+        kind, args, *params = nodes[user]
+        nodes[user] = (kind, tuple(new if arg == old else arg for arg in args), *params)
 
 
 def _fits_conversion(node, bounds) -> bool:
@@ -393,10 +398,7 @@ def _fold_dequantizers(nodes: list, kept: set[int], q: int, r: int, zp: float, b
                 if nodes[t][0] != "itof":
                     continue
                 if shift == 0 and t not in kept:
-                    for user in _live_users(nodes, kept)[t]:
-                        nodes[user] = (nodes[user][0], tuple(r if arg == t else arg
-                                                             for arg in nodes[user][1])) + \
-                            tuple(nodes[user][2:])
+                    _read_instead(nodes, _live_users(nodes, kept)[t], t, r)
                 else:
                     nodes[t] = ("scale", (r,), 1.0, shift + 0.0 if shift else -0.0)
 

@@ -93,10 +93,9 @@ class Walk:
         if len([op for op in ops if op.name != "arith.constant"]) != len(original_names):
             raise NotSupported("generalization changed the op count")
         names = iter(original_names)
-        named = [(op, op.name if op.name == "arith.constant" else next(names)) for op in ops]
         self.deferred = _prologue(ops)
-        for op, name in named:
-            self.visit(op, name)
+        for op in ops:
+            self.visit(op, op.name if op.name == "arith.constant" else next(names))
 
     def visit(self, op, name: str) -> None:
         kind = op.name
@@ -726,7 +725,7 @@ def _prologue(ops) -> set:
     epilogue reads them, in the main op's index space, rather than as the dispatch's
     main op. Such a generic reads no value computed before it other than by another
     one of them."""
-    macs = [i for i, op in enumerate(ops) if _is_mac(op)]
+    macs = [i for i, op in enumerate(ops) if is_mac_generic(op)]
     if not macs:
         return set()
     first = macs[0]
@@ -735,7 +734,7 @@ def _prologue(ops) -> set:
     for i in range(first - 1, -1, -1):
         op = ops[i]
         if op.name != "linalg.generic" or "reduction" in str(op.attributes["iterator_types"]) \
-                or any(o.name == "tensor.extract" for o in _body_ops(op)):
+                or any(o.name == "tensor.extract" for o in block_ops(op)):
             continue
         users = [position.get(use.owner) for result in op.results for use in result.uses]
         if users and all(u is not None and (u > first or u in deferred) for u in users):
@@ -743,12 +742,15 @@ def _prologue(ops) -> set:
     return {ops[i] for i in deferred}
 
 
-def _is_mac(op) -> bool:
+def is_mac_generic(op) -> bool:
+    """A linalg.generic with a reduction loop whose body multiplies: a contraction or a
+    convolution."""
     return op.name == "linalg.generic" and "reduction" in str(op.attributes["iterator_types"]) \
-        and any(o.name in ("arith.mulf", "arith.muli") for o in _body_ops(op))
+        and any(o.name in ("arith.mulf", "arith.muli") for o in block_ops(op))
 
 
-def _body_ops(op) -> list:
+def block_ops(op) -> list:
+    """The operations of the op's first block (a function's body, a generic's)."""
     return [o.operation for o in op.regions[0].blocks[0].operations]
 
 
