@@ -723,8 +723,8 @@ def _prologue(ops) -> set:
     """The elementwise generics before a contraction or convolution that
     only its epilogue reads (a quantized residual's dequantization): walked where the
     epilogue reads them, in the main op's index space, rather than as the dispatch's
-    main op. Such a generic reads no value computed before it other than by another
-    one of them."""
+    main op. Any other generic before the contraction that computes a value makes the
+    walk's main op elementwise, and the contraction is then refused as before."""
     macs = [i for i, op in enumerate(ops) if is_mac_generic(op)]
     if not macs:
         return set()
