@@ -33,17 +33,22 @@ def variant_of(executable):
     return executable.regions[0].blocks[0].operations[0]
 
 
-def stub_for_npu(module, executable, workgroup_count: tuple[int, int, int]) -> None:
+def stub_for_npu(module, executable, workgroup_count: tuple[int, int, int]) -> list[str]:
+    """Stubs the executable; returns its export symbols (what the host program looks up
+    at the hal phase, in whichever executable the stock linker puts them)."""
     variant = variant_of(executable)
+    exports = []
     with module.context, ir.Location.unknown():
         for op in variant.regions[0].blocks[0].operations:
             if op.operation.name == "hal.executable.export":
                 _set_workgroup_count(op, workgroup_count)
+                exports.append(symbol_name(op))
             elif op.operation.name == "builtin.module":
                 for function in op.regions[0].blocks[0].operations:
                     _empty_body(function)
         variant.attributes["target"] = ir.Attribute.parse(STUB_TARGET)
         _rename_variant(module, executable, variant, NPU_VARIANT)
+    return exports
 
 
 def _set_workgroup_count(export, workgroup_count) -> None:

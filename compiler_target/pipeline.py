@@ -76,13 +76,12 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
         machine = build_machine(options.npu.machine)
         plans = _plan_all(module, machine, options.npu.fallback)
         _write_dumps(module, plans, source, options)
-        _stub_npu_executables(module, plans)
+        npu_fb_by_export = _stub_npu_executables(module, plans)
 
         to_swap = options.compile_to if end < phase_index(SWAP_PHASE) else SWAP_PHASE
         invocation = compiler.run(module, SPLIT_PHASE, to_swap)
         if end >= phase_index(SWAP_PHASE):
-            install_npu_binaries(module, {name: plan.npu_fb for name, plan in plans.items()
-                                          if plan.target == "npu"})
+            install_npu_binaries(module, npu_fb_by_export)
             select_npu_device(module)
         if end > phase_index(SWAP_PHASE):
             invocation = compiler.run(module, SWAP_PHASE, options.compile_to)
@@ -161,11 +160,15 @@ def _plan_all(module, machine, fallback: str) -> dict[str, DispatchPlan]:
     return plans
 
 
-def _stub_npu_executables(module, plans: dict[str, DispatchPlan]) -> None:
+def _stub_npu_executables(module, plans: dict[str, DispatchPlan]) -> dict[str, bytes]:
+    """Stubs the NPU executables; returns export symbol -> npu-fb, in dispatch order."""
+    npu_fb_by_export = {}
     for executable in executables(module):
         plan = plans[symbol_name(executable)]
         if plan.target == "npu":
-            stub_for_npu(module, executable, plan.workgroup_count)
+            for export in stub_for_npu(module, executable, plan.workgroup_count):
+                npu_fb_by_export[export] = plan.npu_fb
+    return npu_fb_by_export
 
 
 def _write_dumps(module, plans: dict[str, DispatchPlan], source: Source,

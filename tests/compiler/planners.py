@@ -1,10 +1,21 @@
 """Stand-ins for compiler_target.codegen.plan_dispatch, for driving the pipeline in tests."""
 from compiler_target.dispatch_plan import DispatchPlan
 from compiler_target.executable_sources import symbol_name
+from executable_format.builder import ExecutableBuilder, ProgramBuilder
 
 
-def npu_fb_bytes(index: int) -> bytes:
-    return b"NPUFB-TEST" + bytes([index]) + bytes(range(64))
+def npu_fb_bytes(index: int, name: str) -> bytes:
+    """A valid npu-fb (the hal phase may link several into one): export `name` loads the
+    `index + 1` bytes of its constant pool into SRAM."""
+    program = ProgramBuilder()
+    program.emit("dma.load", dtype="u8", binding="const", dram_offset=0, sram_addr=0,
+                 n0=1, n1=1, n2=1, n3=index + 1, dram_s0=0, dram_s1=0, dram_s2=0, dram_s3=1,
+                 sram_s0=0, sram_s1=0, sram_s2=0, sram_s3=1)
+    program.end()
+    builder = ExecutableBuilder()
+    builder.add_constants(bytes([index]) * (index + 1))
+    builder.add_export(name, bindings=[], program=program)
+    return builder.finish()
 
 
 def export_name(executable) -> str:
@@ -20,7 +31,7 @@ def host_plan(index, executable, machine, probe_constants=None) -> DispatchPlan:
 def npu_plan(index, executable, machine, probe_constants=None) -> DispatchPlan:
     name = export_name(executable)
     return DispatchPlan(index, name, "test op", "npu", detail="test tiles",
-                        npu_fb=npu_fb_bytes(index), workgroup_count=(index + 2, 3, 1),
+                        npu_fb=npu_fb_bytes(index, name), workgroup_count=(index + 2, 3, 1),
                         asm=f"; {name}\n  halt\n",
                         ir_stages=[("npu-lowered", f"// {name} lowered\n"),
                                    ("npu-scheduled", f"// {name} scheduled\n")],

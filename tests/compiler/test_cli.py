@@ -85,7 +85,8 @@ def test_vmfb_to_stdout(tmp_path):
     assert result.returncode == 0
     (tmp_path / "add.vmfb").write_bytes(result.stdout)
     with zipfile.ZipFile(tmp_path / "add.vmfb") as archive:
-        assert archive.read("add_dispatch_0_npu_fb.fb") == planners.npu_fb_bytes(0)
+        assert archive.read("add_dispatch_0_npu_fb.fb") == planners.npu_fb_bytes(
+            0, "add_dispatch_0_elementwise_16_f32")
 
 
 def mismatched_onnx() -> bytes:

@@ -40,8 +40,10 @@ def test_npu_plans_put_their_bytes_in_npu_fb_binaries(planner, tmp_path):
     assert sorted(contents) == ["main_dispatch_0_npu_fb.fb",
                                 "main_dispatch_1_embedded_elf_x86_64.so",
                                 "main_dispatch_2_npu_fb.fb", "module.fb"]
-    assert contents["main_dispatch_0_npu_fb.fb"] == planners.npu_fb_bytes(0)
-    assert contents["main_dispatch_2_npu_fb.fb"] == planners.npu_fb_bytes(2)
+    assert contents["main_dispatch_0_npu_fb.fb"] == planners.npu_fb_bytes(
+        0, "main_dispatch_0_matmul_64x64x32_f32")
+    assert contents["main_dispatch_2_npu_fb.fb"] == planners.npu_fb_bytes(
+        2, "main_dispatch_2_reduction_64x64_f32")
     assert contents["main_dispatch_1_embedded_elf_x86_64.so"].startswith(b"\x7fELF")
     (tmp_path / "m.vmfb").write_bytes(vmfb)
     dump = dump_module(tmp_path / "m.vmfb")
@@ -119,7 +121,8 @@ def test_report_lines_and_compile_time(planner, tmp_path):
 def test_onnx_file_input(planner, small_conv_onnx):
     planner("npu")
     contents = members(api.compile_file(str(small_conv_onnx)))
-    assert contents["SingleConv_async_dispatch_0_npu_fb.fb"] == planners.npu_fb_bytes(0)
+    assert contents["SingleConv_async_dispatch_0_npu_fb.fb"] == planners.npu_fb_bytes(
+        0, "SingleConv$async_dispatch_0_conv_8x14x14x3x3x3_f32")
 
 
 def test_options_split_npu_and_stock_flags():
