@@ -27,12 +27,11 @@ install: $(INSTALLED) $(NATIVE_STAMP)
 demo: install
 	$(PY) samples/demo.py
 
-# The tests, then the ONNX node cases, each run in parallel across the machine's cores
-# (pytest-xdist; worksteal: a worker that runs out takes tests from the other, so the
-# real-model tests, a minute each, do not queue on one worker).
+# The tests and the ONNX node cases in one run, in parallel across the machine's cores
+# (pytest-xdist; worksteal: a worker that runs out takes tests from the other, and the
+# real-network tests, a minute or two each, start first: tests/conftest.py).
 test: install
-	$(PY) -m pytest tests --ignore=tests/conformance -n auto --dist worksteal
-	$(PY) -m pytest tests/conformance -n auto --timeout=600
+	$(PY) -m pytest tests -n auto --dist worksteal --timeout=600
 
 # Every ONNX node case the onnx wheel ships, on npu-sim and on stock: build/conformance/table.md
 conformance: install

@@ -2,11 +2,11 @@
 the f32 cases of the ops the NPU claims must run their dispatches on the NPU.
 
 The per-case table (npu-sim pass/fail, stock pass/fail, NPU vs host dispatches) is
-written to build/conformance/table.md at the end of the session (conftest.py). `make
+written to build/conformance/table.md at the end of the session (table.py). `make
 conformance` runs every case the onnx wheel ships, in parallel (pytest-xdist).
 """
 from . import cases as conformance_cases
-from .conftest import write_row
+from .table import write_row
 from .runner import Outcome, import_onnx, run_npu, run_stock
 
 

@@ -58,15 +58,15 @@ class SizeResult:
     graph_macs: int
     max_relative_error: float
     dynamic_cycles: int
-    static_cycles: int
+    static_cycles: int | None           # None: no static build compared at this size
 
     @property
     def mac_share(self) -> float:
         return self.npu_useful_macs / (self.npu_useful_macs + self.host_macs)
 
     @property
-    def cycle_ratio(self) -> float:
-        return self.dynamic_cycles / self.static_cycles
+    def cycle_ratio(self) -> float | None:
+        return self.dynamic_cycles / self.static_cycles if self.static_cycles else None
 
 
 def graph_macs(onnx_path: Path, shape: tuple[int, ...]) -> int:
@@ -90,18 +90,24 @@ def size_input(model: RealModel, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def measure_dynamic(dynamic: DynamicModel, work_dir: Path,
-                    sizes: tuple[tuple[int, ...], ...] | None = None) -> list[SizeResult]:
-    """Compiles the dynamic build once and runs it at each size (default: all)."""
+                    sizes: tuple[tuple[int, ...], ...] | None = None,
+                    static_sizes: tuple[tuple[int, ...], ...] | None = None
+                    ) -> list[SizeResult]:
+    """Compiles the dynamic build once and runs it at each size (default: all), against
+    a static build at each of `static_sizes` (default: every size)."""
     onnx_path = prepared_model(dynamic.model, dynamic.input_dims)
     build = compile_npu(onnx_path, work_dir / "dynamic")
+    sizes = sizes or dynamic.sizes
     results = []
-    for shape in sizes or dynamic.sizes:
+    for shape in sizes:
         x = size_input(dynamic.model, shape)
         run = run_npu(build.vmfb, x, calls=1)
         expected = onnxruntime_outputs(onnx_path, x)
-        static_path = prepared_model(dynamic.model, shape)
-        static = run_npu(compile_npu(static_path, work_dir / "x".join(map(str, shape))).vmfb,
-                         x, calls=1)
+        static_cycles = None
+        if static_sizes is None or shape in static_sizes:
+            static_path = prepared_model(dynamic.model, shape)
+            static_build = compile_npu(static_path, work_dir / "x".join(map(str, shape)))
+            static_cycles = run_npu(static_build.vmfb, x, calls=1).stats.npu_cycles
         executed = executed_macs(build.tasks, run.stats.device.dispatch_counts)
         results.append(SizeResult(
             shape=shape, npu_dispatches=run.stats.npu_dispatches,
@@ -111,7 +117,7 @@ def measure_dynamic(dynamic: DynamicModel, work_dir: Path,
             graph_macs=graph_macs(onnx_path, shape),
             max_relative_error=max(relative_error(a, e)
                                    for a, e in zip(run.outputs, expected, strict=True)),
-            dynamic_cycles=run.stats.npu_cycles, static_cycles=static.stats.npu_cycles))
+            dynamic_cycles=run.stats.npu_cycles, static_cycles=static_cycles))
     return results
 
 

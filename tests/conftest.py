@@ -1,0 +1,25 @@
+"""Suite-wide pytest hooks, the initial conftest both of `pytest tests` and of
+`pytest tests/conformance`:
+- the ONNX conformance cases' option and table (tests/conformance/table.py);
+- the order tests start in: the real-network tests (a minute or two each) first,
+  longest first, so that pytest-xdist's workers (--dist worksteal) share them and the
+  short tests fill in behind, rather than one worker running them at the end alone."""
+from tests.conformance import table
+
+LONGEST_FIRST = ("tests/real_models/test_quantized.py", "tests/real_models/test_dynamic.py",
+                 "tests/real_models/test_real_models.py")
+
+
+def pytest_addoption(parser):
+    table.add_option(parser)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(table, "conformance-table")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        return next((i for i, path in enumerate(LONGEST_FIRST) if item.nodeid.startswith(path)),
+                    len(LONGEST_FIRST))
+    items.sort(key=rank)
