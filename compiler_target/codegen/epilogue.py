@@ -208,7 +208,8 @@ class EpiloguePlan:
              acc: Operand | None, note: str,
              stored: dict[int, Operand] | None = None) -> list[Instr]:
         """Vector instructions computing the expression over `box` into `dst`, and each
-        `stored` node (the plan's) into its operand."""
+        `stored` node (the plan's) into its operand. A stored leaf (the accumulator, an
+        input) is copied where it stands, before a later node can overwrite it in place."""
         values: dict[int, Operand] = {}
         instrs: list[Instr] = []
         dense = tuple(dense_sram_strides(list(box)))
@@ -228,10 +229,9 @@ class EpiloguePlan:
                 instrs += self._node(kind, node[2:], self.dtypes[index], target, args, box,
                                      note)
                 values[index] = target
-        for index, target in targets.items():
-            if self.expr[index][0] in LEAVES and values[index] != target:
-                instrs.append(unary("vcopy", self.dtypes[index], target, values[index], box,
-                                    note))
+            if kind in LEAVES and index in targets and values[index] != targets[index]:
+                instrs.append(unary("vcopy", self.dtypes[index], targets[index], values[index],
+                                    box, note))
         return instrs
 
     def _node(self, kind, params, dtype, target: Operand, args: list[Operand], box,
@@ -331,21 +331,36 @@ class OutputStage:
     into a tile of its own when its result has another dtype, as a requantized i32
     accumulator's f32 result), a conversion to the output dtype when that differs (vcvt
     into a double-buffered tile: floats to floats, or an integer result saturated to a
-    narrower integer, the range the analysis proved), and the store."""
+    narrower integer, the range the analysis proved), and the store.
+
+    `extra_outputs` (Lowered.extra_outputs): (DRAM buffer, node of `expr`) of each result
+    stored besides `out`, from a double-buffered tile of its own that its node writes
+    (the last node's: the result tile); in its node's dtype. An epilogue storing several
+    results is never one vrequant."""
 
     def __init__(self, sram: Sram, expr, acc_dtype: str, out: Buffer, max_elements: int,
-                 input_dtypes=None, tensors=None, constants=None, tile_counts=None):
+                 input_dtypes=None, tensors=None, constants=None, tile_counts=None,
+                 extra_outputs=()):
         self.out = out
-        self.requant = requant.plan(expr, sram, out, tensors, constants, max_elements,
-                                    EpiloguePlan, acc_dtype, input_dtypes,
-                                    tile_counts or out.shape)
+        self.requant = None if extra_outputs else requant.plan(
+            expr, sram, out, tensors, constants, max_elements, EpiloguePlan, acc_dtype,
+            input_dtypes, tile_counts or out.shape)
         if self.requant is not None:
             return
-        self.plan = EpiloguePlan(expr, sram, acc_dtype, max_elements, input_dtypes=input_dtypes)
+        final = len(expr) - 1
+        stored = {node for _, node in extra_outputs if node != final}
+        self.plan = EpiloguePlan(expr, sram, acc_dtype, max_elements, input_dtypes=input_dtypes,
+                                 stored=stored)
         result = self.plan.result_dtype
         if out.dtype != result and not (out.dtype in FLOATS and result in FLOATS) and \
                 not (out.dtype in INTS and result in INTS):
             raise NotLowerable(f"{out.dtype} output from a {result} result")
+        for buffer, node in extra_outputs:
+            if buffer.dtype != self.plan.dtypes[node]:
+                raise NotLowerable(f"{buffer.dtype} output of a {self.plan.dtypes[node]} value")
+        self.extra = [(buffer, node, Slots(sram, f"out{k}", buffer.dtype, (max_elements,))
+                       if node != final else None)
+                      for k, (buffer, node) in enumerate(extra_outputs, 1)]
         self.result = Slots(sram, "res", result, (max_elements,)) if result != acc_dtype \
             else None
         self.cast = Slots(sram, "out", out.dtype, (max_elements,)) if out.dtype != result \
@@ -366,12 +381,19 @@ class OutputStage:
         if self.requant is not None:
             return self.requant.emit(box, acc, inputs, starts, counts, sram_strides, note)
         dst = acc if self.result is None else Operand(self.result.acquire(None)[0], acc.strides)
-        instrs = self.plan.emit(box, dst, inputs, acc, note)
+        tiles = [(buffer, node, slots.acquire(None)[0] if slots else dst.buffer)
+                 for buffer, node, slots in self.extra]
+        stored = {node: Operand(tile, acc.strides) for _, node, tile in tiles
+                  if tile is not dst.buffer}
+        instrs = self.plan.emit(box, dst, inputs, acc, note, stored)
         result = dst.buffer
         if self.cast is not None:
             result, _ = self.cast.acquire(None)
             instrs.append(convert(Operand(result, acc.strides), dst, box, note + " convert"))
-        return instrs + store_instrs(self.out, starts, counts, result, sram_strides, note)
+        instrs += store_instrs(self.out, starts, counts, result, sram_strides, note)
+        for k, (buffer, _, tile) in enumerate(tiles, 1):
+            instrs += store_instrs(buffer, starts, counts, tile, sram_strides, f"{note} out.{k}")
+        return instrs
 
 
 AFFINE = ("add", "sub", "mul", "div")

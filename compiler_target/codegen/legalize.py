@@ -3,7 +3,7 @@ if not, the reason the report shows ("not supported on npu: ...")."""
 from dataclasses import fields
 
 from .analysis import Analysis
-from .ops import Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce, TensorRef
+from .ops import Conv2D, Matmul, NpuOp, Pool2D, Reduce, TensorRef
 
 DTYPES = ("f32", "f16", "bf16", "i8", "u8", "i32")  # the element types ops.py describes
 POOL_KINDS = ("max", "avg", "sum")
@@ -58,7 +58,7 @@ def _conv_problem(op: Conv2D) -> str:
 
 def _tensor_refs(op: NpuOp) -> list[tuple[str, TensorRef]]:
     """Every TensorRef of the op with a name for messages (e.g. "epilogue input 1",
-    "out.1" for an elementwise op's first extra output)."""
+    "out.1" for the op's first extra output)."""
     refs = []
     for field in fields(op):
         value = getattr(op, field.name)
@@ -68,6 +68,5 @@ def _tensor_refs(op: NpuOp) -> list[tuple[str, TensorRef]]:
             label = field.name.replace("_", " ").rstrip("s")
             refs += [(f"{label} {k}", ref) for k, ref in enumerate(value)
                      if isinstance(ref, TensorRef)]
-    if isinstance(op, Elementwise):
-        refs += [(f"out.{k}", ref) for k, (ref, _) in enumerate(op.extra_outputs, 1)]
+    refs += [(f"out.{k}", ref) for k, (ref, _) in enumerate(getattr(op, "extra_outputs", []), 1)]
     return refs

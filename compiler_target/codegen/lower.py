@@ -88,10 +88,21 @@ class Lowered:
     kind: str                          # conv2d, matmul, elementwise, pool2d, reduce
     op: NpuOp
     tensors: dict[str, Buffer]         # role -> DRAM buffer; epilogue inputs "epilogue.k",
-                                       # an elementwise op's extra outputs "out.k"
+                                       # the op's extra outputs "out.k"
     attrs: dict
     constants: ConstantPool
     views: Views
+
+    @property
+    def extra_outputs(self) -> list[tuple[Buffer, int]]:
+        return extra_outputs(self.op, self.tensors)
+
+
+def extra_outputs(op: NpuOp, tensors: dict[str, Buffer]) -> list[tuple[Buffer, int]]:
+    """(DRAM buffer of `tensors`, node of the op's expression it stores) of each result
+    besides `out`, which stores the last node."""
+    return [(tensors[f"out.{k}"], node)
+            for k, (_, node) in enumerate(getattr(op, "extra_outputs", []), 1)]
 
 
 def _constant_buffer(role: str, ref: TensorRef, pool: ConstantPool) -> Buffer:
@@ -153,19 +164,30 @@ def _roles(op: NpuOp) -> tuple[str, list[tuple[str, TensorRef]], dict]:
         return "rowwise", [(f"in.{k}", ref) for k, ref in enumerate(op.inputs)] + \
             [("out", op.out)], {"expr": expr_text(op.expr)}
     if isinstance(op, Elementwise):
-        extra = [(f"out.{k}", ref) for k, (ref, _) in enumerate(op.extra_outputs, 1)]
         return "elementwise", [(f"in.{k}", ref) for k, ref in enumerate(op.inputs)] + \
-            [("out", op.out)] + extra, {"expr": expr_text(op.expr), "outputs": [
-                f"out = %{len(op.expr) - 1}"] + [f"out.{k} = %{node}" for k, (_, node)
-                                                 in enumerate(op.extra_outputs, 1)]}
+            [("out", op.out)], {"expr": expr_text(op.expr)}
     raise NotLowerable(f"unknown NPU op {type(op).__name__}")
+
+
+def _with_extra_outputs(op: NpuOp, roles: list, attrs: dict, expr) -> None:
+    """Adds the op's extra outputs (out.1, out.2, ...) after `out`, and which node of
+    `expr` each output stores to `attrs`."""
+    extra = getattr(op, "extra_outputs", [])
+    if not extra:
+        return
+    roles += [(f"out.{k}", ref) for k, (ref, _) in enumerate(extra, 1)]
+    attrs["outputs"] = [f"out = %{len(expr) - 1}"] + [f"out.{k} = %{node}" for k, (_, node)
+                                                       in enumerate(extra, 1)]
 
 
 def lower(op: NpuOp, binding_count: int = 0) -> Lowered:
     """`binding_count`: the export's bindings (views are numbered after them)."""
     kind, roles, attrs = _roles(op)
+    _with_extra_outputs(op, roles, attrs, getattr(op, "epilogue", getattr(op, "expr", [])))
     extra = getattr(op, "epilogue_inputs", [])
-    roles = roles[:-1] + [(f"epilogue.{k}", ref) for k, ref in enumerate(extra)] + roles[-1:]
+    first_out = next(i for i, (role, _) in enumerate(roles) if role == "out")
+    roles = roles[:first_out] + [(f"epilogue.{k}", ref) for k, ref in enumerate(extra)] + \
+        roles[first_out:]
     pool, views = ConstantPool(), Views.of([ref for _, ref in roles], binding_count)
     tensors = {role: dram_buffer(role, ref, pool, views) for role, ref in roles}
     return Lowered(kind, op, tensors, attrs, pool, views)

@@ -116,6 +116,7 @@ class Conv2D:
     epilogue: list[ExprNode] = field(default_factory=lambda: [("acc",)])
     epilogue_inputs: list[TensorRef] = field(default_factory=list)  # indexed like out (N, F, Ho, Wo)
     narrow_sum: bool = False    # the IR sums in the f16/bf16 operand dtype, not in f32
+    extra_outputs: list[tuple[TensorRef, int]] = field(default_factory=list)  # as Elementwise's
 
 
 @dataclass
@@ -132,6 +133,7 @@ class Matmul:
     epilogue_inputs: list[TensorRef] = field(default_factory=list)  # indexed like out
     dims: tuple[int, int, int, int] = (1, 1, 1, 1)
     narrow_sum: bool = False    # the IR sums in the f16/bf16 operand dtype, not in f32
+    extra_outputs: list[tuple[TensorRef, int]] = field(default_factory=list)  # as Elementwise's
 
 
 @dataclass

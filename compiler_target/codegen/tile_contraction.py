@@ -29,7 +29,7 @@ from executable_format.machine import MachineConfig
 from .affine_fold import AffineFold
 from .epilogue import (LEAVES, EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
                        temp_count, used_inputs)
-from .lower import Lowered, NotLowerable
+from .lower import Lowered, NotLowerable, extra_outputs
 from .ops import reachable
 from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes, mac_flags, mac_operands_supported
 from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned,
@@ -222,7 +222,8 @@ def transposed(lowered: Lowered) -> Lowered | None:
     orders = {"a": batch + [nb + nm + i for i in range(nk)] + [nb + i for i in range(nm)],
               "b": batch + [nb + nk + i for i in range(nn)] + [nb + i for i in range(nk)]}
     rank = len(out_order)
-    if any(len(ref.shape) != rank for ref in op.epilogue_inputs + [op.out]):
+    outputs = [op.out] + [ref for ref, _ in op.extra_outputs]
+    if any(len(ref.shape) != rank for ref in op.epilogue_inputs + outputs):
         return None
 
     def view(ref, order):
@@ -232,6 +233,8 @@ def transposed(lowered: Lowered) -> Lowered | None:
     swapped = replace(op, a=view(op.b, orders["b"]), b=view(op.a, orders["a"]),
                       out=view(op.out, out_order),
                       epilogue_inputs=[view(ref, out_order) for ref in op.epilogue_inputs],
+                      extra_outputs=[(view(ref, out_order), node)
+                                     for ref, node in op.extra_outputs],
                       dims=(nb, nn, nm, nk))
     sources = {"a": ("b", orders["b"]), "b": ("a", orders["a"])}
     tensors = {}
@@ -254,12 +257,14 @@ class OrientedTiler:
         acc_dtype = accumulator(dtype)
         nb, nm, nn, _ = op.dims
         n_dims = set(range(nb + nm, nb + nm + nn))
-        # A sum in f16 adds its bias after the products, each rounded: no BIAS flag.
-        bias_index, expr = (None, op.epilogue) if op.narrow_sum else \
+        # A sum in f16 adds its bias after the products, each rounded: no BIAS flag. Nor
+        # does an epilogue storing several results: the folds renumber its nodes.
+        bias_index, expr = (None, op.epilogue) if op.narrow_sum or op.extra_outputs else \
             fold_bias(op.epilogue, op.epilogue_inputs, n_dims, acc_dtype)
         self.layout = canonical_layout(lowered)
         self.affine = []        # epilogue.fold_affine's steps, folded per column
-        if dtype == "f32" and nn == 1 and len(self.layout.extents["n"]) == 1:
+        if dtype == "f32" and nn == 1 and len(self.layout.extents["n"]) == 1 and \
+                not op.extra_outputs:
             steps, folded = fold_affine(op.epilogue, op.epilogue_inputs, nb + nm)
             if len(steps) > 1 or steps and bias_index is None:
                 self.affine, expr, bias_index = steps, folded, None
@@ -272,6 +277,8 @@ class OrientedTiler:
         self.acc_dtype = acc_dtype
         names = [f"epilogue.{k}" for k in used + ([bias_index] if bias_index is not None else [])]
         self.streamed = [self.layout.tensors[name] for name in names]
+        self.op = op
+        self.outputs = ["out"] + [f"out.{k}" for k in range(1, len(op.extra_outputs) + 1)]
         out = self.layout.tensors["out"]
         self.cast_e = dtype_bytes(out.dtype) if out.dtype != acc_dtype else 0
         self.temps = temp_count(expr)
@@ -401,7 +408,8 @@ class OrientedTiler:
             self._costs[key] = self.counts(t), (
                 self.transfer("dma.load", "a", {"m": m, "k": k}),
                 self.transfer("dma.load", "b", {"k": k, "n": n}),
-                self.transfer("dma.store", "out", {"m": m, "n": n}),
+                sum(self.transfer("dma.store", name, {"m": m, "n": n})
+                    for name in self.outputs),
                 sum(self.transfer("dma.load", tensor.name, {"m": m, "n": n})
                     for tensor in self.streamed),
                 self.mac_cycles(mt, nt, kt), self.vector_cycles(m, n),
@@ -468,7 +476,8 @@ class ContractionEmitter:
         self.output = OutputStage(sram, tiler.expr, tiler.acc_dtype, self.tensors["out"],
                                   mt * nt, input_dtypes=self.epi.dtypes,
                                   tensors=self.tensors, constants=tiler.constants,
-                                  tile_counts=counts)
+                                  tile_counts=counts,
+                                  extra_outputs=extra_outputs(tiler.op, self.tensors))
         self.epi.keep_only(self.output.tile_inputs)
 
     def run(self) -> TiledProgram:

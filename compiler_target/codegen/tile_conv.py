@@ -25,7 +25,7 @@ from executable_format.machine import MachineConfig
 
 from .epilogue import (EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
                        used_inputs, without_batch)
-from .lower import Lowered, NotLowerable
+from .lower import Lowered, NotLowerable, extra_outputs
 from . import tile_conv_depthwise as depthwise
 from .tile_conv_im2col import Im2colTiler
 from .vector import Operand
@@ -151,7 +151,7 @@ class ConvTransfers:
     def epilogue(self, fb: int, rows: int, cols: int) -> tuple[int, int]:
         """(DMA-in, vector) cycles of the epilogue of a tile of `fb` channels: its inputs'
         loads and its vector instructions as OutputStage writes them (a quantized
-        epilogue's vrequant, or each node), the store excluded."""
+        epilogue's vrequant, or each node), the stores excluded."""
         key = ("epilogue", fb, rows, cols)
         if key not in self.cache:
             job, tensors = self.job, self.job.lowered.tensors
@@ -162,7 +162,8 @@ class ConvTransfers:
                 s = job.s
                 self.output = OutputStage(Sram(None), job.expr, job.acc_dtype, tensors["out"],
                                           s.f * s.ho * s.wo, input_dtypes=inputs.dtypes,
-                                          tensors=tensors, constants=job.lowered.constants)
+                                          tensors=tensors, constants=job.lowered.constants,
+                                          extra_outputs=extra_outputs(job.lowered.op, tensors))
             inputs.keep_only(self.output.tile_inputs)
             acc = sram.alloc("acc", job.acc_dtype, (fb * rows * cols,))
             loads, operands = inputs.load([0] * 4, tile, "", without_batch)
@@ -173,10 +174,13 @@ class ConvTransfers:
         return self.cache[key]
 
     def store(self, fb: int, rows: int, cols: int) -> int:
-        out = self.job.lowered.tensors["out"]
-        probe = self._probe(out.dtype, fb * rows * cols)
-        return self._cost(("store", fb, rows, cols), lambda: store_instrs(
-            out, [0, 0, 0, 0], [1, fb, rows, cols], probe, [0, rows * cols, cols, 1], ""))
+        """The stores of a tile's results (`out` and each extra output)."""
+        lowered = self.job.lowered
+        outputs = [lowered.tensors["out"]] + [out for out, _ in lowered.extra_outputs]
+        return self._cost(("store", fb, rows, cols), lambda: [
+            instr for out in outputs for instr in store_instrs(
+                out, [0, 0, 0, 0], [1, fb, rows, cols], self._probe(out.dtype, fb * rows * cols),
+                [0, rows * cols, cols, 1], "")])
 
 
 def conv_job(lowered: Lowered, m: MachineConfig) -> ConvJob:
@@ -186,7 +190,8 @@ def conv_job(lowered: Lowered, m: MachineConfig) -> ConvJob:
         raise NotLowerable(f"conv operand dtypes {dtype}/{op.weight.dtype} not supported")
     acc_dtype = accumulator(dtype)
     # A sum in f16 adds its bias after the products, each rounded: no BIAS flag.
-    bias_index, expr = (None, op.epilogue) if op.narrow_sum else \
+    # Nor does an epilogue storing several results: the folds renumber its nodes.
+    bias_index, expr = (None, op.epilogue) if op.narrow_sum or op.extra_outputs else \
         fold_bias(op.epilogue, op.epilogue_inputs, {1}, acc_dtype)
     return ConvJob(lowered, conv_shape(lowered), m, dtype, acc_dtype, expr, bias_index,
                    used_inputs(expr))
@@ -197,6 +202,8 @@ def affine_job(job: ConvJob) -> ConvJob:
     folded into the weights and bias (im2col, f32 depthwise), or `job` when the chain is at
     most the bias fold_bias already takes."""
     op = job.lowered.op
+    if op.extra_outputs:        # the fold renumbers the nodes they store
+        return job
     steps, expr = fold_affine(op.epilogue, op.epilogue_inputs, 1)
     if not steps or (len(steps) == 1 and job.bias_index is not None):
         return job
@@ -346,7 +353,8 @@ class ConvEmitter:
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   t.fb * t.rows * t.cols, input_dtypes=self.epi_inputs.dtypes,
                                   tensors=self.tensors, constants=job.lowered.constants,
-                                  tile_counts=tile)
+                                  tile_counts=tile,
+                                  extra_outputs=extra_outputs(job.lowered.op, self.tensors))
         self.epi_inputs.keep_only(self.output.tile_inputs)
 
     def run(self) -> TiledProgram:

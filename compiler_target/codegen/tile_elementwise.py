@@ -97,9 +97,7 @@ def _transfer(m: MachineConfig, op: str, dram: Buffer, counts: list[int]) -> int
 
 def _outputs(lowered: Lowered) -> list[tuple[Buffer, int]]:
     """(DRAM buffer, stored node) of `out` (the last node) and of each extra output."""
-    op = lowered.op
-    return [(lowered.tensors["out"], len(op.expr) - 1)] + [
-        (lowered.tensors[f"out.{k}"], node) for k, (_, node) in enumerate(op.extra_outputs, 1)]
+    return [(lowered.tensors["out"], len(lowered.op.expr) - 1)] + lowered.extra_outputs
 
 
 class ElementwiseTiler:

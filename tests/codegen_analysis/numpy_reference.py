@@ -1,8 +1,8 @@
 """A tiny numpy interpreter of NpuOps, exactly as compiler_target/codegen/ops.py defines
 them: it proves what analysis described is what the model computes, independently of
 lowering. Buffers are flat numpy arrays (one per binding, of the binding's element type);
-the op reads its TensorRefs from them and writes its `out` view (and an elementwise op's
-extra outputs) in place."""
+the op reads its TensorRefs from them and writes its `out` view (and its extra outputs)
+in place."""
 import numpy as np
 
 from compiler_target.codegen.ops import (Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce,
@@ -19,7 +19,7 @@ def run(op: NpuOp, buffers: dict[int, np.ndarray]) -> None:
         values = evaluate(op.epilogue, acc, [read(r, buffers) for r in op.epilogue_inputs],
                           op.out.shape)
     view(op.out, buffers)[...] = values[-1]
-    for ref, node in op.extra_outputs if isinstance(op, Elementwise) else []:
+    for ref, node in getattr(op, "extra_outputs", []):
         view(ref, buffers)[...] = values[node]
 
 

@@ -7,7 +7,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 from compiler_target.codegen.analysis import analyse
-from compiler_target.codegen.ops import Elementwise, TensorRef
+from compiler_target.codegen.ops import Elementwise, Matmul, TensorRef
 
 from .models import (analyses, executables, onnx_model, random, run_dispatch_outputs,
                      value_info)
@@ -150,10 +150,26 @@ MATMUL = """%filled = linalg.fill ins(%zero : f32) outs(%e : tensor<16x16xf32>) 
                                outs(%filled : tensor<16x16xf32>) -> tensor<16x16xf32>"""
 
 
-@pytest.mark.parametrize("first", [COPY, MATMUL], ids=["copy", "matmul"])
-def test_stores_of_unrelated_values_stay_on_host(first):
-    module, (executable,) = executables(UNRELATED.replace("FIRST", first))
+def test_a_copy_stored_beside_a_computed_value_stays_on_host():
+    module, (executable,) = executables(UNRELATED.replace("FIRST", COPY))
     dispatch = analyse(executable)
     assert dispatch.op is None
     assert dispatch.problem == ("dispatch writes 2 results, not all computed by one "
-                                "elementwise expression")
+                                "expression over an elementwise, contraction or convolution op")
+
+
+def test_a_matmul_and_its_epilogue_both_stored_are_one_op():
+    """The raw sum (the epilogue's acc node) is an extra output of the Matmul whose
+    `out` is tanh of it."""
+    module, (executable,) = executables(UNRELATED.replace("FIRST", MATMUL))
+    dispatch = analyse(executable)
+    op = dispatch.op
+    assert isinstance(op, Matmul), dispatch.problem
+    assert op.epilogue == [("acc",), ("tanh", (0,))]
+    assert [(ref.binding, node) for ref, node in op.extra_outputs] == [(1, 0)]
+    assert op.out.binding == 2
+    x = np.random.default_rng(3).standard_normal((16, 16)).astype(np.float32)
+    raw, tanh = run_dispatch_outputs(dispatch, [x])
+    expected = x.astype(np.float64) @ x
+    np.testing.assert_allclose(raw.reshape(16, 16), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tanh.reshape(16, 16), np.tanh(expected), rtol=1e-5, atol=1e-6)

@@ -41,9 +41,9 @@ class ContractionMain(MainOp):
                 f"N={extents_text(e['n'])} K={extents_text(e['k'])}{self.transposed} "
                 f"{self.a.dtype}")
 
-    def build(self, out, expr, inputs) -> Matmul:
+    def build(self, out, expr, inputs, extra_outputs=()) -> Matmul:
         return Matmul(self.a, self.b, out, expr, inputs, dims=self.dims,
-                      narrow_sum=self.narrow_sum)
+                      narrow_sum=self.narrow_sum, extra_outputs=list(extra_outputs))
 
 
 def recognise(generic: Generic) -> ContractionMain:

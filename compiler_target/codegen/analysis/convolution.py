@@ -44,9 +44,10 @@ class ConvolutionMain(MainOp):
                 f"KH={kh} KW={kw}{window_text(self.stride, self.dilation, self.pads, self.groups)}"
                 f" {self.input.dtype}")
 
-    def build(self, out, expr, inputs) -> Conv2D:
+    def build(self, out, expr, inputs, extra_outputs=()) -> Conv2D:
         return Conv2D(self.input, self.weight, out, self.stride, self.dilation, self.pads,
-                      self.groups, expr, inputs, narrow_sum=self.narrow_sum)
+                      self.groups, expr, inputs, narrow_sum=self.narrow_sum,
+                      extra_outputs=list(extra_outputs))
 
 
 def recognise(generic: Generic, infer_roles: bool = True) -> ConvolutionMain:

@@ -22,7 +22,9 @@ class MainOp:
         raise NotImplementedError
 
     def build(self, out: TensorRef, expr: list, inputs: list[TensorRef]) -> NpuOp:
-        """The NpuOp writing `out` = epilogue `expr` of this op's result over `inputs`."""
+        """The NpuOp writing `out` = epilogue `expr` of this op's result over `inputs`.
+        The main ops that store several results (elementwise, contraction, convolution)
+        take `extra_outputs` too: (tensor, node of `expr`) of each result besides `out`."""
         raise NotImplementedError
 
 

@@ -687,13 +687,16 @@ class Walk:
         return op, self.main.summary
 
     def several_results(self) -> tuple[NpuOp, str]:
-        """Stores of several values of one elementwise expression (an LSTM cell's c and h):
-        one Elementwise op computing it once, whose `out` is the last-computed stored
-        value and whose extra outputs are the others, in store order."""
-        if not isinstance(self.main, elementwise.ElementwiseMain) or \
+        """Stores of several values of one expression, over an elementwise, contraction
+        or convolution main op (an LSTM cell's c and h; a matmul's BatchNormalization
+        output and the HardSwish factor of it): one op computing it once, whose `out` is
+        the last-computed stored value and whose extra outputs are the others, in store
+        order."""
+        if not isinstance(self.main, SEVERAL_RESULTS) or \
                 not all(isinstance(value, Result) for value, _ in self.stores):
             raise NotSupported(f"dispatch writes {len(self.stores)} results, not all computed "
-                               "by one elementwise expression")
+                               "by one expression over an elementwise, contraction or "
+                               "convolution op")
         last = max(self.stores, key=lambda store: store[0].node)
         stores = [store for store in self.stores if store is not last] + [last]
         roots = [value.node for value, _ in stores]
@@ -718,6 +721,11 @@ class Walk:
 
 
 # ---- helpers --------------------------------------------------------------------------
+
+# The main ops whose NpuOp stores several results (extra_outputs).
+SEVERAL_RESULTS = (elementwise.ElementwiseMain, contraction.ContractionMain,
+                   convolution.ConvolutionMain)
+
 
 def _prologue(ops) -> set:
     """The elementwise generics before a contraction or convolution that
