@@ -28,10 +28,11 @@ def test_small_cnn(tmp_path):
         ("Pool2D", ""),            # max pool
         ("Conv2D", ""),            # grouped conv + bias (its sigmoid is the next dispatch)
         ("Elementwise", ""),       # sigmoid
-        ("Matmul", ""),            # mean over H*W of c2 * sigmoid(c2): batched dot products
+        ("Rowwise", ""),           # mean over H*W of c2 * sigmoid(c2): a dot product per row
         ("Matmul", ""),            # Gemm with B^T + bias
         ("Rowwise", ""),           # softmax
     ]
     dot = dispatches[5].op
-    assert dot.a.shape == (16, 1, 256) and dot.b.shape == (16, 256, 1)
-    assert dot.epilogue[-1][0] == "div" and np.isclose(dot.epilogue[-2][1], 256.0)
+    assert dot.out.shape == (16, 256) and [ref.shape for ref in dot.inputs] == [(16, 256)] * 2
+    assert [node[0] for node in dot.expr] == ["input", "input", "mul", "reduce", "const", "div"]
+    assert np.isclose(dot.expr[4][1], 256.0)

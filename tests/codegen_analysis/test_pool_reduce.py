@@ -98,3 +98,19 @@ def test_reduce_last_axis(tmp_path, kind):
     x = random(3, 5, 16)
     expected = onnx_reference(model, {"x": x})
     np.testing.assert_allclose(run_dispatch(red, [x]).reshape(expected.shape), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_product_pooled_per_channel_is_a_rowwise_dot_product(tmp_path):
+    """GlobalAveragePool(a * b) (PP-LCNet's HardSwish x * f(x) before its pool): IREE
+    fuses the product into the reduction, out[c] = sum over pixels of a * b, a body like
+    a contraction's but with every output loop indexing both operands (no M or N loops,
+    nothing the MAC array could reuse): a row-wise multiply and sum on the vector
+    engine, not 64 separate 1x1x49 matmuls."""
+    model = onnx_model([N("Mul", ["a", "b"], ["p"]), N("GlobalAveragePool", ["p"], ["y"])],
+                       {"a": (1, 64, 7, 7), "b": (1, 64, 7, 7)})
+    (dispatch,) = analyses(tmp_path, model)
+    assert "rowwise mul sum" in dispatch.summary, dispatch.summary
+    a, b = random(1, 64, 7, 7), random(1, 64, 7, 7)
+    expected = onnx_reference(model, {"a": a, "b": b})
+    np.testing.assert_allclose(run_dispatch(dispatch, [a, b]).reshape(expected.shape), expected,
+                               rtol=1e-5, atol=1e-6)

@@ -519,8 +519,9 @@ def averaged(kind: str, expr: list, inputs: list, count: int, average: str):
 def reduction_kind(generic) -> str:
     """"mac" (out + a*b), a pooling "sum" or "max" (out + x or max(out, x) with a window
     operand, a tensor.empty of the kernel's shape), a "window isum" (an i8 window's sum
-    in i32, over channels too), or "rows": any other reduction,
-    whose body the walk translates as an expression reduced along the rows."""
+    in i32, over channels too), or "rows": any other reduction, and a float out + a*b
+    of dot products (dot_products), whose body the walk translates as an expression
+    reduced along the rows."""
     body = generic.body
     names = [op.name for op in body]
     *args, out = generic.op.regions[0].blocks[0].arguments
@@ -538,7 +539,7 @@ def reduction_kind(generic) -> str:
     if names == ["arith.mulf", "arith.addf", "linalg.yield"] and len(data) == 2 and \
             combines(body[0], *data) and combines(body[1], out, body[0].results[0]) and \
             yielded == body[1].results[0]:
-        return "mac"
+        return "rows" if dot_products(generic) else "mac"
     kind = {"arith.addf": "sum", "arith.maximumf": "max", "arith.maxnumf": "max"}.get(names[0])
     windowed = len(data) < len(generic.inputs)
     if windowed and len(names) == 2 and kind and len(data) == 1 and \
@@ -606,6 +607,16 @@ def integer_sum(body, data, out) -> bool:
     ext, add, yielded = body
     return combines(ext, data[0]) and combines(add, out, ext.results[0]) and \
         yielded.operands[0] == add.results[0]
+
+
+def dot_products(generic) -> bool:
+    """Whether each output element is a dot product of its own: every parallel loop
+    indexes both operands (no M or N loops), so the MAC array would reuse neither
+    (PP-LCNet's HardSwish before its global average pool, sum over pixels of x * f(x),
+    a batch of 512 dot products of 49). The vector engine multiplies and sums the
+    rows instead."""
+    parallel = {l for l, kind in enumerate(generic.iterators) if kind == "parallel"}
+    return all(parallel <= operand.loops() for operand in generic.inputs)
 
 
 def combines(op, *values) -> bool:
