@@ -21,7 +21,6 @@ class DispatchPlan:
     detail: str = ""                 # npu only, e.g. "tiles 64x64x64, 2 buffers, est. 41230 cycles"
     npu_fb: bytes | None = None      # npu only: the verified npu-fb executable
     workgroup_count: tuple[int, int, int] = (1, 1, 1)
-    asm: str = ""                    # npu only: disassembly with a header naming the dispatch
     ir_stages: Sequence[tuple[str, str]] = field(default_factory=list)  # (stage, NPU IR text); codegen prints them on first read
     estimated_cycles: int = 0
     roofline_cycles: float = 0.0     # npu only: the true roofline (executable_format.cost)
@@ -30,6 +29,11 @@ class DispatchPlan:
     macs: int = 0                    # multiply-accumulates of the dispatch's contractions
     task: dict = field(default_factory=dict)  # inputs/outputs/bindings for model.npu.json
     source_location: str = ""
+
+    @property
+    def asm(self) -> str:
+        """npu only: the disassembly with a header naming the dispatch (the emit stage)."""
+        return dict(self.ir_stages).get("emit", "")
 
     def report_line(self) -> str:
         head = f"Dispatch #{self.index} {self.name}: {self.summary}"

@@ -112,7 +112,6 @@ def plan_static(index: int, executable_op, machine) -> DispatchPlan:
     plan.target = "npu"
     plan.detail = compiled.detail
     plan.npu_fb = compiled.npu_fb
-    plan.asm = compiled.asm
     plan.ir_stages = compiled.ir_stages
     plan.estimated_cycles = compiled.estimated_cycles
     plan.roofline_cycles = compiled.roofline.cycles(machine)

@@ -26,7 +26,7 @@ from .tile_elementwise import ElementwiseTiler
 from .tile_pool import PoolTiler
 from .tile_reduce import ReduceTiler
 from .tile_rowwise import RowwiseTiler
-from .emit import emit, timeline
+from .emit import Emitted, emit, timeline
 from .lower import Lowered, NotLowerable, lower, lowered_text
 from .npu_ir import Instr, instr_line
 from .ops import NpuOp
@@ -53,12 +53,16 @@ class BindingInfo:
 @dataclass
 class CompiledOp:
     npu_fb: bytes
-    asm: str
     ir_stages: Sequence[tuple[str, str]]
     estimated_cycles: int
     detail: str
     roofline: Roofline
     engine_busy_cycles: dict[str, int]   # per engine: the cycles of its instructions
+
+    @property
+    def asm(self) -> str:
+        """The listing (the emit stage's text, disassembled when first read)."""
+        return self.ir_stages[-1][1]
 
 
 class IrStages(Sequence):
@@ -66,8 +70,8 @@ class IrStages(Sequence):
     are printed when the sequence is first read."""
 
     def __init__(self, name: str, lowered_text: str, program: TiledProgram,
-                 scheduled: list[Instr], machine: MachineConfig, asm: str):
-        self._name, self._lowered_text, self._asm = name, lowered_text, asm
+                 scheduled: list[Instr], machine: MachineConfig, emitted: Emitted):
+        self._name, self._lowered_text, self._emitted = name, lowered_text, emitted
         self._program, self._scheduled, self._machine = program, scheduled, machine
 
     @cached_property
@@ -76,7 +80,7 @@ class IrStages(Sequence):
                 ("tile", tiled_text(self._program, self._name, "tile")),
                 ("schedule", schedule_text(self._program, self._scheduled, self._name,
                                            self._machine)),
-                ("emit", self._asm)]
+                ("emit", self._emitted.asm)]
 
     def __getitem__(self, index):
         return self._stages[index]
@@ -103,12 +107,12 @@ def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: Ma
                    constant_count=constant_count,
                    constants=bytes(lowered.constants.data), machine=machine,
                    source_location=source_location, npu_ir=npu_ir, header=header)
-    stages = IrStages(name, npu_ir, program, scheduled, machine, emitted.asm)
+    stages = IrStages(name, npu_ir, program, scheduled, machine, emitted)
     cycles = emitted.stats.total_cycles
     detail = f"{program.tiles}, {program.buffers} buffers, est. {cycles} cycles, " + \
         efficiency(bound, cycles, machine)
     busy = {engine: int(c) for engine, c in emitted.stats.busy_cycles.items()}
-    return CompiledOp(emitted.npu_fb, emitted.asm, stages, cycles, detail, bound, busy)
+    return CompiledOp(emitted.npu_fb, stages, cycles, detail, bound, busy)
 
 
 def tile_program(lowered: Lowered, machine: MachineConfig) -> TiledProgram:

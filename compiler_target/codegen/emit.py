@@ -5,9 +5,11 @@ constant pool holds the inlined constants lowering placed; the export's bindings
 the HAL binding flags and sizes, its views the push-constant-offset windows (each as
 large as the program's reach in it); debug info keeps the dispatch name, source location and
 the final NPU IR. The assembly listing is the format's own disassembly under a header
-naming the dispatch.
+naming the dispatch, made when first read (dumps and tests read it; a compile does not:
+disassembling re-reads and re-verifies the executable, 10-20 ms a dispatch).
 """
 from dataclasses import dataclass
+from functools import cached_property
 
 from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
 from executable_format.cost import TimelineStats, simulate_timeline
@@ -23,8 +25,12 @@ from .npu_ir import Instr, records
 @dataclass
 class Emitted:
     npu_fb: bytes
-    asm: str
+    header: list[str]
     stats: TimelineStats
+
+    @cached_property
+    def asm(self) -> str:
+        return "".join(f"// {line}\n" for line in self.header) + disassemble(self.npu_fb)
 
 
 def timeline(instrs: list[Instr], machine: MachineConfig, events: bool = False) -> TimelineStats:
@@ -60,7 +66,7 @@ def emit(instrs: list[Instr], *, name: str, bindings, views, roofline, constant_
         # dispatch cannot run on the NPU, and the reason says why.
         raise NotLowerable(str(error)) from error
     stats = simulate_timeline(machine, encoded)
-    return Emitted(npu_fb, listing(npu_fb, header), stats)
+    return Emitted(npu_fb, header, stats)
 
 
 def dram_reach(encoded) -> dict[int, int]:
@@ -72,6 +78,3 @@ def dram_reach(encoded) -> dict[int, int]:
                 reach[access.binding] = max(reach.get(access.binding, 0), access.end)
     return reach
 
-
-def listing(npu_fb: bytes, header: list[str]) -> str:
-    return "".join(f"// {line}\n" for line in header) + disassemble(npu_fb)

@@ -32,9 +32,9 @@ def npu_plan(index, executable, machine, probe_constants=None) -> DispatchPlan:
     name = export_name(executable)
     return DispatchPlan(index, name, "test op", "npu", detail="test tiles",
                         npu_fb=npu_fb_bytes(index, name), workgroup_count=(index + 2, 3, 1),
-                        asm=f"; {name}\n  halt\n",
                         ir_stages=[("npu-lowered", f"// {name} lowered\n"),
-                                   ("npu-scheduled", f"// {name} scheduled\n")],
+                                   ("npu-scheduled", f"// {name} scheduled\n"),
+                                   ("emit", f"; {name}\n  halt\n")],
                         estimated_cycles=100 + index, task={"engine": "mac"})
 
 

@@ -56,8 +56,12 @@ def test_dumps_and_report(chain_mlir, tmp_path):
     assert sorted(os.listdir(tmp_path / "ir")) == [
         "main_dispatch_0_matmul_64x64x32_f32.00.npu-lowered.mlir",
         "main_dispatch_0_matmul_64x64x32_f32.01.npu-scheduled.mlir",
+        "main_dispatch_0_matmul_64x64x32_f32.02.emit.mlir",
         "main_dispatch_2_reduction_64x64_f32.00.npu-lowered.mlir",
-        "main_dispatch_2_reduction_64x64_f32.01.npu-scheduled.mlir"]
+        "main_dispatch_2_reduction_64x64_f32.01.npu-scheduled.mlir",
+        "main_dispatch_2_reduction_64x64_f32.02.emit.mlir"]
+    assert (tmp_path / "asm" / "main_dispatch_0_matmul_64x64x32_f32.s").read_text() == \
+        "; main_dispatch_0_matmul_64x64x32_f32\n  halt\n"
     tasks = json.loads((tmp_path / "json" / "chain.npu.json").read_text())["tasks"]
     assert [(t["name"], t["target"], t["depends_on"]) for t in tasks] == [
         ("main_dispatch_0_matmul_64x64x32_f32", "npu", []),
