@@ -8,9 +8,10 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 from onnx import numpy_helper
 
-from compiler_target import api, pipeline
+from compiler_target import api, hal_binaries, pipeline
 from compiler_target.errors import CompileError
 from compiler_target.options import parse
+from executable_format.reader import read_executable
 from tests.compiler import models, planners
 from tests.compiler.conftest import dump_module
 
@@ -20,30 +21,34 @@ def members(vmfb: bytes) -> dict[str, bytes]:
         return {name: archive.read(name) for name in archive.namelist()}
 
 
+CHAIN_EXPORTS = ["main_dispatch_0_matmul_64x64x32_f32", "main_dispatch_1_matmul_64x64x64_f32",
+                 "main_dispatch_2_reduction_64x64_f32"]
+
+
 def test_host_plans_keep_llvm_cpu_binaries_and_select_npu_devices(planner, tmp_path):
+    """The stock linker puts the host fallbacks in one llvm-cpu library."""
     planner("host")
     output = tmp_path / "chain.vmfb"
     assert api.compile_str(models.CHAIN_MLIR, output_file=str(output)) is None
     names = sorted(members(output.read_bytes()))
-    assert names == ["main_dispatch_0_embedded_elf_x86_64.so",
-                     "main_dispatch_1_embedded_elf_x86_64.so",
-                     "main_dispatch_2_embedded_elf_x86_64.so", "module.fb"]
+    assert names == ["module.fb", "source_linked_embedded_elf_x86_64.so"]
     dump = dump_module(output)
     assert "`npu*`" in dump and "`local*`" not in dump
     assert "`embedded-elf-x86_64`" in dump and "`npu-fb`" not in dump
 
 
 def test_npu_plans_put_their_bytes_in_npu_fb_binaries(planner, tmp_path):
+    """The stock linker puts the NPU stubs (vmvx) in one executable, whose binary becomes
+    the plans' npu-fb executables linked into one, with an export per dispatch."""
     planner("alternating")
     vmfb = api.compile_str(models.CHAIN_MLIR)
     contents = members(vmfb)
-    assert sorted(contents) == ["main_dispatch_0_npu_fb.fb",
-                                "main_dispatch_1_embedded_elf_x86_64.so",
-                                "main_dispatch_2_npu_fb.fb", "module.fb"]
-    assert contents["main_dispatch_0_npu_fb.fb"] == planners.npu_fb_bytes(
-        0, "main_dispatch_0_matmul_64x64x32_f32")
-    assert contents["main_dispatch_2_npu_fb.fb"] == planners.npu_fb_bytes(
-        2, "main_dispatch_2_reduction_64x64_f32")
+    assert sorted(contents) == ["main_dispatch_1_embedded_elf_x86_64.so", "module.fb",
+                                "source_linked_vmvx_npu_fb.fb"]
+    linked = contents["source_linked_vmvx_npu_fb.fb"]
+    assert linked == hal_binaries.link_npu_fb([planners.npu_fb_bytes(0, CHAIN_EXPORTS[0]),
+                                               planners.npu_fb_bytes(2, CHAIN_EXPORTS[2])])
+    assert [e.name for e in read_executable(linked).exports] == CHAIN_EXPORTS[0::2]
     assert contents["main_dispatch_1_embedded_elf_x86_64.so"].startswith(b"\x7fELF")
     (tmp_path / "m.vmfb").write_bytes(vmfb)
     dump = dump_module(tmp_path / "m.vmfb")
@@ -56,11 +61,20 @@ def test_hal_phase_has_npu_formats_grid_and_device_query(planner):
     hal = api.compile_str(models.CHAIN_MLIR, extra_args=["--compile-to=hal"]).decode()
     assert 'key("hal.device.id" :: "npu*")' in hal
     assert 'key("hal.executable.format" :: "npu-fb")' in hal
-    assert "target(@main_dispatch_0::@npu_fb)" in hal
+    assert "target(@source_linked_vmvx::@npu_fb)" in hal
+    assert f"function(@source_linked_vmvx::@npu_fb::@{CHAIN_EXPORTS[2]})" in hal
     assert "target(@main_dispatch_1::@embedded_elf_x86_64)" in hal
     assert 'hal.executable.binary public @npu_fb <format = "npu-fb"' in hal
     assert "workgroups([%c2, %c3, %c1])" in hal  # dispatch 0's grid from its plan
     assert "available formats: [npu-fb]" in hal
+
+
+def test_one_npu_dispatch_keeps_its_plans_npu_fb(planner):
+    """Nothing to link: the executable keeps its name and the plan's bytes as they are."""
+    planner("npu")
+    contents = members(api.compile_str(models.ADD_MLIR))
+    assert contents["add_dispatch_0_npu_fb.fb"] == planners.npu_fb_bytes(
+        0, "add_dispatch_0_elementwise_16_f32")
 
 
 def test_compile_to_executable_sources_is_the_stock_ir(planner):
