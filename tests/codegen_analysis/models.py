@@ -20,8 +20,9 @@ from iree.compiler import ir
 from . import numpy_reference
 
 BIN = Path(sys.executable).parent
+# executable-sources: one hal.executable per dispatch (the linker runs in the hal phase).
 COMPILE_FLAGS = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
-                 "--iree-hal-link-executables=false", "--compile-to=executable-sources"]
+                 "--compile-to=executable-sources"]
 RNG = np.random.default_rng(7)
 
 
