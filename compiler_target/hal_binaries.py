@@ -73,8 +73,9 @@ def _exports_looked_up(module) -> dict[tuple[str, str], set[str]]:
 def link_npu_fb(parts: list[bytes]) -> bytes:
     """One npu-fb executable with the exports of every part, in order. The parts' constant
     pools are concatenated (each at a 64-byte aligned offset), and each DMA that names the
-    constant pool moves by the offset its part's pool got; everything else is copied."""
-    sources = [read_executable(part) for part in parts]
+    constant pool moves by the offset its part's pool got; everything else is copied. The
+    parts are the code generator's, verified as they were built; the result is verified."""
+    sources = [read_executable(part, verified=True) for part in parts]
     machine, version = sources[0].machine, sources[0].version
     builder = ExecutableBuilder(machine=machine, version=version)
     names = set()

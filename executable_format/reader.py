@@ -93,10 +93,13 @@ class Executable:
         raise KeyError(name)
 
 
-def read_executable(data) -> Executable:
-    """Verifies `data` (FormatError on any problem) and decodes it."""
+def read_executable(data, verified: bool = False) -> Executable:
+    """Verifies `data` (FormatError on any problem) and decodes it. `verified`: the bytes
+    are ones this process's ExecutableBuilder.finish just verified (the compiler linking
+    its own executables), so the check is not repeated; never for bytes from outside."""
     data = bytes(data)
-    verify(data)
+    if not verified:
+        verify(data)
     root = fb.Executable.GetRootAs(data, 0)
     machine = MachineConfig(**{_str(root.Machine(i).Key()): root.Machine(i).Value()
                                for i in range(root.MachineLength())})
