@@ -116,9 +116,7 @@ def _relocated(program, pool_offset: int):
             raise CompileError("the linked npu-fb constant pool exceeds 4 GiB")
         records["a"][in_pool, 1] = offsets
     builder = ProgramBuilder(sram_bytes=program.sram_bytes)
-    for record in records:
-        builder.emit_raw(int(record["opcode"]), int(record["dtype"]), int(record["flags"]),
-                         record["a"].tolist())
+    builder.append_records(records)
     return builder
 
 

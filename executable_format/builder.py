@@ -83,6 +83,16 @@ class ProgramBuilder:
         self._records.append(record)
         return len(self._records) - 1
 
+    def append_records(self, records: np.ndarray) -> None:
+        """Appends whole isa.INSTRUCTION_DTYPE records (another program's, relocated: the
+        compiler's linker). Their fields are checked when finish() verifies the executable,
+        not one by one as emit_raw does."""
+        if records.dtype != INSTRUCTION_DTYPE:
+            raise FormatError("records are not isa.INSTRUCTION_DTYPE")
+        data = records.tobytes()
+        size = INSTRUCTION_DTYPE.itemsize
+        self._records += [data[i:i + size] for i in range(0, len(data), size)]
+
     def end(self) -> int:
         return self.emit("end")
 

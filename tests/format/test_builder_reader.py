@@ -91,3 +91,20 @@ def test_emit_rejects_bad_operands(call, message):
 def test_finish_verifies_its_output():
     with pytest.raises(FormatError, match="binding 2 out of range"):
         relu_executable(relu_program(lambda p: dma(p, "dma.load", 2, sram_addr=0)))
+
+
+def test_appended_records_are_the_program_and_finish_verifies_them():
+    """append_records (the compiler's linker) copies whole records; what they hold is
+    checked when the executable is finished, as for emitted ones."""
+    source = relu_program()
+    copy = ProgramBuilder(sram_bytes=source.sram_bytes)
+    copy.append_records(np.frombuffer(source.instructions(), dtype=INSTRUCTION_DTYPE))
+    assert copy.instructions() == source.instructions()
+    bad = np.frombuffer(relu_program(lambda p: dma(p, "dma.load", 2, sram_addr=0))
+                        .instructions(), dtype=INSTRUCTION_DTYPE)
+    appended = ProgramBuilder()
+    appended.append_records(bad)
+    with pytest.raises(FormatError, match="binding 2 out of range"):
+        relu_executable(appended)
+    with pytest.raises(FormatError, match="not isa.INSTRUCTION_DTYPE"):
+        ProgramBuilder().append_records(np.zeros(4, np.uint8))
