@@ -97,9 +97,8 @@ def measure_dynamic(dynamic: DynamicModel, work_dir: Path,
     a static build at each of `static_sizes` (default: every size)."""
     onnx_path = prepared_model(dynamic.model, dynamic.input_dims)
     build = compile_npu(onnx_path, work_dir / "dynamic")
-    sizes = sizes or dynamic.sizes
     results = []
-    for shape in sizes:
+    for shape in sizes or dynamic.sizes:
         x = size_input(dynamic.model, shape)
         run = run_npu(build.vmfb, x, calls=1)
         expected = onnxruntime_outputs(onnx_path, x)
