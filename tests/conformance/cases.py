@@ -2,9 +2,11 @@
 
 The cases come from the onnx package's backend test case collectors (model + inputs +
 expected outputs computed by onnx itself); nothing here was written by this project.
+Cases of one op type are grouped in batches of up to BATCH_SIZE, which runner.py
+compiles as one module (a compile's fixed cost, about 1 s, is most of a case's).
 """
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -24,6 +26,7 @@ NOT_CLAIMED = {
     "average pooling with dilations excluding pads (divisor by ceildiv in the body)":
         lambda name: name == "test_averagepool_2d_dilations",
 }
+BATCH_SIZE = 12
 
 
 def npu_claims(case: "Case") -> bool:
@@ -41,6 +44,7 @@ class Case:
     outputs: list[np.ndarray]
     rtol: float
     atol: float
+    batch: list["Case"] = field(default_factory=list, repr=False)  # compiled together
 
     @property
     def all_f32(self) -> bool:
@@ -78,4 +82,20 @@ def collect(selection: str = "default") -> list[Case]:
         cases.append(Case(tc.name, op_type, tc.model,
                           [_to_numpy(x) for x in inputs], [_to_numpy(y) for y in outputs],
                           tc.rtol, tc.atol))
-    return cases
+    return _batched(cases)
+
+
+def _batched(cases: list[Case]) -> list[Case]:
+    """The cases in batches of up to BATCH_SIZE of one op type, each case's `batch` set;
+    batch members are adjacent, so that a pytest-xdist worker mostly gets whole batches."""
+    by_op: dict[str, list[Case]] = {}
+    for case in cases:
+        by_op.setdefault(case.op_type, []).append(case)
+    ordered = []
+    for same_op in by_op.values():
+        for start in range(0, len(same_op), BATCH_SIZE):
+            batch = same_op[start:start + BATCH_SIZE]
+            for case in batch:
+                case.batch = batch
+            ordered += batch
+    return ordered

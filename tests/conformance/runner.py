@@ -1,5 +1,12 @@
-"""Runs one ONNX conformance case through stock IREE (llvm-cpu on local-task) and
-through the npu target on npu-sim, and compares each with onnx's expected outputs."""
+"""Runs ONNX conformance cases through stock IREE (llvm-cpu on local-task) and through
+the npu target on npu-sim, and compares each with onnx's expected outputs.
+
+A batch of cases (cases.py) is compiled as one module on each side, each case a function
+of it, then each function is called. A batch that either side fails to compile or load
+is split in halves, down to single cases; a single case is compiled alone, and for the
+npu target in a child process when the stock compiler fails on it (the compiler may
+abort its whole process)."""
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -62,16 +69,92 @@ def _outputs(result) -> list:
     return [np.asarray(result)]
 
 
-def run_stock(case: Case, mlir: str) -> Outcome:
-    import iree.compiler as ireec
-    import iree.runtime as ireert
+def outcomes(case: Case) -> tuple[Outcome, Outcome]:
+    """(npu-sim, stock) outcomes of the case, worked out together with the rest of its
+    batch the first time one of them is asked for (then kept until asked for)."""
+    if case.name not in _finished:
+        _finished.update(_run_batch(case.batch or [case]))
+    return _finished.pop(case.name)
+
+
+_finished: dict[str, tuple[Outcome, Outcome]] = {}
+
+
+def _run_batch(cases: list[Case]) -> dict[str, tuple[Outcome, Outcome]]:
+    results, sources = {}, {}
+    for case in cases:
+        try:
+            sources[case.name] = import_onnx(case)
+        except Exception as error:  # the importer is stock's: neither side can run the case
+            failed = Outcome(False, f"import: {type(error).__name__}: {_first_line(error)}",
+                             compiled=False)
+            results[case.name] = (failed, failed)
+    results.update(_run_together([case for case in cases if case.name in sources], sources))
+    return results
+
+
+def _run_together(cases: list[Case], sources: dict[str, str]):
+    if len(cases) == 1:
+        [case] = cases
+        stock = run_stock(case, sources[case.name])
+        return {case.name: (run_npu(case, sources[case.name], isolated=not stock.compiled),
+                            stock)}
+    mlir = _one_module([sources[case.name] for case in cases])
     try:
-        vmfb = ireec.compile_str(mlir, target_backends=["llvm-cpu"],
-                                 extra_args=[HOST_CPU_FLAG])
+        stock_module = _load_stock(_compile_stock(mlir))
+        vmfb, report = _compile_npu(mlir, _compile_npu_in_process)
+        npu_module = _load_npu(vmfb)
+    except Exception:
+        half = len(cases) // 2
+        return {**_run_together(cases[:half], sources), **_run_together(cases[half:], sources)}
+    return {case.name: (_call_npu(case, npu_module, _lines_of(case, report)),
+                        _call_stock(case, stock_module))
+            for case in cases}
+
+
+def _one_module(sources: list[str]) -> str:
+    """The imported modules' functions in one module (the importer puts nothing else in a
+    module, and names each function after its case)."""
+    bodies = []
+    for source in sources:
+        text = source.strip()
+        if not (text.startswith("module {") and text.endswith("}")):
+            raise ValueError(f"unexpected imported module: {text[:60]!r}")
+        bodies.append(text[len("module {"):-1])
+    return "module {" + "".join(bodies) + "}\n"
+
+
+def _lines_of(case: Case, report: list[str]) -> list[str]:
+    """The report lines of the case's dispatches ("Dispatch #<k> <name>: ..."; IREE names
+    a dispatch after its function: <function>[$async]_dispatch_<n>...)."""
+    own = re.compile(rf"Dispatch #\d+ {re.escape(case.model.graph.name)}(\$async)?_dispatch_\d")
+    return [line for line in report if own.match(line)]
+
+
+def run_stock(case: Case, mlir: str) -> Outcome:
+    try:
+        vmfb = _compile_stock(mlir)
     except Exception as error:
         return Outcome(False, "compile: " + _first_line(error), compiled=False)
     try:
-        module = ireert.load_vm_flatbuffer(vmfb, driver="local-task")
+        module = _load_stock(vmfb)
+    except Exception as error:  # a stock failure is a table entry, not a test error
+        return Outcome(False, _first_line(error))
+    return _call_stock(case, module)
+
+
+def _compile_stock(mlir: str) -> bytes:
+    import iree.compiler as ireec
+    return ireec.compile_str(mlir, target_backends=["llvm-cpu"], extra_args=[HOST_CPU_FLAG])
+
+
+def _load_stock(vmfb: bytes):
+    import iree.runtime as ireert
+    return ireert.load_vm_flatbuffer(vmfb, driver="local-task")
+
+
+def _call_stock(case: Case, module) -> Outcome:
+    try:
         result = getattr(module, case.model.graph.name)(*case.inputs)
         outputs = [r.to_host() if hasattr(r, "to_host") else r for r in
                    (result if isinstance(result, (list, tuple)) else [result])]
@@ -101,26 +184,48 @@ def _compile_npu_isolated(mlir: str, report_path: Path) -> bytes:
     return vmfb.read_bytes()
 
 
-def run_npu(case: Case, mlir: str, isolated: bool = False) -> Outcome:
-    from hal_driver import runtime as rt
+def _compile_npu(mlir: str, compile_npu) -> tuple[bytes, list[str]]:
+    """(vmfb, dispatch report lines)."""
     with tempfile.TemporaryDirectory() as tmp:
         report_path = Path(tmp) / "report.txt"
-        compile_npu = _compile_npu_isolated if isolated else _compile_npu_in_process
-        try:
-            vmfb = compile_npu(mlir, report_path)
-        except Exception as error:
-            return Outcome(False, "compile: " + _first_line(error), compiled=False)
-        report = [line for line in report_path.read_text().splitlines()
-                  if line.startswith("Dispatch #")]
-    outcome = Outcome(False, report=report,
-                      npu_dispatches=sum("-> npu" in line for line in report),
-                      host_dispatches=sum("-> host" in line for line in report))
+        vmfb = compile_npu(mlir, report_path)
+        return vmfb, [line for line in report_path.read_text().splitlines()
+                      if line.startswith("Dispatch #")]
+
+
+def _load_npu(vmfb: bytes):
+    from hal_driver import runtime as rt
+    return rt.load_vm_flatbuffer(vmfb, driver="npu-sim")
+
+
+def run_npu(case: Case, mlir: str, isolated: bool = False) -> Outcome:
     try:
-        module = rt.load_vm_flatbuffer(vmfb, driver="npu-sim")
+        vmfb, report = _compile_npu(mlir, _compile_npu_isolated if isolated
+                                    else _compile_npu_in_process)
+    except Exception as error:
+        return Outcome(False, "compile: " + _first_line(error), compiled=False)
+    try:
+        module = _load_npu(vmfb)
+    except Exception as error:
+        return _compiled(report, error="run: " + _first_line(error))
+    return _call_npu(case, module, report)
+
+
+def _compiled(report: list[str], error: str) -> Outcome:
+    """A failed outcome with the dispatches the report lines say were compiled."""
+    return Outcome(False, error, report=report,
+                   npu_dispatches=sum("-> npu" in line for line in report),
+                   host_dispatches=sum("-> host" in line for line in report))
+
+
+def _call_npu(case: Case, module, report: list[str]) -> Outcome:
+    """The case's call on npu-sim, counting the dispatches the call ran (a batch's
+    executables are shared: IREE compiles identical dispatches of two functions once)."""
+    try:
         result = getattr(module, case.model.graph.name)(*case.inputs)
     except Exception as error:
-        outcome.error = "run: " + _first_line(error)
-        return outcome
-    outcome.error = mismatch(_outputs(result), case.outputs, case.rtol, case.atol)
-    outcome.passed = not outcome.error
-    return outcome
+        return _compiled(report, error="run: " + _first_line(error))
+    stats = module.last_call_stats
+    why = mismatch(_outputs(result), case.outputs, case.rtol, case.atol)
+    return Outcome(not why, why, report=report, npu_dispatches=stats.npu_dispatches,
+                   host_dispatches=stats.host_dispatches)

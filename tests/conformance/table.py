@@ -41,7 +41,9 @@ def pytest_sessionfinish(session):
     if not rows:
         return
     mark = {True: "pass", False: "fail"}
-    lines = ["| case | npu-sim | stock | npu dispatches | host dispatches | note |",
+    lines = ["Dispatches: those the case's call ran on npu-sim (a dispatch in a loop counts "
+             "each time), or for a call that failed, those compiled for it.\n",
+             "| case | npu-sim | stock | npu dispatches | host dispatches | note |",
              "|---|---|---|---|---|---|"]
     lines += [f"| {r['name']} | {mark[r['npu']]} | {mark[r['stock']]} | {r['npu_dispatches']} | "
               f"{r['host_dispatches']} | {r['note'][:200].replace('|', '/')} |" for r in rows]

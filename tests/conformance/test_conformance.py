@@ -6,20 +6,12 @@ written to build/conformance/table.md at the end of the session (table.py). `mak
 conformance` runs every case the onnx wheel ships, in parallel (pytest-xdist).
 """
 from . import cases as conformance_cases
+from .runner import outcomes
 from .table import write_row
-from .runner import Outcome, import_onnx, run_npu, run_stock
 
 
 def test_case(case):
-    try:
-        mlir = import_onnx(case)
-    except Exception as error:   # the importer is stock's: neither side can run the case
-        failed = Outcome(False, f"import: {type(error).__name__}: {str(error).splitlines()[0]}",
-                         compiled=False)
-        write_row(case.name, failed, failed)
-        return
-    stock = run_stock(case, mlir)
-    npu = run_npu(case, mlir, isolated=not stock.compiled)
+    npu, stock = outcomes(case)
     write_row(case.name, npu, stock)
     if stock.passed:
         assert npu.passed, f"stock passes, npu-sim fails: {npu.error}"
