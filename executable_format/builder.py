@@ -20,9 +20,9 @@ from .errors import FormatError
 from .generated import npu_executable_generated as fb
 from .isa import (CONST_POOL, DTYPE_NAMES, DTYPES_BY_NAME, ENGINE_NAMES, F32_FIELDS,
                   INSTRUCTION_DTYPE, OPCODE_FLAGS, OPCODES, OPCODES_BY_NAME, OPERAND_COUNT,
-                  PAIR_FIELDS, UNUSED_FIELDS, DType, f32_bits, operand_fields, pack_pair)
+                  PAIR_FIELDS, UNUSED_FIELDS, DType, f32_bits, pack_pair)
 from .machine import DEFAULT_MACHINE, MachineConfig
-from .ranges import instruction_accesses
+from .ranges import instruction_accesses, program_accesses
 from .scalars import encode_value
 from .verifier import verify
 from .version import FILE_IDENTIFIER, VERSION_MAJOR, VERSION_MINOR
@@ -104,15 +104,20 @@ class ProgramBuilder:
         must fit the schema's uint (FormatError naming the instruction otherwise)."""
         if self.sram_bytes is not None:
             return self.sram_bytes
-        highest = 0
-        for index, record in enumerate(self._records):
-            for access in _sram_accesses(record):
-                if access.end >= 1 << 32:
-                    raise FormatError(f"instruction {index} ({OPCODES[record[0]].name}): SRAM "
-                                      f"range [{access.start}, {access.end}) of "
-                                      f"{access.operand} exceeds the 32-bit SRAM address space")
-                highest = max(highest, access.end)
-        return highest
+        records = np.frombuffer(self.instructions(), dtype=INSTRUCTION_DTYPE)
+        sram = [x for x in program_accesses(records) if x.memory == "sram" and len(x.rows)]
+        highest = max((int(x.end.max()) for x in sram), default=0)
+        if highest < 1 << 32:
+            return highest
+        index = min(int(x.rows[np.asarray(x.end >= 1 << 32, dtype=bool)].min())
+                    for x in sram if x.end.max() >= 1 << 32)
+        opcode, dtype, flags, a = (int(records["opcode"][index]), int(records["dtype"][index]),
+                                   int(records["flags"][index]), records["a"][index].tolist())
+        access = next(x for x in instruction_accesses(opcode, dtype, flags, a)
+                      if x.memory == "sram" and x.end >= 1 << 32)
+        raise FormatError(f"instruction {index} ({OPCODES[opcode].name}): SRAM range "
+                          f"[{access.start}, {access.end}) of {access.operand} exceeds the "
+                          "32-bit SRAM address space")
 
 
 def _record(opcode: int, dtype: int, flags: int, a: list[int]) -> bytes:
@@ -120,15 +125,6 @@ def _record(opcode: int, dtype: int, flags: int, a: list[int]) -> bytes:
     record["opcode"], record["dtype"], record["flags"] = opcode, dtype, flags
     record["a"][0] = a
     return record.tobytes()
-
-
-def _sram_accesses(record: bytes):
-    r = np.frombuffer(record, dtype=INSTRUCTION_DTYPE)[0]
-    opcode, dtype, flags, a = int(r["opcode"]), int(r["dtype"]), int(r["flags"]), r["a"].tolist()
-    if OPCODES[opcode].name == "vcvt" and operand_fields(opcode, a)["src_dtype"] not in DTYPE_NAMES:
-        return []                               # invalid; verify() reports it
-    return [access for access in instruction_accesses(opcode, dtype, flags, a)
-            if access.memory == "sram"]
 
 
 def _dtype(dtype) -> int:

@@ -15,14 +15,18 @@ from .generated import npu_executable_generated as fb
 from .isa import (BYTE_INTS, CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE,
                   ENGINE_NAMES, HALF_FLOATS, INSTRUCTION_BYTES, INSTRUCTION_DTYPE,
                   MACS_PER_SRAM_BYTE, OPCODE_FLAGS,
-                  OPCODES, UNUSED_FIELDS, DType, Engine, Flag, unpack_pair)
+                  OPCODES, UNUSED_FIELDS, Engine, Flag, unpack_pair)
 from .machine import MachineConfig
-from .ranges import Access, instruction_accesses
+from .ranges import Access, Accesses, instruction_accesses, program_accesses
 from .structure import check_structure
 from .version import VERSION_MAJOR
 
 READ_ONLY = fb.BindingFlags.ReadOnly         # the only binding flag
 ENGINES = (Engine.DMA_IN, Engine.DMA_OUT, Engine.MAC, Engine.VECTOR)   # signal/wait targets
+# Per opcode: the dtype codes and the flag bits it takes.
+_DTYPES = {code: frozenset(int(d) for d in info.dtypes) for code, info in OPCODES.items()}
+_FLAGS = {code: int(sum(OPCODE_FLAGS.get(info.name, {}).values()))
+          for code, info in OPCODES.items()}
 
 
 def verify(data) -> None:
@@ -164,6 +168,7 @@ def _check_program(where: str, instructions: bytes, limits: _Limits) -> None:
         raise FormatError(f"{where} program has {len(instructions)} bytes, not a positive "
                           f"multiple of {INSTRUCTION_BYTES}")
     records = np.frombuffer(instructions, dtype=INSTRUCTION_DTYPE)
+    suspects = _range_suspects(records, limits)
     semaphores = _Semaphores(limits.machine.semaphores)
     work = 0
     last = len(records) - 1
@@ -175,7 +180,8 @@ def _check_program(where: str, instructions: bytes, limits: _Limits) -> None:
             raise FormatError(f"{at}: unknown opcode {opcode}")
         at = f"{at} ({OPCODES[opcode].name})"
         try:
-            work += _check_instruction(opcode, dtype, flags, a, limits, semaphores)
+            work += _check_instruction(opcode, dtype, flags, a, limits, semaphores,
+                                       index in suspects)
             if OPCODES[opcode].name == "end" and index != last:
                 raise FormatError("end must be the last instruction only")
         except FormatError as error:
@@ -190,24 +196,25 @@ def _check_program(where: str, instructions: bytes, limits: _Limits) -> None:
 
 
 def _check_instruction(opcode: int, dtype: int, flags: int, a: list[int], limits: _Limits,
-                       semaphores: "_Semaphores") -> int:
-    """Checks one instruction; returns its work (cost.instruction_work)."""
+                       semaphores: "_Semaphores", check_ranges: bool = True) -> int:
+    """Checks one instruction, its memory ranges only when `check_ranges` (the program's
+    other instructions' ranges passed _range_suspects); returns its work
+    (cost.instruction_work)."""
     info = OPCODES[opcode]
     if dtype not in DTYPE_NAMES:
         raise FormatError(f"unknown dtype {dtype}")
-    if DType(dtype) not in info.dtypes:
-        raise FormatError(f"dtype {DTYPE_NAMES[DType(dtype)]} is not allowed")
-    allowed = sum(OPCODE_FLAGS.get(info.name, {}).values())
-    if flags & ~allowed:
+    if dtype not in _DTYPES[opcode]:
+        raise FormatError(f"dtype {DTYPE_NAMES[dtype]} is not allowed")
+    if flags & ~_FLAGS[opcode]:
         raise FormatError(f"flags 0x{flags:x} has bits not defined for {info.name}")
-    for slot in range(len(info.fields), len(a)):
-        if a[slot]:
-            raise FormatError(f"unused field a[{slot}] is {a[slot]}, must be 0")
+    if any(a[len(info.fields):]):
+        slot = next(k for k in range(len(info.fields), len(a)) if a[k])
+        raise FormatError(f"unused field a[{slot}] is {a[slot]}, must be 0")
     fields = dict(zip(info.fields, a))
     for name in UNUSED_FIELDS.get(info.name, ()):
         if fields[name]:
             raise FormatError(f"unused field {name} is {fields[name]}, must be 0")
-    _SHAPE_CHECKS.get(info.name, _no_check)(fields, flags, DType(dtype))
+    _SHAPE_CHECKS.get(info.name, _no_check)(fields, flags, dtype)
     if info.name == "fill" and flags & Flag.PUSH_CONSTANT and \
             fields["value"] >= limits.constant_count:
         raise FormatError(f"fills push constant {fields['value']} "
@@ -217,12 +224,45 @@ def _check_instruction(opcode: int, dtype: int, flags: int, a: list[int], limits
     elif info.name == "wait":
         semaphores.wait(fields["engine"], fields["sem"], fields["value"])
     work = _check_work(opcode, a, limits.machine)
-    accesses = instruction_accesses(opcode, dtype, flags, a)
-    for access in accesses:
-        _check_access(access, limits)
-    if info.engine == Engine.MAC:
-        _check_output_disjoint(accesses)
+    if check_ranges:
+        accesses = instruction_accesses(opcode, dtype, flags, a)
+        for access in accesses:
+            _check_access(access, limits)
+        if info.engine == Engine.MAC:
+            _check_output_disjoint(accesses)
     return work
+
+
+def _range_suspects(records: np.ndarray, limits: _Limits) -> set[int]:
+    """The instructions whose memory ranges _check_access or _check_output_disjoint may
+    reject (a superset: the per-instruction checks say which do, and why), worked out for
+    the whole program at once."""
+    columns = program_accesses(records)
+    suspect = np.zeros(len(records), dtype=bool)
+    for x in columns:
+        suspect[x.rows[_range_fails(x, limits)]] = True
+    for out in (x for x in columns if x.operand == "out"):      # MAC outputs
+        for source in (x for x in columns if x.rows is out.rows and x is not out):
+            overlaps = (out.start < source.end) & (source.start < out.end) & \
+                (source.end != source.start)
+            suspect[out.rows[overlaps.astype(bool)]] = True
+    return set(np.flatnonzero(suspect).tolist())
+
+
+def _range_fails(x: Accesses, limits: _Limits) -> np.ndarray:
+    """Where _check_access would reject one operand's ranges (or cannot tell)."""
+    fails = (x.elem_bytes == 0) | ((x.start % np.maximum(x.elem_bytes, 1)) != 0)
+    if x.memory == "sram":
+        return fails | np.asarray(x.end > min(limits.machine.sram_bytes, limits.sram_bytes),
+                                  dtype=bool)
+    sizes = np.array([size for size, _ in limits.bindings] + [0], dtype=object)
+    read_only = np.array([ro for _, ro in limits.bindings] + [True])
+    const_pool = x.binding == CONST_POOL
+    known = np.where(x.binding < len(limits.bindings), x.binding, len(limits.bindings))
+    beyond = np.where(const_pool, limits.constants_size, sizes[known])
+    fails |= np.asarray(x.end > beyond, dtype=bool)
+    fails |= x.writes & (const_pool | read_only[known])
+    return fails | (~const_pool & (x.binding >= len(limits.bindings)))
 
 
 def _check_work(opcode: int, a: list[int], machine: MachineConfig) -> int:
@@ -330,7 +370,7 @@ def _window_fits(fields: dict, axis: int, size: str, out: str) -> None:
                           f"dilation {dilation}) reads past {size} {fields[size]}")
 
 
-def _mac_flags(fields: dict, flags: int, dtype: DType) -> None:
+def _mac_flags(fields: dict, flags: int, dtype: int) -> None:
     if flags & Flag.MIXED_SIGN and dtype not in BYTE_INTS:
         raise FormatError(f"flag mixed_sign needs i8 or u8 operands, not {DTYPE_NAMES[dtype]}")
     if flags & Flag.NARROW_SUM and dtype not in HALF_FLOATS:
@@ -341,15 +381,15 @@ def _mac_flags(fields: dict, flags: int, dtype: DType) -> None:
         raise FormatError(f"bias is {fields['bias']} but the bias flag is not set")
 
 
-def _no_check(fields: dict, flags: int, dtype: DType) -> None:
+def _no_check(fields: dict, flags: int, dtype: int) -> None:
     pass
 
 
-def _check_dma(fields: dict, flags: int, dtype: DType) -> None:
+def _check_dma(fields: dict, flags: int, dtype: int) -> None:
     _positive(fields, "n0", "n1", "n2", "n3")
 
 
-def _check_fill(fields: dict, flags: int, dtype: DType) -> None:
+def _check_fill(fields: dict, flags: int, dtype: int) -> None:
     _positive(fields, "n0", "n1", "n2", "n3")
     if flags & Flag.PUSH_CONSTANT:
         if DTYPE_BYTES[dtype] != 4:
@@ -359,7 +399,7 @@ def _check_fill(fields: dict, flags: int, dtype: DType) -> None:
         raise FormatError(f"value 0x{fields['value']:x} does not fit {DTYPE_NAMES[dtype]}")
 
 
-def _check_matmul(fields: dict, flags: int, dtype: DType) -> None:
+def _check_matmul(fields: dict, flags: int, dtype: int) -> None:
     _positive(fields, "m", "n", "k")
     a_row = fields["m"] if flags & Flag.TRANSPOSE_A else fields["k"]
     b_row = fields["k"] if flags & Flag.TRANSPOSE_B else fields["n"]
@@ -369,7 +409,7 @@ def _check_matmul(fields: dict, flags: int, dtype: DType) -> None:
     _mac_flags(fields, flags, dtype)
 
 
-def _check_conv2d(fields: dict, flags: int, dtype: DType) -> None:
+def _check_conv2d(fields: dict, flags: int, dtype: int) -> None:
     _positive(fields, "c", "hi", "wi", "f", "ho", "wo", "groups")
     _positive_pairs(fields, "kh_kw", "sh_sw", "dh_dw")
     for name in ("c", "f"):
@@ -381,7 +421,7 @@ def _check_conv2d(fields: dict, flags: int, dtype: DType) -> None:
     _mac_flags(fields, flags, dtype)
 
 
-def _check_dwconv2d(fields: dict, flags: int, dtype: DType) -> None:
+def _check_dwconv2d(fields: dict, flags: int, dtype: int) -> None:
     _positive(fields, "c", "hi", "wi", "ho", "wo")
     _positive_pairs(fields, "kh_kw", "sh_sw", "dh_dw")
     _window_fits(fields, 0, "hi", "ho")
@@ -389,23 +429,23 @@ def _check_dwconv2d(fields: dict, flags: int, dtype: DType) -> None:
     _mac_flags(fields, flags, dtype)
 
 
-def _check_vector(fields: dict, flags: int, dtype: DType) -> None:
+def _check_vector(fields: dict, flags: int, dtype: int) -> None:
     _positive(fields, "n0", "n1", "n2")
 
 
-def _check_vcvt(fields: dict, flags: int, dtype: DType) -> None:
+def _check_vcvt(fields: dict, flags: int, dtype: int) -> None:
     _positive(fields, "n0", "n1", "n2")
     if fields["src_dtype"] not in DTYPE_NAMES:
         raise FormatError(f"unknown src_dtype {fields['src_dtype']}")
 
 
-def _check_vround(fields: dict, flags: int, dtype: DType) -> None:
+def _check_vround(fields: dict, flags: int, dtype: int) -> None:
     _positive(fields, "n0", "n1", "n2")
     if bin(flags).count("1") > 1:
         raise FormatError("flags floor, ceil and half_away exclude each other")
 
 
-def _check_vpool(fields: dict, flags: int, dtype: DType) -> None:
+def _check_vpool(fields: dict, flags: int, dtype: int) -> None:
     _positive(fields, "c", "hi", "wi", "ho", "wo")
     _positive_pairs(fields, "kh_kw", "sh_sw", "dh_dw")
     _window_fits(fields, 0, "hi", "ho")
@@ -419,7 +459,7 @@ def _check_vpool(fields: dict, flags: int, dtype: DType) -> None:
         raise FormatError("flag count_include_pad needs avg")
 
 
-def _check_vreduce(fields: dict, flags: int, dtype: DType) -> None:
+def _check_vreduce(fields: dict, flags: int, dtype: int) -> None:
     _positive(fields, "outer", "inner")
     if flags & Flag.REDUCE_MAX and flags & Flag.REDUCE_MEAN:
         raise FormatError("flags max and mean exclude each other")

@@ -11,12 +11,15 @@ disassembling re-reads and re-verifies the executable, 10-20 ms a dispatch).
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
 from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
 from executable_format.cost import TimelineStats, simulate_timeline
 from executable_format.disasm import disassemble
 from executable_format.errors import FormatError
 from executable_format.machine import MachineConfig
-from executable_format.ranges import instruction_accesses
+from executable_format.isa import INSTRUCTION_DTYPE
+from executable_format.ranges import program_accesses
 
 from .lower import NotLowerable
 from .npu_ir import Instr, records
@@ -50,7 +53,7 @@ def emit(instrs: list[Instr], *, name: str, bindings, views, roofline, constant_
     builder = ExecutableBuilder(machine)
     if constants:
         builder.add_constants(constants)
-    sizes = dram_reach(encoded)
+    sizes = dram_reach(program.instructions())
     builder.add_export(name, bindings=[(READ_ONLY if b.read_only else 0, b.size_bytes)
                                        for b in bindings],
                        views=[(binding, constant, sizes.get(len(bindings) + k, 0), scale, base)
@@ -69,12 +72,12 @@ def emit(instrs: list[Instr], *, name: str, bindings, views, roofline, constant_
     return Emitted(npu_fb, header, stats)
 
 
-def dram_reach(encoded) -> dict[int, int]:
+def dram_reach(instructions: bytes) -> dict[int, int]:
     """Program binding -> one past the highest DRAM byte the instructions touch in it."""
+    records = np.frombuffer(instructions, dtype=INSTRUCTION_DTYPE)
     reach: dict[int, int] = {}
-    for opcode, dtype, flags, a in encoded:
-        for access in instruction_accesses(opcode, dtype, flags, a):
-            if access.memory == "dram":
-                reach[access.binding] = max(reach.get(access.binding, 0), access.end)
+    for x in program_accesses(records):
+        if x.memory == "dram":
+            for binding, end in zip(x.binding.tolist(), x.end.tolist()):
+                reach[binding] = max(reach.get(binding, 0), end)
     return reach
-
