@@ -96,6 +96,31 @@ def test_square_roots_run_on_the_npu(tmp_path, nodes, exponent, kind):
     assert plan.target == "npu", plan.reason
 
 
+@pytest.mark.parametrize("exponent", [0.75, 0.25, 1.5, -0.75, 2.25])
+def test_powers_in_quarters_are_square_roots_and_products(tmp_path, exponent):
+    """x ** n for n a multiple of 1/4 (LocalResponseNormalization's beta, 0.75, the
+    usual) is x^a · sqrt(x)^b · sqrt(sqrt(x))^c on the vector engine, within a few
+    ulp of the reference's pow."""
+    model = onnx_model([N("Pow", ["x", "e"], ["y"])], {"x": (8, 16)},
+                       {"e": np.array(exponent, np.float32)})
+    module, (executable,) = executables(executable_sources(tmp_path, model))
+    ew = analyse(executable)
+    assert ew.op is not None, ew.problem
+    assert {node[0] for node in ew.op.expr} <= {"input", "sqrt", "mul", "div", "const"}
+    x = random(8, 16) + 1.5
+    expected = onnx_reference(model, {"x": x})
+    np.testing.assert_allclose(run_dispatch(ew, [x]).reshape(8, 16), expected, rtol=1e-6)
+    plan = codegen.plan_dispatch(0, executable, DEFAULT_MACHINE)
+    assert plan.target == "npu", plan.reason
+
+
+def test_other_fractional_powers_stay_on_host(tmp_path):
+    model = onnx_model([N("Pow", ["x", "e"], ["y"])], {"x": (8, 16)},
+                       {"e": np.array(0.3, np.float32)})
+    (ew,) = analyses(tmp_path, model)
+    assert ew.op is None and "power with exponent" in ew.problem
+
+
 @pytest.mark.parametrize("op", ["Erf", "Log"])
 def test_unsupported_math_stays_on_host(tmp_path, op):
     (ew,) = analyses(tmp_path, onnx_model([N(op, ["x"], ["y"])], {"x": (8, 16)}))

@@ -490,11 +490,16 @@ class Walk:
             return self.add(("sqrt", (base,)))
         if n == -0.5:
             return self.add(("rsqrt", (base,)))
-        if n is None or n != int(n) or not 1 <= abs(n) <= 4:
+        if n is None or 4 * n != int(4 * n) or not 0.25 <= abs(n) <= 4:
             raise NotSupported(f"{name}: power with exponent {n} has no NPU equivalent")
-        result = base
-        for _ in range(int(abs(n)) - 1):
-            result = self.add(("mul", (result, base)))
+        quarters = int(4 * abs(n))
+        root = self.add(("sqrt", (base,))) if quarters % 4 else base
+        fourth_root = self.add(("sqrt", (root,))) if quarters % 2 else root
+        factors = [base] * (quarters // 4) + [root] * (quarters % 4 // 2) + \
+            [fourth_root] * (quarters % 2)
+        result = factors[0]
+        for factor in factors[1:]:
+            result = self.add(("mul", (result, factor)))
         if n < 0:
             result = self.add(("div", (self.add(("const", 1.0)), result)))
         return result
