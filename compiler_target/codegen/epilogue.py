@@ -30,7 +30,8 @@ SCRATCH_NODES = ("abs", "fma", "ifma")   # nodes whose instructions may need a s
 UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
          "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround",
-         "floor": "vround", "ceil": "vround", "roundaway": "vround", "hswish": "vhswish"}
+         "floor": "vround", "ceil": "vround", "roundaway": "vround", "hswish": "vhswish",
+         "erf": "verf"}
 
 
 def _last_uses(expr) -> dict[int, int]:

@@ -3,6 +3,8 @@ them: it proves what analysis described is what the model computes, independentl
 lowering. Buffers are flat numpy arrays (one per binding, of the binding's element type);
 the op reads its TensorRefs from them and writes its `out` view (and its extra outputs)
 in place."""
+import math
+
 import numpy as np
 
 from compiler_target.codegen.ops import (Conv2D, Elementwise, Matmul, NpuOp, Pool2D, Reduce,
@@ -62,7 +64,7 @@ OPS = {
     "max": np.maximum, "min": np.minimum,
     "relu": lambda x: np.maximum(x, 0), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "tanh": np.tanh, "exp": np.exp, "neg": np.negative, "abs": np.abs, "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1 / np.sqrt(x),
+    "rsqrt": lambda x: 1 / np.sqrt(x), "erf": np.vectorize(math.erf, otypes=[np.float64]),
     "clamp": lambda x, lo, hi: np.clip(x, lo, hi),
     "leakyrelu": lambda x, alpha: np.where(x > 0, x, alpha * x),
     "scale": lambda x, mul, add: x * mul + add,

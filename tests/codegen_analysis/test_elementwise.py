@@ -121,7 +121,24 @@ def test_other_fractional_powers_stay_on_host(tmp_path):
     assert ew.op is None and "power with exponent" in ew.problem
 
 
-@pytest.mark.parametrize("op", ["Erf", "Log"])
+def test_exact_gelu_runs_on_the_npu(tmp_path):
+    """PyTorch's exact GELU, x·(1 + erf(x/√2))/2: erf is the vector unit's verf."""
+    nodes = [N("Div", ["x", "r2"], ["d"]), N("Erf", ["d"], ["e"]), N("Add", ["e", "one"], ["a"]),
+             N("Mul", ["x", "a"], ["m"]), N("Mul", ["m", "half"], ["y"])]
+    model = onnx_model(nodes, {"x": (8, 32)}, {"r2": np.array(np.sqrt(2), np.float32),
+                                               "one": np.array(1, np.float32),
+                                               "half": np.array(0.5, np.float32)})
+    module, (executable,) = executables(executable_sources(tmp_path, model))
+    ew = analyse(executable)
+    assert ew.op is not None and "erf" in [node[0] for node in ew.op.expr], ew.problem
+    x = 3 * random(8, 32)
+    expected = onnx_reference(model, {"x": x})
+    np.testing.assert_allclose(run_dispatch(ew, [x]).reshape(8, 32), expected, rtol=2e-6,
+                               atol=1e-7)
+    assert codegen.plan_dispatch(0, executable, DEFAULT_MACHINE).target == "npu"
+
+
+@pytest.mark.parametrize("op", ["Log"])
 def test_unsupported_math_stays_on_host(tmp_path, op):
     (ew,) = analyses(tmp_path, onnx_model([N(op, ["x"], ["y"])], {"x": (8, 16)}))
     assert ew.op is None

@@ -1,4 +1,6 @@
 """numpy references for the NPU ops (float64 accumulation)."""
+import math
+
 import numpy as np
 
 
@@ -50,6 +52,7 @@ def pool2d(x, kind, kernel, stride=(1, 1), dilation=(1, 1), pads=(0, 0, 0, 0),
 UNARY = {
     "relu": lambda x: np.maximum(x, 0), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "tanh": np.tanh, "exp": np.exp, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+    "erf": np.vectorize(math.erf, otypes=[np.float64]),
     "neg": np.negative, "abs": np.abs,
     "clamp": lambda x, lo, hi: np.clip(x, lo, hi),
     "leakyrelu": lambda x, alpha: np.where(x < 0, alpha * x, x),

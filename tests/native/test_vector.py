@@ -1,6 +1,7 @@
 """Vector unit against numpy: elementwise ops with broadcasting strides, unary ops,
 vsqrt/vrsqrt bit for bit, vcvt (incl. i8 requantization and exhaustive f16), vpool,
 vreduce."""
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -92,6 +93,8 @@ UNARY = {
     "vsqrt": (lambda x, p0, p1: np.sqrt(x), False),
     "vrsqrt": (lambda x, p0, p1: np.float32(1) / np.sqrt(x), False),
     "vhswish": (lambda x, p0, p1: x * np.clip(x * p0 + p1, 0, 1), True),
+    "verf": (lambda x, p0, p1: np.vectorize(math.erf)(x.astype(np.float64)).astype(np.float32),
+             True),
 }
 PARAMS = {"vclamp": (-0.5, 0.75), "vleakyrelu": (0.125, 0.0), "vscale": (1.5, -0.25),
           "vhswish": (1 / 6, 0.5)}
