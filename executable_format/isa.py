@@ -183,6 +183,8 @@ OPCODE_LIST = (
     _unary(75, "vround"),             # dst = clamp(src rounded (flags; half to even), p0, p1)
     _unary(76, "vhswish"),            # dst = src * clamp(src * p0 + p1, 0, 1): hard swish
     _unary(78, "verf"),               # dst = erf(src): the error function (exact GELU)
+    _unary(79, "vlog"),               # dst = ln(src) (log-softmax)
+    _unary(82, "vlog1p"),             # dst = ln(1 + src) (softplus, mish)
     # dst = table[clamp(round((f32(src - zero)·mul) fma (fma_mul, fma_add) / div), lo, hi) - lo]
     _op(77, "vrequant", Engine.VECTOR, "vrequant", _ALL),
     _op(80, "vpool", Engine.VECTOR, "vpool", _FLOAT),
@@ -191,7 +193,8 @@ OPCODE_LIST = (
 
 OPCODES = {info.code: info for info in OPCODE_LIST}
 OPCODES_BY_NAME = {info.name: info for info in OPCODE_LIST}
-TRANSCENDENTAL = frozenset({"vsigmoid", "vtanh", "vexp", "vsqrt", "vrsqrt", "verf"})
+TRANSCENDENTAL = frozenset({"vsigmoid", "vtanh", "vexp", "vsqrt", "vrsqrt", "verf", "vlog",
+                            "vlog1p"})
 
 
 BYTE_INTS = (DType.I8, DType.U8)
@@ -246,7 +249,7 @@ OPCODE_FLAGS = {
 UNUSED_FIELDS = {
     "vcopy": ("p0", "p1"), "vrelu": ("p0", "p1"), "vsigmoid": ("p0", "p1"),
     "vtanh": ("p0", "p1"), "vexp": ("p0", "p1"), "vsqrt": ("p0", "p1"), "vrsqrt": ("p0", "p1"),
-    "verf": ("p0", "p1"),
+    "verf": ("p0", "p1"), "vlog": ("p0", "p1"), "vlog1p": ("p0", "p1"),
     "vleakyrelu": ("p1",),
 }
 

@@ -190,6 +190,8 @@ static void unary_f32(int op, int dtype, unsigned flags, float p0, float p1,
     case OP_VRSQRT: for (size_t i = 0; i < n; i++) v[i] = 1.0f / sqrtf(v[i]); break;
     /* the C library's erff: within an ulp of erf, as IREE's CPU approximation is */
     case OP_VERF: for (size_t i = 0; i < n; i++) v[i] = erff(v[i]); break;
+    case OP_VLOG: for (size_t i = 0; i < n; i++) v[i] = logf(v[i]); break;
+    case OP_VLOG1P: for (size_t i = 0; i < n; i++) v[i] = log1pf(v[i]); break;
     /* rounded as the flags say (default: to nearest, ties to even); then vclamp's */
     case OP_VROUND:
       for (size_t i = 0; i < n; i++) {

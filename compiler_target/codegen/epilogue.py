@@ -31,7 +31,7 @@ UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
          "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround",
          "floor": "vround", "ceil": "vround", "roundaway": "vround", "hswish": "vhswish",
-         "erf": "verf"}
+         "erf": "verf", "log": "vlog", "log1p": "vlog1p"}
 
 
 def _last_uses(expr) -> dict[int, int]:

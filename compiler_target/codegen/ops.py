@@ -36,8 +36,8 @@ class TensorRef:
 #   (op, (a, b))              binary: add sub mul div max min   (a, b: node indices)
 #   ("fma", (a, b, c))        a·b + c rounded once (an add of a product, contracted as
 #                             LLVM does stock's fmul + fadd)
-#   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, sqrt, rsqrt (1/sqrt), erf, neg,
-#                             abs, floor, ceil, roundaway (math.round: ties away from
+#   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, sqrt, rsqrt (1/sqrt), erf, log,
+#                             log1p (ln(1 + a)), neg, abs, floor, ceil, roundaway (math.round: ties away from
 #                             zero), clamp(lo, hi), leakyrelu(alpha), scale(mul, add),
 #                             hswish(mul, add): a·clamp(a·mul + add, 0, 1)
 #   ("reduce", (a,), kind)    Rowwise only: the row's sum or max of node a

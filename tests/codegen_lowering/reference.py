@@ -52,7 +52,7 @@ def pool2d(x, kind, kernel, stride=(1, 1), dilation=(1, 1), pads=(0, 0, 0, 0),
 UNARY = {
     "relu": lambda x: np.maximum(x, 0), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "tanh": np.tanh, "exp": np.exp, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
-    "erf": np.vectorize(math.erf, otypes=[np.float64]),
+    "erf": np.vectorize(math.erf, otypes=[np.float64]), "log": np.log, "log1p": np.log1p,
     "neg": np.negative, "abs": np.abs,
     "clamp": lambda x, lo, hi: np.clip(x, lo, hi),
     "leakyrelu": lambda x, alpha: np.where(x < 0, alpha * x, x),

@@ -91,7 +91,8 @@ def random_instruction(rng, sem_engines, sem_counts):
                      **_vector_fields(rng, ["dst", "lhs", "rhs"], None))
     if kind == "unary":
         op = _pick(rng, ["vcopy", "vrelu", "vclamp", "vleakyrelu", "vsigmoid", "vtanh",
-                         "vexp", "vscale", "vsqrt", "vrsqrt", "vhswish", "verf"])
+                         "vexp", "vscale", "vsqrt", "vrsqrt", "vhswish", "verf",
+                         "vlog", "vlog1p"])
         return instr(op, _pick(rng, ["f32", "f16", "bf16"]),
                      **_vector_fields(rng, ["dst", "src"], None))
     if kind == "vcvt":

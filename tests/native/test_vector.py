@@ -95,10 +95,12 @@ UNARY = {
     "vhswish": (lambda x, p0, p1: x * np.clip(x * p0 + p1, 0, 1), True),
     "verf": (lambda x, p0, p1: np.vectorize(math.erf)(x.astype(np.float64)).astype(np.float32),
              True),
+    "vlog": (lambda x, p0, p1: np.log(x.astype(np.float64)).astype(np.float32), True),
+    "vlog1p": (lambda x, p0, p1: np.log1p(x.astype(np.float64)).astype(np.float32), True),
 }
 PARAMS = {"vclamp": (-0.5, 0.75), "vleakyrelu": (0.125, 0.0), "vscale": (1.5, -0.25),
           "vhswish": (1 / 6, 0.5)}
-NONNEGATIVE = {"vsqrt", "vrsqrt"}      # inputs |x|: the square root of x < 0 is NaN
+NONNEGATIVE = {"vsqrt", "vrsqrt", "vlog", "vlog1p"}   # inputs |x|: sqrt, log of x < 0 are NaN
 
 
 @pytest.mark.parametrize("op", list(UNARY))

@@ -17,7 +17,8 @@ BINARY = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.
           "arith.minimumf": "min", "arith.minnumf": "min"}
 UNARY = {"arith.negf": "neg", "math.absf": "abs", "math.tanh": "tanh", "math.exp": "exp",
          "math.sqrt": "sqrt", "math.rsqrt": "rsqrt", "math.floor": "floor", "math.ceil": "ceil",
-         "math.round": "roundaway", "math.erf": "erf"}
+         "math.round": "roundaway", "math.erf": "erf", "math.log": "log",
+         "math.log1p": "log1p"}
 # arith.cmpf predicates: the comparison is `lhs > rhs` or `lhs < rhs` (NaN order ignored).
 CMPF_GREATER = {2, 3, 9, 10}   # ogt oge ugt uge
 CMPF_LESS = {4, 5, 11, 12}     # olt ole ult ule
