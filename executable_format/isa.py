@@ -169,6 +169,8 @@ OPCODE_LIST = (
     _binary(53, "vdiv"),
     # dst = lhs·rhs + dst: floats rounded once, i32 wrapping
     _op(54, "vfma", Engine.VECTOR, "binary", _FLOAT + (DType.I32,)),
+    # dst = lhs > rhs ? lhs : dst (an ordered compare: a NaN lhs keeps dst)
+    _op(55, "vselgt", Engine.VECTOR, "binary", _FLOAT),
     _unary(64, "vcopy", _ALL),
     _unary(65, "vrelu", _FLOAT + (DType.I32,)),
     _unary(66, "vclamp"),             # p0 = min, p1 = max (f32 bits)

@@ -34,6 +34,8 @@ static void binary_f32(int op, float* restrict d, const float* restrict l,
   switch (op) {
     /* d holds the addend: lhs·rhs + d rounded once, as LLVM contracts fmul + fadd */
     case OP_VFMA: for (size_t i = 0; i < n; i++) d[i] = fmaf(l[i], r[i], d[i]); break;
+    /* d holds the other value: select(lhs > rhs, lhs, d), a NaN compare false */
+    case OP_VSELGT: for (size_t i = 0; i < n; i++) d[i] = l[i] > r[i] ? l[i] : d[i]; break;
     case OP_VADD: for (size_t i = 0; i < n; i++) d[i] = l[i] + r[i]; break;
     case OP_VSUB: for (size_t i = 0; i < n; i++) d[i] = l[i] - r[i]; break;
     case OP_VMUL: for (size_t i = 0; i < n; i++) d[i] = l[i] * r[i]; break;
@@ -90,7 +92,8 @@ int exec_binary(exec_t* x, const instr_t* in) {
         } else {
           load_f32(in->dtype, lp + lof, lhs.strides[2], len, l.f);
           load_f32(in->dtype, rp + rof, rhs.strides[2], len, r.f);
-          if (in->opcode == OP_VFMA) load_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);
+          if (in->opcode == OP_VFMA || in->opcode == OP_VSELGT)
+            load_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);
           binary_f32(in->opcode, d.f, l.f, r.f, len);
           store_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);
         }

@@ -26,7 +26,11 @@ CONVERT = ("itof", "ftoi", "ftou")  # vcvt between a node's i32 and f32
 ROUNDINGS = {"floor": Flag.ROUND_FLOOR, "ceil": Flag.ROUND_CEIL,
              "roundaway": Flag.ROUND_HALF_AWAY}        # vround with its rounding flag
 INTS = ("i8", "i32", "u8")
-SCRATCH_NODES = ("abs", "fma", "ifma")   # nodes whose instructions may need a scratch tile
+# Nodes whose instructions may need a scratch tile.
+SCRATCH_NODES = ("abs", "fma", "ifma", "selgt")
+# Nodes of three operands whose instruction reads the third from its destination:
+# ("fma", (a, b, c)) a·b + c (vfma), ("selgt", (a, b, c)) a > b ? a : c (vselgt).
+INTO_DESTINATION = {"fma": "vfma", "ifma": "vfma", "selgt": "vselgt"}
 UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
          "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround",
@@ -175,7 +179,8 @@ class EpiloguePlan:
                  stored=frozenset(), input_dtypes=None):
         for node in expr:
             if node[0] not in LEAVES and node[0] not in BINARY and node[0] not in UNARY and \
-                    node[0] not in INT_BINARY and node[0] not in CONVERT + ("fma", "ifma"):
+                    node[0] not in INT_BINARY and node[0] not in CONVERT and \
+                    node[0] not in INTO_DESTINATION:
                 raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
         copies = all(node[0] in LEAVES for node in expr)   # in the op's dtype, whatever it is
         floats = dtype if copies else float_dtype(dtype)
@@ -248,8 +253,8 @@ def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], 
     (`abs` needs a `scratch` operand of the box's size)."""
     if kind in BINARY:
         return [binary(BINARY[kind], dtype, target, args[0], args[1], box, note)]
-    if kind in ("fma", "ifma"):
-        return fma_instrs(dtype, target, args, box, scratch, note)
+    if kind in INTO_DESTINATION:
+        return into_destination(INTO_DESTINATION[kind], dtype, target, args, box, scratch, note)
     if kind in INT_BINARY:
         return [binary(INT_BINARY[kind], "i32", target, args[0], args[1], box, note)]
     src = args[0]
@@ -273,17 +278,18 @@ def load_dtype(dtype: str, compute_dtype: str) -> str:
     return "i32" if dtype in INTS else float_dtype(compute_dtype)
 
 
-def fma_instrs(dtype: str, target: Operand, args: list[Operand], box, scratch: Operand | None,
-               note: str) -> list[Instr]:
-    """a·b + c: vfma adds to its destination, so c goes there first; where the target is
-    a or b itself (in place), through the `scratch` operand."""
+def into_destination(opcode: str, dtype: str, target: Operand, args: list[Operand], box,
+                     scratch: Operand | None, note: str) -> list[Instr]:
+    """A node (a, b, c) whose instruction (vfma, vselgt) reads c from its destination: c
+    goes there first; where the target is a or b itself (in place), through the
+    `scratch` operand."""
     a, b, c = args
-    fma = lambda dst: binary("vfma", dtype, dst, a, b, box, note)  # noqa: E731
+    op = lambda dst: binary(opcode, dtype, dst, a, b, box, note)  # noqa: E731
     if target == c:
-        return [fma(target)]
+        return [op(target)]
     if target.buffer not in (a.buffer, b.buffer, c.buffer):
-        return [unary("vcopy", dtype, target, c, box, note), fma(target)]
-    return [unary("vcopy", dtype, scratch, c, box, note), fma(scratch),
+        return [unary("vcopy", dtype, target, c, box, note), op(target)]
+    return [unary("vcopy", dtype, scratch, c, box, note), op(scratch),
             unary("vcopy", dtype, target, scratch, box, note)]
 
 

@@ -70,7 +70,7 @@ OPS = {
     "leakyrelu": lambda x, alpha: np.where(x > 0, x, alpha * x),
     "scale": lambda x, mul, add: x * mul + add,
     "hswish": lambda x, mul, add: x * np.clip(x * mul + add, 0, 1),
-    "fma": lambda a, b, c: a * b + c,
+    "fma": lambda a, b, c: a * b + c, "selgt": lambda a, b, c: np.where(a > b, a, c),
 }
 
 

@@ -81,6 +81,9 @@ def expression(expr, inputs, acc=None):
         elif kind == "fma":
             a, b, c = (values[i] for i in node[1])
             values.append(a * b + c)
+        elif kind == "selgt":
+            a, b, c = (values[i] for i in node[1])
+            values.append(np.where(a > b, a, c))
         else:
             values.append(UNARY[kind](values[node[1][0]], *node[2:]))
     return values[-1]

@@ -467,6 +467,24 @@ def test_vfma_i32_wraps(core, rng):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+def test_vselgt_keeps_the_destination_unless_lhs_is_greater(core, rng, dtype):
+    """dst = lhs > rhs ? lhs : dst, an ordered compare: equal operands and NaNs keep dst."""
+    n = 1000
+    lhs, rhs, acc = (random_values(rng, dtype, n) for _ in range(3))
+    special = from_f32(np.array([np.nan, 1.0, 2.0, np.inf, -np.inf], np.float32), dtype)
+    lhs[:5], rhs[:5] = special, from_f32(np.array([0.0, np.nan, 2.0, 1.0, -1.0], np.float32),
+                                         dtype)
+    image = SramImage()
+    l_addr, r_addr, d_addr = image.put(lhs), image.put(rhs), image.put(acc)
+    result = run_on_sram(core, image, instr(
+        "vselgt", dtype, dst=d_addr, lhs=l_addr, rhs=r_addr, n0=1, n1=1, n2=n, dst_s2=1,
+        lhs_s2=1, rhs_s2=1))
+    L, R, A = (to_f32(v, dtype) for v in (lhs, rhs, acc))
+    np.testing.assert_array_equal(to_f32(result.view(d_addr, dtype, (n,)), dtype),
+                                  np.where(L > R, L, A))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_hswish_has_the_bits_of_scale_clamp_mul(core, rng, dtype):
     """vhswish in one pass computes what vscale, vclamp [0, 1] and vmul compute as three
     instructions, each storing its result in the dtype: the same bits, on values around

@@ -68,3 +68,4 @@ class Compare:
     greater: bool
     lhs: int
     rhs: int
+    strict: bool = True       # ogt or olt (expressions.CMPF_STRICT), as vselgt compares

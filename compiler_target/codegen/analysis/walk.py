@@ -21,8 +21,8 @@ from iree.compiler import ir
 from ..ops import INT_NODES, LEAVES, Elementwise, NpuOp, TensorRef
 from . import contraction, convolution, elementwise, gather, pooling, reduction
 from .errors import NotSupported
-from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, INT_BINARY, UNARY, constant,
-                          index_arithmetic, pruned, pruned_to, reduction_kind, simplified,
+from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, CMPF_STRICT, INT_BINARY, UNARY,
+                          constant, index_arithmetic, pruned, pruned_to, reduction_kind, simplified,
                           splat, zero_extended)
 from .indexing import (ELEMENT_BYTES, Generic, Operand, linear, logical_strides, row_major,
                        single_loop, strides_over_loops, view_ref)
@@ -380,7 +380,7 @@ class Walk:
             if predicate not in CMPF_GREATER | CMPF_LESS:
                 raise NotSupported(f"{name}: arith.cmpf predicate {predicate}")
             return Compare(predicate in CMPF_GREATER, node_of(op.operands[0]),
-                           node_of(op.operands[1]))
+                           node_of(op.operands[1]), predicate in CMPF_STRICT)
         if kind == "arith.select":
             return self.select(nodes.get(op.operands[0]), node_of(op.operands[1]),
                                node_of(op.operands[2]), name)
@@ -505,12 +505,19 @@ class Walk:
         return result
 
     def select(self, condition, if_true: int, if_false: int, name: str) -> int:
-        """select(a > b, a, b) = max(a, b); the other orders are max or min likewise."""
-        if not isinstance(condition, Compare) or \
-                {condition.lhs, condition.rhs} != {if_true, if_false} or if_true == if_false:
-            raise NotSupported(f"{name}: arith.select other than a max/min")
-        picks_larger = condition.greater == (if_true == condition.lhs)
-        return self.add(("max" if picks_larger else "min", (if_true, if_false)))
+        """select(a > b, a, b) = max(a, b); the other orders are max or min likewise.
+        select(a > b, a, c) for another c (a threshold: softplus's x > 20 ? x : ...) is
+        a ("selgt", (a, b, c)) node, vselgt."""
+        if not isinstance(condition, Compare) or if_true == if_false:
+            raise NotSupported(f"{name}: arith.select other than a max/min or a > b ? a : c")
+        if {condition.lhs, condition.rhs} == {if_true, if_false}:
+            picks_larger = condition.greater == (if_true == condition.lhs)
+            return self.add(("max" if picks_larger else "min", (if_true, if_false)))
+        larger, smaller = (condition.lhs, condition.rhs) if condition.greater else \
+            (condition.rhs, condition.lhs)
+        if not condition.strict or if_true != larger:
+            raise NotSupported(f"{name}: arith.select other than a max/min or a > b ? a : c")
+        return self.add(("selgt", (larger, smaller, if_false)))
 
     def operand_node(self, operand: Operand, generic: Generic, loop_to_logical) -> int:
         value = operand.value
