@@ -88,6 +88,8 @@ class Flag(enum.IntFlag):
     TRUNCATE = 1         # to an integer: toward zero (arith.fptosi), else half to even
     # FILL
     PUSH_CONSTANT = 1    # the value is push constant number `value` (32-bit dtypes)
+    # VSELGT
+    OR_EQUAL = 1         # lhs >= rhs picks lhs (else lhs > rhs)
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ OPCODE_LIST = (
     _binary(53, "vdiv"),
     # dst = lhs·rhs + dst: floats rounded once, i32 wrapping
     _op(54, "vfma", Engine.VECTOR, "binary", _FLOAT + (DType.I32,)),
-    # dst = lhs > rhs ? lhs : dst (an ordered compare: a NaN lhs keeps dst)
+    # dst = lhs > rhs ? lhs : dst, >= with flag or_equal (ordered compares: NaN keeps dst)
     _op(55, "vselgt", Engine.VECTOR, "binary", _FLOAT),
     _unary(64, "vcopy", _ALL),
     _unary(65, "vrelu", _FLOAT + (DType.I32,)),
@@ -244,6 +246,7 @@ OPCODE_FLAGS = {
     "vrequant": {"floor": Flag.ROUND_FLOOR, "ceil": Flag.ROUND_CEIL,
                  "half_away": Flag.ROUND_HALF_AWAY},
     "fill": {"push_constant": Flag.PUSH_CONSTANT},
+    "vselgt": {"or_equal": Flag.OR_EQUAL},
 }
 
 # Fields in an opcode's list that it does not read (the unary vector ops share one field

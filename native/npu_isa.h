@@ -82,6 +82,7 @@ enum {
   FLAG_ROUND_HALF_AWAY = 4,
   FLAG_TRUNCATE = 1,
   FLAG_PUSH_CONSTANT = 1,
+  FLAG_OR_EQUAL = 1,
 };
 
 #define INSTRUCTION_BYTES 64
@@ -348,7 +349,7 @@ static const op_info_t OPS[256] = {
   [OP_VFMA] = {"vfma", ENGINE_VECTOR, 15,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I32), 0x0, LAYOUT_BINARY, 0},
   [OP_VSELGT] = {"vselgt", ENGINE_VECTOR, 15,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x0, LAYOUT_BINARY, 0},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x1, LAYOUT_BINARY, 0},
   [OP_VCOPY] = {"vcopy", ENGINE_VECTOR, 11,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x0, LAYOUT_UNARY, 0},
   [OP_VRELU] = {"vrelu", ENGINE_VECTOR, 11,

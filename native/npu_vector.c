@@ -29,13 +29,19 @@ static uint8_t* box3_row(exec_t* x, const box3_t* b, size_t i0, size_t i1) {
          (i0 * b->strides[0] + i1 * b->strides[1]) * DTYPE_BYTES[b->dtype];
 }
 
-static void binary_f32(int op, float* restrict d, const float* restrict l,
+static void binary_f32(int op, unsigned flags, float* restrict d, const float* restrict l,
                        const float* restrict r, size_t n) {
   switch (op) {
     /* d holds the addend: lhs·rhs + d rounded once, as LLVM contracts fmul + fadd */
     case OP_VFMA: for (size_t i = 0; i < n; i++) d[i] = fmaf(l[i], r[i], d[i]); break;
     /* d holds the other value: select(lhs > rhs, lhs, d), a NaN compare false */
-    case OP_VSELGT: for (size_t i = 0; i < n; i++) d[i] = l[i] > r[i] ? l[i] : d[i]; break;
+    case OP_VSELGT:
+      if (flags & FLAG_OR_EQUAL) {
+        for (size_t i = 0; i < n; i++) d[i] = l[i] >= r[i] ? l[i] : d[i];
+      } else {
+        for (size_t i = 0; i < n; i++) d[i] = l[i] > r[i] ? l[i] : d[i];
+      }
+      break;
     case OP_VADD: for (size_t i = 0; i < n; i++) d[i] = l[i] + r[i]; break;
     case OP_VSUB: for (size_t i = 0; i < n; i++) d[i] = l[i] - r[i]; break;
     case OP_VMUL: for (size_t i = 0; i < n; i++) d[i] = l[i] * r[i]; break;
@@ -94,7 +100,7 @@ int exec_binary(exec_t* x, const instr_t* in) {
           load_f32(in->dtype, rp + rof, rhs.strides[2], len, r.f);
           if (in->opcode == OP_VFMA || in->opcode == OP_VSELGT)
             load_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);
-          binary_f32(in->opcode, d.f, l.f, r.f, len);
+          binary_f32(in->opcode, in->flags, d.f, l.f, r.f, len);
           store_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);
         }
         if (stopping_elements(len)) return NPU_STATUS_OK;

@@ -27,10 +27,12 @@ ROUNDINGS = {"floor": Flag.ROUND_FLOOR, "ceil": Flag.ROUND_CEIL,
              "roundaway": Flag.ROUND_HALF_AWAY}        # vround with its rounding flag
 INTS = ("i8", "i32", "u8")
 # Nodes whose instructions may need a scratch tile.
-SCRATCH_NODES = ("abs", "fma", "ifma", "selgt")
-# Nodes of three operands whose instruction reads the third from its destination:
-# ("fma", (a, b, c)) a·b + c (vfma), ("selgt", (a, b, c)) a > b ? a : c (vselgt).
-INTO_DESTINATION = {"fma": "vfma", "ifma": "vfma", "selgt": "vselgt"}
+SCRATCH_NODES = ("abs", "fma", "ifma", "selgt", "selge")
+# Nodes of three operands whose instruction reads the third from its destination, and
+# its flags: ("fma", (a, b, c)) a·b + c (vfma), ("selgt"/"selge", (a, b, c)) a > b ? a : c
+# and a >= b ? a : c (vselgt).
+INTO_DESTINATION = {"fma": ("vfma", 0), "ifma": ("vfma", 0), "selgt": ("vselgt", 0),
+                    "selge": ("vselgt", int(Flag.OR_EQUAL))}
 UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
          "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround",
@@ -254,7 +256,7 @@ def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], 
     if kind in BINARY:
         return [binary(BINARY[kind], dtype, target, args[0], args[1], box, note)]
     if kind in INTO_DESTINATION:
-        return into_destination(INTO_DESTINATION[kind], dtype, target, args, box, scratch, note)
+        return into_destination(*INTO_DESTINATION[kind], dtype, target, args, box, scratch, note)
     if kind in INT_BINARY:
         return [binary(INT_BINARY[kind], "i32", target, args[0], args[1], box, note)]
     src = args[0]
@@ -278,13 +280,13 @@ def load_dtype(dtype: str, compute_dtype: str) -> str:
     return "i32" if dtype in INTS else float_dtype(compute_dtype)
 
 
-def into_destination(opcode: str, dtype: str, target: Operand, args: list[Operand], box,
-                     scratch: Operand | None, note: str) -> list[Instr]:
+def into_destination(opcode: str, flags: int, dtype: str, target: Operand, args: list[Operand],
+                     box, scratch: Operand | None, note: str) -> list[Instr]:
     """A node (a, b, c) whose instruction (vfma, vselgt) reads c from its destination: c
     goes there first; where the target is a or b itself (in place), through the
     `scratch` operand."""
     a, b, c = args
-    op = lambda dst: binary(opcode, dtype, dst, a, b, box, note)  # noqa: E731
+    op = lambda dst: binary(opcode, dtype, dst, a, b, box, note, flags)  # noqa: E731
     if target == c:
         return [op(target)]
     if target.buffer not in (a.buffer, b.buffer, c.buffer):

@@ -36,7 +36,8 @@ class TensorRef:
 #   (op, (a, b))              binary: add sub mul div max min   (a, b: node indices)
 #   ("fma", (a, b, c))        a·b + c rounded once (an add of a product, contracted as
 #                             LLVM does stock's fmul + fadd)
-#   ("selgt", (a, b, c))      a > b ? a : c (false where a or b is NaN): a threshold
+#   ("selgt", (a, b, c))      a > b ? a : c, and selge a >= b ? a : c (a NaN compare is
+#                             false): softplus's threshold, PReLU
 #   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, sqrt, rsqrt (1/sqrt), erf, log,
 #                             log1p (ln(1 + a)), neg, abs, floor, ceil, roundaway (math.round: ties away from
 #                             zero), clamp(lo, hi), leakyrelu(alpha), scale(mul, add),

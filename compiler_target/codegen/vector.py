@@ -26,13 +26,15 @@ def _box(fields: dict, box) -> None:
     fields.update({f"n{i}": n for i, n in enumerate(box)})
 
 
-def binary(op, dtype, dst: Operand, lhs: Operand, rhs: Operand, box, note) -> Instr:
+def binary(op, dtype, dst: Operand, lhs: Operand, rhs: Operand, box, note,
+           flags: int = 0) -> Instr:
     fields = {"dst": _addr(dst), "lhs": _addr(lhs), "rhs": _addr(rhs)}
     _box(fields, box)
     for name, operand in (("dst", dst), ("lhs", lhs), ("rhs", rhs)):
         fields.update({f"{name}_s{i}": s for i, s in enumerate(operand.strides)})
-    reads = (lhs.buffer, rhs.buffer) + ((dst.buffer,) if op == "vfma" else ())   # its addend
-    return Instr(op, dtype, fields, reads=reads, writes=(dst.buffer,), note=note)
+    # vfma's addend and vselgt's other value are in the destination
+    reads = (lhs.buffer, rhs.buffer) + ((dst.buffer,) if op in ("vfma", "vselgt") else ())
+    return Instr(op, dtype, fields, flags=flags, reads=reads, writes=(dst.buffer,), note=note)
 
 
 def unary(op, dtype, dst: Operand, src: Operand, box, note, *params, flags: int = 0) -> Instr:

@@ -71,6 +71,7 @@ OPS = {
     "scale": lambda x, mul, add: x * mul + add,
     "hswish": lambda x, mul, add: x * np.clip(x * mul + add, 0, 1),
     "fma": lambda a, b, c: a * b + c, "selgt": lambda a, b, c: np.where(a > b, a, c),
+    "selge": lambda a, b, c: np.where(a >= b, a, c),
 }
 
 

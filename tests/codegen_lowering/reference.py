@@ -81,9 +81,9 @@ def expression(expr, inputs, acc=None):
         elif kind == "fma":
             a, b, c = (values[i] for i in node[1])
             values.append(a * b + c)
-        elif kind == "selgt":
+        elif kind in ("selgt", "selge"):
             a, b, c = (values[i] for i in node[1])
-            values.append(np.where(a > b, a, c))
+            values.append(np.where(a > b if kind == "selgt" else a >= b, a, c))
         else:
             values.append(UNARY[kind](values[node[1][0]], *node[2:]))
     return values[-1]

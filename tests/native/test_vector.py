@@ -466,9 +466,11 @@ def test_vfma_i32_wraps(core, rng):
     np.testing.assert_array_equal(result.view(d_addr, "i32", (n,)).view(np.uint32), expected)
 
 
+@pytest.mark.parametrize("or_equal", [False, True])
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_vselgt_keeps_the_destination_unless_lhs_is_greater(core, rng, dtype):
-    """dst = lhs > rhs ? lhs : dst, an ordered compare: equal operands and NaNs keep dst."""
+def test_vselgt_keeps_the_destination_unless_lhs_is_greater(core, rng, dtype, or_equal):
+    """dst = lhs > rhs ? lhs : dst (lhs >= rhs with flag or_equal), an ordered compare:
+    NaNs keep dst, and so do equal operands unless or_equal."""
     n = 1000
     lhs, rhs, acc = (random_values(rng, dtype, n) for _ in range(3))
     special = from_f32(np.array([np.nan, 1.0, 2.0, np.inf, -np.inf], np.float32), dtype)
@@ -478,10 +480,10 @@ def test_vselgt_keeps_the_destination_unless_lhs_is_greater(core, rng, dtype):
     l_addr, r_addr, d_addr = image.put(lhs), image.put(rhs), image.put(acc)
     result = run_on_sram(core, image, instr(
         "vselgt", dtype, dst=d_addr, lhs=l_addr, rhs=r_addr, n0=1, n1=1, n2=n, dst_s2=1,
-        lhs_s2=1, rhs_s2=1))
+        lhs_s2=1, rhs_s2=1, flags=isa.Flag.OR_EQUAL if or_equal else 0))
     L, R, A = (to_f32(v, dtype) for v in (lhs, rhs, acc))
     np.testing.assert_array_equal(to_f32(result.view(d_addr, dtype, (n,)), dtype),
-                                  np.where(L > R, L, A))
+                                  np.where(L >= R if or_equal else L > R, L, A))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

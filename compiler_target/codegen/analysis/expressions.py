@@ -22,7 +22,8 @@ UNARY = {"arith.negf": "neg", "math.absf": "abs", "math.tanh": "tanh", "math.exp
 # arith.cmpf predicates: the comparison is `lhs > rhs` or `lhs < rhs` (NaN order ignored).
 CMPF_GREATER = {2, 3, 9, 10}   # ogt oge ugt uge
 CMPF_LESS = {4, 5, 11, 12}     # olt ole ult ule
-CMPF_STRICT = {2, 4}           # ogt olt: strict, and false where an operand is NaN
+CMPF_STRICT = {2, 4, 9, 11}    # ogt olt ugt ult
+CMPF_ORDERED = {2, 3, 4, 5}    # ogt oge olt ole: false where an operand is NaN
 # Integer arithmetic on the vector engine's i32 values (i8/i16 values are held as i32;
 # arithmetic narrower than 32 bits is taken only where it provably cannot wrap).
 INT_BINARY = {"arith.addi": "iadd", "arith.subi": "isub", "arith.muli": "imul",

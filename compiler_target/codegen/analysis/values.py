@@ -68,4 +68,5 @@ class Compare:
     greater: bool
     lhs: int
     rhs: int
-    strict: bool = True       # ogt or olt (expressions.CMPF_STRICT), as vselgt compares
+    strict: bool = True       # > or <, not >= or <=
+    ordered: bool = True      # ogt oge olt ole: false where an operand is NaN

@@ -21,9 +21,9 @@ from iree.compiler import ir
 from ..ops import INT_NODES, LEAVES, Elementwise, NpuOp, TensorRef
 from . import contraction, convolution, elementwise, gather, pooling, reduction
 from .errors import NotSupported
-from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, CMPF_STRICT, INT_BINARY, UNARY,
-                          constant, index_arithmetic, pruned, pruned_to, reduction_kind, simplified,
-                          splat, zero_extended)
+from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, CMPF_ORDERED, CMPF_STRICT,
+                          INT_BINARY, UNARY, constant, index_arithmetic, pruned, pruned_to,
+                          reduction_kind, simplified, splat, zero_extended)
 from .indexing import (ELEMENT_BYTES, Generic, Operand, linear, logical_strides, row_major,
                        single_loop, strides_over_loops, view_ref)
 from .main_op import MainOp
@@ -380,7 +380,8 @@ class Walk:
             if predicate not in CMPF_GREATER | CMPF_LESS:
                 raise NotSupported(f"{name}: arith.cmpf predicate {predicate}")
             return Compare(predicate in CMPF_GREATER, node_of(op.operands[0]),
-                           node_of(op.operands[1]), predicate in CMPF_STRICT)
+                           node_of(op.operands[1]), predicate in CMPF_STRICT,
+                           predicate in CMPF_ORDERED)
         if kind == "arith.select":
             return self.select(nodes.get(op.operands[0]), node_of(op.operands[1]),
                                node_of(op.operands[2]), name)
@@ -506,8 +507,11 @@ class Walk:
 
     def select(self, condition, if_true: int, if_false: int, name: str) -> int:
         """select(a > b, a, b) = max(a, b); the other orders are max or min likewise.
-        select(a > b, a, c) for another c (a threshold: softplus's x > 20 ? x : ...) is
-        a ("selgt", (a, b, c)) node, vselgt."""
+        With an ordered compare, a select that picks a compared value when it is the
+        larger is a ("selgt"/"selge", (a, b, c)) node, a > b ? a : c or a >= b ? a : c
+        (vselgt): softplus's threshold, x > 20 ? x : ..., and PReLU's
+        x < 0 ? x·slope : x, which is x >= 0 ? x : x·slope. (NaN order ignored, as for
+        max and min.)"""
         if not isinstance(condition, Compare) or if_true == if_false:
             raise NotSupported(f"{name}: arith.select other than a max/min or a > b ? a : c")
         if {condition.lhs, condition.rhs} == {if_true, if_false}:
@@ -515,9 +519,13 @@ class Walk:
             return self.add(("max" if picks_larger else "min", (if_true, if_false)))
         larger, smaller = (condition.lhs, condition.rhs) if condition.greater else \
             (condition.rhs, condition.lhs)
-        if not condition.strict or if_true != larger:
-            raise NotSupported(f"{name}: arith.select other than a max/min or a > b ? a : c")
-        return self.add(("selgt", (larger, smaller, if_false)))
+        if condition.ordered and if_true == larger:
+            return self.add(("selgt" if condition.strict else "selge",
+                             (larger, smaller, if_false)))
+        if condition.ordered and if_false == smaller:   # not (larger > smaller)
+            return self.add(("selge" if condition.strict else "selgt",
+                             (smaller, larger, if_true)))
+        raise NotSupported(f"{name}: arith.select other than a max/min or a > b ? a : c")
 
     def operand_node(self, operand: Operand, generic: Generic, loop_to_logical) -> int:
         value = operand.value
