@@ -69,10 +69,18 @@ class ConvShape:
 
 @dataclass(frozen=True)
 class ConvTiling:
-    fb: int          # output channels per tile (whole groups when groups > 1)
-    cb: int          # input channels per MAC instruction (chunk of C, or the tile's groups)
+    fb: int          # output channels per tile: whole groups, or a part of one group
+    cb: int          # input channels per MAC instruction: a chunk of C (or of the tile's
+    #                  group's channels), or all the channels of the tile's whole groups
     rows: int
     cols: int
+
+
+def within_group(s: "ConvShape", t: ConvTiling) -> bool:
+    """Whether the tiling's MAC instructions are dense (groups 1) convolutions over a
+    chunk of one group's input channels: always for groups 1, and for a grouped conv
+    whose tile holds part of one group (a group too big for SRAM)."""
+    return s.groups == 1 or t.fb < s.fg
 
 
 def conv_shape(lowered: Lowered) -> ConvShape:
@@ -212,12 +220,12 @@ def affine_job(job: ConvJob) -> ConvJob:
 
 def counts(s: ConvShape, t: ConvTiling) -> tuple[int, int, int, int]:
     """Blocks of output channels, rows, cols, and input-channel chunks."""
-    nc = ceil_div(s.c, t.cb) if s.groups == 1 else 1
+    nc = ceil_div(s.cg, t.cb) if within_group(s, t) else 1
     return ceil_div(s.f, t.fb), ceil_div(s.ho, t.rows), ceil_div(s.wo, t.cols), nc
 
 
 def weight_elems(s: ConvShape, t: ConvTiling) -> int:
-    return t.fb * (t.cb if s.groups == 1 else s.cg) * s.kh * s.kw
+    return t.fb * (t.cb if within_group(s, t) else s.cg) * s.kh * s.kw
 
 
 class DirectConvTiler:
@@ -230,7 +238,7 @@ class DirectConvTiler:
     def mac_cycles(self, t: ConvTiling) -> int:
         s, m = self.s, self.m
         lanes = m.mac_k_lanes(self.job.dtype)
-        if s.groups == 1:
+        if within_group(s, t):
             per = t.rows * t.cols * ceil_div(t.fb, m.mac_cols) * ceil_div(t.cb * s.kh * s.kw, lanes)
         else:
             per = (t.fb // s.fg) * t.rows * t.cols * ceil_div(s.fg, m.mac_cols) * \
@@ -242,15 +250,16 @@ class DirectConvTiler:
         nf, ny, nx, nc = counts(s, t)
         tiles = s.n * nf * ny * nx
         mac = tiles * nc * self.mac_cycles(t)
-        load_in = self.job.transfers.input(t.cb if s.groups == 1 else t.fb // s.fg * s.cg,
+        dense = within_group(s, t)
+        load_in = self.job.transfers.input(t.cb if dense else t.fb // s.fg * s.cg,
                                            t.rows, t.cols)
         # Two slots per operand: blocks cycling through at most two keys stay resident
-        # (inputs across channel blocks when there is one spatial tile, weights across
-        # spatial tiles when there are at most two input-channel chunks).
+        # (inputs across the channel blocks of one group when there is one spatial tile,
+        # weights across spatial tiles when there are at most two input-channel chunks).
         spatial = s.n * ny * nx
-        input_loads = spatial * nc if s.groups == 1 and spatial * nc <= 2 else tiles * nc
+        input_loads = s.groups * spatial * nc if dense and spatial * nc <= 2 else tiles * nc
         weight_loads = nf * nc if nc <= 2 else tiles * nc
-        load_w = self.job.transfers.weights(t.fb, t.cb if s.groups == 1 else s.cg)
+        load_w = self.job.transfers.weights(t.fb, t.cb if dense else s.cg)
         epilogue_in, vector = self.job.transfers.epilogue(t.fb, t.rows, t.cols)
         dma_in = input_loads * load_in + weight_loads * load_w + tiles * epilogue_in
         store = self.job.transfers.store(t.fb, t.rows, t.cols)
@@ -262,23 +271,23 @@ class DirectConvTiler:
 
     def candidates(self) -> list[Candidate]:
         s, m = self.s, self.m
+        lanes = m.mac_k_lanes(self.job.dtype)
         if s.groups == 1:
-            fbs = block_candidates(s.f, m.mac_cols)
-            cbs = block_candidates(s.c, m.mac_k_lanes(self.job.dtype))
-        else:
-            fbs = sorted({s.fg * g for g in split_candidates(s.groups)})
-            cbs = [None]
+            blocks = [(fb, cb) for fb in block_candidates(s.f, m.mac_cols)
+                      for cb in block_candidates(s.c, lanes)]
+        else:       # whole groups, or a part of one group with chunks of its channels
+            blocks = [(s.fg * g, g * s.cg) for g in sorted(set(split_candidates(s.groups)))]
+            blocks += [(fb, cb) for fb in block_candidates(s.fg, m.mac_cols)
+                       if fb < s.fg and s.fg % fb == 0 for cb in block_candidates(s.cg, lanes)]
         candidates = []
-        for fb in fbs:
-            for cb in cbs:
-                cb = cb if cb is not None else fb // s.fg * s.cg
-                whole_rows = self.fits(ConvTiling(fb, cb, 1, s.wo))
-                for cols in [s.wo] if whole_rows else split_candidates(s.wo):
-                    rows_fitting = fitting(split_candidates(s.ho),
-                                           lambda rows: self.fits(ConvTiling(fb, cb, rows, cols)))
-                    for rows in rows_fitting:
-                        t = ConvTiling(fb, cb, rows, cols)
-                        candidates.append(Candidate(t, rows * cols * fb * cb))
+        for fb, cb in blocks:
+            whole_rows = self.fits(ConvTiling(fb, cb, 1, s.wo))
+            for cols in [s.wo] if whole_rows else split_candidates(s.wo):
+                rows_fitting = fitting(split_candidates(s.ho),
+                                       lambda rows: self.fits(ConvTiling(fb, cb, rows, cols)))
+                for rows in rows_fitting:
+                    t = ConvTiling(fb, cb, rows, cols)
+                    candidates.append(Candidate(t, rows * cols * fb * cb))
         return candidates
 
     def emit(self, t: ConvTiling) -> TiledProgram:
@@ -383,13 +392,14 @@ class ConvEmitter:
             front += loads
             bias_addr, flags = bias_buf.addr, Flag.BIAS
         for ci in range(nc):
-            if s.groups == 1:
-                c0, cc, groups = ci * t.cb, min(t.cb, s.c - ci * t.cb), 1
+            if within_group(s, t):      # dense, over a chunk of the group's channels
+                w0, cc, groups = ci * t.cb, min(t.cb, s.cg - ci * t.cb), 1
+                c0, w_channels = f0 // s.fg * s.cg + w0, cc
             else:
                 c0, cc, groups = f0 // s.fg * s.cg, fb // s.fg * s.cg, fb // s.fg
+                w0, w_channels = 0, s.cg
             in_buf = self._load_input(front, n, c0, cc, y0, rows, x0, cols, note)
-            w_buf = self._load_weights(front, fi, ci, f0, fb, c0 if s.groups == 1 else 0,
-                                       cc if s.groups == 1 else s.cg, note)
+            w_buf = self._load_weights(front, fi, ci, f0, fb, w0, w_channels, note)
             fields = {"in": in_buf.addr, "w": w_buf.addr, "out": out.addr, "c": cc,
                       "hi": s.in_rows(rows), "wi": s.in_cols(cols), "f": fb, "ho": rows,
                       "wo": cols, "kh_kw": pack_pair(s.kh, s.kw), "sh_sw": pack_pair(s.sh, s.sw),

@@ -123,6 +123,20 @@ def test_input_channel_split_accumulates(rng):
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("groups,cg,fg,layout", [(2, 96, 128, NCHW), (3, 72, 64, NHWC)])
+def test_group_too_big_for_sram_is_tiled_within_the_group(rng, groups, cg, fg, layout):
+    """AlexNet's conv 384 -> 384 in 2 groups: one group's 3x3 weights (1.3 MB) twice do
+    not fit the 2 MB SRAM. Here, in 48 KB: tiles take part of one group's output
+    channels and accumulate chunks of its input channels, as dense convolutions."""
+    case = dict(n=1, c=groups * cg, h=10, w=9, f=groups * fg, kh=3, kw=3, stride=(1, 1),
+                dilation=(1, 1), pads=(1, 1, 1, 1), groups=groups)
+    op, b, expected = build_conv(rng, case, "bias_relu", layout, FCHW)
+    compiled, stats = compile_and_run(op, b, machine=SMALL_SRAM)
+    assert "input-channel chunks" in compiled.detail and "groups=1," in compiled.asm
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
 def test_compute_bound_conv_reaches_roofline(rng):
     case = dict(n=1, c=64, h=56, w=56, f=64, kh=3, kw=3, stride=(1, 1), dilation=(1, 1),
                 pads=(1, 1, 1, 1), groups=1)
