@@ -5,12 +5,10 @@ x < 0 ? x·slope : x, ELU, ThresholdedRelu: vselgt) and with math.erf (GELU: ver
 A function the vector unit lacked sent the conv, and its MACs, to the host. The conv's
 outputs span about ±60, both sides of softplus's threshold."""
 import numpy as np
-import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler_target import compile_file
-from hal_driver import runtime as rt
+from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output
 
 ACTIVATIONS = {
     "Softplus": {}, "Mish": {}, "PRelu": {}, "Elu": {"alpha": 0.7},
@@ -42,16 +40,7 @@ def _conv_then(tmp_path, activation: str):
 def test_activation_keeps_its_conv_on_the_npu(tmp_path, activation):
     path = _conv_then(tmp_path, activation)
     x = np.random.default_rng(4).normal(0, 1, (1, 8, 12, 12)).astype(np.float32)
-    [expected] = onnxruntime.InferenceSession(
-        str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    report = tmp_path / "report.txt"
-    module = rt.load_vm_flatbuffer(
-        compile_file(str(path), target_backends=["npu"],
-                     extra_args=[f"--iree-npu-dispatch-report={report}"]), driver="npu-sim")
-    try:
-        got = np.asarray(getattr(module, activation.lower())(x))
-        stats = module.last_call_stats
-    finally:
-        module.close()
-    assert stats.host_dispatches == 0 and stats.npu_dispatches >= 1, report.read_text()
-    np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5)
+    call = call_on_npu(path, activation.lower(), x)
+    assert call.stats.host_dispatches == 0 and call.stats.npu_dispatches >= 1, call.report
+    np.testing.assert_allclose(call.output, onnxruntime_output(path, {"x": x}), rtol=2e-5,
+                               atol=2e-5)

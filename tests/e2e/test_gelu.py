@@ -3,11 +3,9 @@ it (an Erf node): IREE fuses the bias and the GELU into the first matmul's dispa
 a GELU the NPU could not run would send that matmul, and its MACs, to the host. Checked
 against onnxruntime, with every dispatch on the NPU."""
 import numpy as np
-import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler_target import compile_file
-from hal_driver import runtime as rt
+from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output
 
 TOKENS, WIDTH, HIDDEN = 16, 64, 256
 
@@ -30,17 +28,7 @@ def test_gelu_mlp_runs_on_the_npu_and_matches_onnxruntime(tmp_path):
     path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
                      .SerializeToString())
     x = rng.normal(0, 1, (TOKENS, WIDTH)).astype(np.float32)
-    [expected] = onnxruntime.InferenceSession(
-        str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-
-    report = tmp_path / "report.txt"
-    module = rt.load_vm_flatbuffer(
-        compile_file(str(path), target_backends=["npu"],
-                     extra_args=[f"--iree-npu-dispatch-report={report}"]), driver="npu-sim")
-    try:
-        got = np.asarray(module.mlp(x))
-        stats = module.last_call_stats
-    finally:
-        module.close()
-    assert stats.host_dispatches == 0 and stats.npu_dispatches >= 2, report.read_text()
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    call = call_on_npu(path, "mlp", x)
+    assert call.stats.host_dispatches == 0 and call.stats.npu_dispatches >= 2, call.report
+    np.testing.assert_allclose(call.output, onnxruntime_output(path, {"x": x}), rtol=1e-4,
+                               atol=1e-5)

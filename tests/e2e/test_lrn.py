@@ -6,11 +6,9 @@ beta = 0.75, the usual, the power is x^(1/2) · x^(1/4) (two square roots and a 
 the operator's definition, which onnxruntime and stock follow to 1e-6.)"""
 import numpy as np
 import pytest
-import onnxruntime
 from onnx import TensorProto, helper
 
-from compiler_target import compile_file
-from hal_driver import runtime as rt
+from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output
 from tests.real_models.quantized import import_mlir, run_stock
 
 SHAPE = (1, 24, 9, 11)
@@ -27,19 +25,9 @@ def test_lrn_matches_onnxruntime_and_stock_on_the_npu(tmp_path, size, alpha, bet
     path.write_bytes(model.SerializeToString())
     mlir = import_mlir(path, tmp_path)
     x = np.random.default_rng(3).uniform(-4, 4, SHAPE).astype(np.float32)
-
-    report = tmp_path / "report.txt"
-    vmfb = compile_file(str(mlir), target_backends=["npu"],
-                        extra_args=[f"--iree-npu-dispatch-report={report}"])
-    module = rt.load_vm_flatbuffer(vmfb, driver="npu-sim")
-    try:
-        got = np.asarray(module.lrn(x))
-        stats = module.last_call_stats
-    finally:
-        module.close()
-    assert stats.host_dispatches == 0 and stats.npu_dispatches >= 1, report.read_text()
+    call = call_on_npu(mlir, "lrn", x)
+    assert call.stats.host_dispatches == 0 and call.stats.npu_dispatches >= 1, call.report
     [stock] = run_stock(mlir, x, "lrn")
-    np.testing.assert_allclose(got, stock, rtol=1e-6, atol=1e-7)
-    [expected] = onnxruntime.InferenceSession(
-        str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    np.testing.assert_allclose(got, expected, rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(call.output, stock, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(call.output, onnxruntime_output(path, {"x": x}), rtol=2e-6,
+                               atol=1e-7)
