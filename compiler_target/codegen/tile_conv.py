@@ -276,7 +276,7 @@ class DirectConvTiler:
             blocks = [(fb, cb) for fb in block_candidates(s.f, m.mac_cols)
                       for cb in block_candidates(s.c, lanes)]
         else:       # whole groups, or a part of one group with chunks of its channels
-            blocks = [(s.fg * g, g * s.cg) for g in sorted(set(split_candidates(s.groups)))]
+            blocks = [(s.fg * g, g * s.cg) for g in split_candidates(s.groups)]
             blocks += [(fb, cb) for fb in block_candidates(s.fg, m.mac_cols)
                        if fb < s.fg and s.fg % fb == 0 for cb in block_candidates(s.cg, lanes)]
         candidates = []
