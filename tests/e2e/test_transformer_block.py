@@ -3,11 +3,14 @@ MLP 768) as torch.onnx exports one: LayerNormalization, Q/K/V projections, heads
 Reshape/Transpose, scaled QK^T, Softmax, attention times V, output projection, residual
 adds, and an MLP with exact GELU, x·(1 + erf(x/√2))/2 (an Erf node). IREE fuses the bias
 and the GELU into the first MLP matmul's dispatch; every dispatch runs on the NPU and
-the block matches onnxruntime."""
+the block matches onnxruntime. Quantized by onnxruntime's quantize_static (QDQ, int8),
+the block runs on the NPU too, with stock llvm-cpu's bits on the same MLIR."""
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
 from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output
+from tests.real_models.quantized import Calibration, import_mlir, run_stock
 
 TOKENS, WIDTH, HEADS, HIDDEN = 50, 192, 3, 768
 HEAD = WIDTH // HEADS
@@ -52,19 +55,40 @@ def _block(rng) -> tuple[list, dict]:
     return nodes, weights
 
 
-def test_transformer_block_runs_on_the_npu_and_matches_onnxruntime(tmp_path):
-    rng = np.random.default_rng(11)
+SHAPE = (1, TOKENS, WIDTH)
+
+
+def _block_model(tmp_path, rng):
     nodes, weights = _block(rng)
-    shape = (1, TOKENS, WIDTH)
     graph = helper.make_graph(
-        nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)],
         [numpy_helper.from_array(value, name) for name, value in weights.items()])
     path = tmp_path / "block.onnx"
     path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
                      .SerializeToString())
-    x = rng.normal(0, 1, shape).astype(np.float32)
+    return path
+
+
+def test_transformer_block_runs_on_the_npu_and_matches_onnxruntime(tmp_path):
+    rng = np.random.default_rng(11)
+    path = _block_model(tmp_path, rng)
+    x = rng.normal(0, 1, SHAPE).astype(np.float32)
     call = call_on_npu(path, "block", x)
     assert call.stats.host_dispatches == 0 and call.stats.npu_dispatches >= 8, call.report
     np.testing.assert_allclose(call.output, onnxruntime_output(path, {"x": x}), rtol=1e-4,
                                atol=1e-5)
+
+
+def test_int8_transformer_block_has_stock_bits_on_the_npu(tmp_path):
+    rng = np.random.default_rng(12)
+    path, quantized = _block_model(tmp_path, rng), tmp_path / "block.int8.onnx"
+    quantize_static(str(path), str(quantized), Calibration("x", SHAPE),
+                    quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+                    weight_type=QuantType.QInt8)
+    mlir = import_mlir(quantized, tmp_path)
+    x = rng.uniform(-1, 1, SHAPE).astype(np.float32)
+    call = call_on_npu(mlir, "block", x)
+    assert call.stats.host_dispatches == 0 and call.stats.npu_dispatches >= 8, call.report
+    [stock] = run_stock(mlir, x, "block")
+    np.testing.assert_array_equal(call.output, stock)

@@ -58,7 +58,9 @@ class QuantizedResult:
         return self.npu_dispatches / (self.npu_dispatches + self.host_dispatches)
 
 
-class _Calibration(CalibrationDataReader):
+class Calibration(CalibrationDataReader):
+    """quantize_static's calibration data: fixed-seed uniform inputs in [-1, 1]."""
+
     def __init__(self, input_name: str, shape: tuple[int, ...]):
         rng = np.random.default_rng(CALIBRATION_SEED)
         self.batches = [{input_name: rng.uniform(-1, 1, shape).astype(np.float32)}
@@ -82,7 +84,7 @@ def quantized_model(model: RealModel, activations: str = "int8") -> Path:
     initializers = {i.name for i in graph.initializer}
     [input_name] = [i.name for i in graph.input if i.name not in initializers]
     partial = target.with_suffix(".partial.onnx")
-    quantize_static(str(source), str(partial), _Calibration(input_name, model.input_shape),
+    quantize_static(str(source), str(partial), Calibration(input_name, model.input_shape),
                     quant_format=QuantFormat.QDQ,
                     activation_type=ACTIVATION_TYPES[activations],
                     weight_type=QuantType.QInt8)
