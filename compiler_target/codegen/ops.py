@@ -39,8 +39,9 @@ class TensorRef:
 #   ("selgt", (a, b, c))      a > b ? a : c, and selge a >= b ? a : c (a NaN compare is
 #                             false): softplus's threshold, PReLU
 #   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, sqrt, rsqrt (1/sqrt), erf, log,
-#                             log1p (ln(1 + a)), neg, abs, floor, ceil, roundaway (math.round: ties away from
-#                             zero), clamp(lo, hi), leakyrelu(alpha), scale(mul, add),
+#                             log1p (ln(1 + a)), neg, abs, floor, ceil, roundaway
+#                             (math.round: ties away from zero), clamp(lo, hi),
+#                             leakyrelu(alpha), scale(mul, add),
 #                             hswish(mul, add): a·clamp(a·mul + add, 0, 1)
 #   ("reduce", (a,), kind)    Rowwise only: the row's sum or max of node a
 # Integer nodes (quantized graphs) compute on i32 values; i8 and u8 inputs are read as i32

@@ -25,7 +25,7 @@ from executable_format.machine import MachineConfig
 
 from .epilogue import (EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
                        used_inputs, without_batch)
-from .lower import Lowered, NotLowerable, extra_outputs
+from .lower import Lowered, NotLowerable
 from . import tile_conv_depthwise as depthwise
 from .tile_conv_im2col import Im2colTiler
 from .vector import Operand
@@ -171,7 +171,7 @@ class ConvTransfers:
                 self.output = OutputStage(Sram(None), job.expr, job.acc_dtype, tensors["out"],
                                           s.f * s.ho * s.wo, input_dtypes=inputs.dtypes,
                                           tensors=tensors, constants=job.lowered.constants,
-                                          extra_outputs=extra_outputs(job.lowered.op, tensors))
+                                          extra_outputs=job.lowered.extra_outputs)
             inputs.keep_only(self.output.tile_inputs)
             acc = sram.alloc("acc", job.acc_dtype, (fb * rows * cols,))
             loads, operands = inputs.load([0] * 4, tile, "", without_batch)
@@ -363,7 +363,7 @@ class ConvEmitter:
                                   t.fb * t.rows * t.cols, input_dtypes=self.epi_inputs.dtypes,
                                   tensors=self.tensors, constants=job.lowered.constants,
                                   tile_counts=tile,
-                                  extra_outputs=extra_outputs(job.lowered.op, self.tensors))
+                                  extra_outputs=job.lowered.extra_outputs)
         self.epi_inputs.keep_only(self.output.tile_inputs)
 
     def run(self) -> TiledProgram:

@@ -22,7 +22,6 @@ from executable_format.isa import Flag, pack_pair
 
 from .affine_fold import AffineFold
 from .epilogue import EpilogueInputs, OutputStage, without_batch
-from .lower import extra_outputs
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
                    fitting, footprint, load_window, split_candidates)
@@ -104,7 +103,7 @@ class DepthwiseEmitter:
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"], out_elems,
                                   input_dtypes=self.epi.dtypes, tensors=self.tensors,
                                   constants=job.lowered.constants, tile_counts=tile,
-                                  extra_outputs=extra_outputs(job.lowered.op, self.tensors))
+                                  extra_outputs=job.lowered.extra_outputs)
         self.epi.keep_only(self.output.tile_inputs)
 
     def run(self) -> TiledProgram:

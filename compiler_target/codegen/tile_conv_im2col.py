@@ -18,7 +18,6 @@ from executable_format.isa import Flag, f32_bits
 
 from .affine_fold import AffineFold
 from .epilogue import EpilogueInputs, OutputStage, without_batch
-from .lower import extra_outputs
 from .vector import Operand
 from .npu_ir import Instr, dtype_bytes, mac_flags
 from .tile import (Dim, Pipeline, Slots, Sram, TiledProgram, ceil_div, dma_instrs,
@@ -136,7 +135,7 @@ class Im2colEmitter:
                                   s.f * t.pixels, input_dtypes=self.epi.dtypes,
                                   tensors=self.tensors, constants=job.lowered.constants,
                                   tile_counts=[1, s.f, t.rows, t.cols],
-                                  extra_outputs=extra_outputs(job.lowered.op, self.tensors))
+                                  extra_outputs=job.lowered.extra_outputs)
         self.epi.keep_only(self.output.tile_inputs)
         self.affine = AffineFold(sram, job.affine, self.tensors, s.f) if job.affine else None
         self.weight_instrs: list[Instr] = []   # W's load (and fold), in the first tile

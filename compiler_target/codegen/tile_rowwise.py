@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
-from .epilogue import (BINARY, CONVERT, INT_BINARY, LEAVES, UNARY, float_dtype, load_dtype,
-                       node_dtypes, node_instrs, scalar_fill)
+from .epilogue import (BINARY, CONVERT, INT_BINARY, INTO_DESTINATION, LEAVES, SCRATCH_NODES,
+                       UNARY, float_dtype, load_dtype, node_dtypes, node_instrs, scalar_fill)
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr, value_bits
 from .ops import SCALARS, row_varying, varies_along_rows
@@ -47,7 +47,7 @@ def plan(expr, inputs, load_dtypes: list[str], floats: str) -> RowwisePlan:
     for index, node in enumerate(expr):
         if node[0] not in LEAVES + ("reduce",) and node[0] not in BINARY and \
                 node[0] not in UNARY and node[0] not in INT_BINARY and \
-                node[0] not in CONVERT + ("fma", "selgt", "selge"):
+                node[0] not in CONVERT and node[0] not in INTO_DESTINATION:
             raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
         if node[0] == "reduce" and dtypes[node[1][0]] not in FLOATS:
             raise NotLowerable("a row sum of integers (vreduce sums floats)")
@@ -78,7 +78,7 @@ def plan(expr, inputs, load_dtypes: list[str], floats: str) -> RowwisePlan:
     if any(node[0] == "reduce" and not varies[node[1][0]] for node in expr):
         raise NotLowerable("a reduction of a value that does not vary along the row")
     return RowwisePlan(varies, dtypes, slot, used,
-                       sparse_reduced or any(node[0] in ("abs", "fma", "selgt", "selge") for node in expr))
+                       sparse_reduced or any(node[0] in SCRATCH_NODES for node in expr))
 
 
 class RowwiseEmitter:
