@@ -21,11 +21,13 @@ def ceil_div(a: int, b: int) -> int:
 
 
 def _dma_cycles(m: MachineConfig, elem: int, f: dict) -> int:
-    contiguous = f["dram_s3"] == 1
-    run_bytes = f["n3"] * elem if contiguous else elem
-    runs = f["n0"] * f["n1"] * f["n2"] * (1 if contiguous else f["n3"])
-    burst = m.dma_burst_bytes
-    moved = runs * ceil_div(run_bytes, burst) * burst
+    """Each row of the innermost dimension (n3 elements, dram_s3 apart) moves the bursts
+    its bytes span, at most one burst per element: a contiguous row is rounded up to
+    whole bursts, a row of every other element moves twice its bytes, a row of elements
+    a burst or more apart one burst per element."""
+    span = (max(f["n3"] - 1, 0) * f["dram_s3"] + 1) * elem
+    row_bursts = min(f["n3"], ceil_div(span, m.dma_burst_bytes))
+    moved = f["n0"] * f["n1"] * f["n2"] * row_bursts * m.dma_burst_bytes
     return m.dma_latency_cycles + ceil_div(moved, m.dram_bytes_per_cycle)
 
 

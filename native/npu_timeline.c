@@ -1,8 +1,6 @@
 /* The cycle model and the engines' timeline (npu_timeline.h). */
 #include "npu_timeline.h"
 
-#include <stdbool.h>
-
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 static uint64_t k_lanes(const npu_machine_config_t* m, int dtype) {
@@ -25,10 +23,13 @@ static uint64_t instruction_cycles(const npu_machine_config_t* m, const instr_t*
   switch (in->opcode) {
     case OP_DMA_LOAD:
     case OP_DMA_STORE: {
-      bool contiguous = a[DMA_DRAM_S3] == 1;
-      uint64_t run_bytes = contiguous ? (uint64_t)a[DMA_N3] * elem : elem;
-      uint64_t runs = (uint64_t)a[DMA_N0] * a[DMA_N1] * a[DMA_N2] * (contiguous ? 1 : a[DMA_N3]);
-      uint64_t moved = runs * ceil_div(run_bytes, m->dma_burst_bytes) * m->dma_burst_bytes;
+      /* a row of n3 elements, dram_s3 apart, moves the bursts it spans, at most one per
+       * element (executable_format/cost.py) */
+      uint64_t span = ((uint64_t)(a[DMA_N3] - 1) * a[DMA_DRAM_S3] + 1) * elem;
+      uint64_t row_bursts = ceil_div(span, m->dma_burst_bytes);
+      if (row_bursts > a[DMA_N3]) row_bursts = a[DMA_N3];
+      uint64_t rows = (uint64_t)a[DMA_N0] * a[DMA_N1] * a[DMA_N2];
+      uint64_t moved = rows * row_bursts * m->dma_burst_bytes;
       return m->dma_latency_cycles + ceil_div(moved, m->dram_bytes_per_cycle);
     }
     case OP_FILL:

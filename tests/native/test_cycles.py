@@ -174,7 +174,7 @@ def test_hand_computed_pipeline(core):
 
 
 def test_hand_computed_barrier(core):
-    """fill, strided (per-element bursts) load and a transcendental, then a barrier."""
+    """fill, strided load and a transcendental, then a barrier."""
     prog = program(
         instr("fill", sram_addr=0, n0=1, n1=1, n2=1, n3=100, s3=1),
         dma("dma.load", 0, 0, 4096, (1, 1, 8, 8), (0, 0, 1, 8), (0, 0, 8, 1), "f16"),
@@ -182,11 +182,28 @@ def test_hand_computed_barrier(core):
         instr("barrier"),
         instr("vreduce", dst=0, src=0, outer=4, inner=100))
     stats = core.execute(prog, [np.zeros(128, np.uint8)])
-    # fill 1 + ceil(400/128) = 5; load 100 + 64 bursts * 64 B / 64 = 164 (ends at 169);
-    # vsigmoid 8 + ceil(2048/128) * 4 = 72; barrier at 169; vreduce 8 + ceil(1600/128) = 21
-    assert stats.total_cycles == 190
-    assert stats.busy_cycles == {"dma_in": 169, "dma_out": 0, "mac": 0, "vector": 93}
-    assert stats.stall_cycles == {"dma_in": 0, "dma_out": 169, "mac": 169, "vector": 97}
+    # fill 1 + ceil(400/128) = 5; load: 8 rows of 8 f16 8 apart span 114 B, 2 bursts each,
+    # 100 + 16 * 64 B / 64 = 116 (ends at 121); vsigmoid 8 + ceil(2048/128) * 4 = 72;
+    # barrier at 121; vreduce 8 + ceil(1600/128) = 21
+    assert stats.total_cycles == 142
+    assert stats.busy_cycles == {"dma_in": 121, "dma_out": 0, "mac": 0, "vector": 93}
+    assert stats.stall_cycles == {"dma_in": 0, "dma_out": 121, "mac": 121, "vector": 49}
+
+
+def test_hand_computed_dma_bursts(core):
+    """A row of the innermost dimension moves the 64-byte bursts its bytes span, at most
+    one per element: 4 contiguous rows of 16 f32, the same with every other element,
+    16 elements one burst apart and 16 elements four bursts apart."""
+    prog = program(
+        dma("dma.load", 0, 0, 0, (1, 1, 4, 16), (0, 0, 16, 1), (0, 0, 16, 1)),
+        dma("dma.load", 0, 0, 0, (1, 1, 4, 16), (0, 0, 32, 2), (0, 0, 16, 1)),
+        dma("dma.store", 0, 0, 0, (1, 1, 1, 16), (0, 0, 0, 16), (0, 0, 0, 1)),
+        dma("dma.store", 0, 0, 0, (1, 1, 1, 16), (0, 0, 0, 64), (0, 0, 0, 1)))
+    stats = core.execute(prog, [np.zeros(4096, np.uint8)])
+    # 100 + 4 bursts; 100 + 4 rows * 2 bursts (124 B spanned); 100 + 16 bursts twice
+    assert stats.busy_cycles == {"dma_in": 104 + 108, "dma_out": 116 + 116, "mac": 0,
+                                 "vector": 0}
+    assert stats.dram_read_bytes == 2 * 4 * 16 * 4
 
 
 def test_hand_computed_dwconv2d(core):
