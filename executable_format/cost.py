@@ -11,7 +11,7 @@ BARRIER aligns every engine to the latest; END ends the program at the latest en
 """
 from dataclasses import dataclass, field
 
-from .isa import (DTYPE_BYTES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES, MACS_PER_SRAM_BYTE,
+from .isa import (DTYPE_BYTES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES, MACS_PER_SRAM_BYTE, Flag,
                   OPCODES, TRANSCENDENTAL, DType, Engine, operand_fields, unpack_pair)
 from .machine import MachineConfig
 
@@ -55,7 +55,19 @@ def instruction_elements(opcode: int, a) -> int:
     return 0
 
 
-def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a) -> int:
+def conv2d_steps(m: MachineConfig, k_lanes: int, flags: int, groups: int, f_group: int,
+                 pixels: int, k_group: int) -> int:
+    """MAC steps of a conv2d (its cycles less the latency): per group, the output
+    channels on the columns for each pixel, or with PIXEL_COLUMNS the pixels (row-major,
+    rows packed) on the columns for each channel; each step consumes k_lanes of the
+    group's c·kh·kw taps."""
+    taps = ceil_div(k_group, k_lanes)
+    if flags & Flag.PIXEL_COLUMNS:
+        return groups * f_group * ceil_div(pixels, m.mac_cols) * taps
+    return groups * pixels * ceil_div(f_group, m.mac_cols) * taps
+
+
+def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a, flags: int) -> int:
     """Cycles the instruction occupies its engine (0 for control instructions)."""
     name = OPCODES[opcode].name
     f = operand_fields(opcode, a)
@@ -71,8 +83,8 @@ def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a) -> int:
         groups = f["groups"]
         kh, kw = unpack_pair(f["kh_kw"])
         k_group = (f["c"] // groups) * kh * kw
-        return m.mac_latency_cycles + groups * f["ho"] * f["wo"] * \
-            ceil_div(f["f"] // groups, m.mac_cols) * ceil_div(k_group, _k_lanes(m, dtype))
+        return m.mac_latency_cycles + conv2d_steps(
+            m, _k_lanes(m, dtype), flags, groups, f["f"] // groups, f["ho"] * f["wo"], k_group)
     if name == "dwconv2d":
         # Per channel, its ho*wo output pixels (row-major, rows packed back to back) in
         # groups of mac_cols columns, each group stepping through the kh*kw taps in
@@ -145,7 +157,7 @@ def simulate_timeline(m: MachineConfig, instructions, record_events: bool = Fals
     engines = [Engine.DMA_IN, Engine.DMA_OUT, Engine.MAC, Engine.VECTOR]
     free_at = {e: 0 for e in engines}
     signals: dict[int, list[int]] = {}
-    for index, (opcode, dtype, _flags, a) in enumerate(instructions):
+    for index, (opcode, dtype, flags, a) in enumerate(instructions):
         info = OPCODES[opcode]
         if info.name == "end":
             break
@@ -166,7 +178,7 @@ def simulate_timeline(m: MachineConfig, instructions, record_events: bool = Fals
                 stats.stall_cycles[ENGINE_NAMES[e]] += latest - free_at[e]
                 free_at[e] = latest
         else:
-            cycles = instruction_cycles(m, opcode, dtype, a)
+            cycles = instruction_cycles(m, opcode, dtype, a, flags)
             start = free_at[info.engine]
             free_at[info.engine] = start + cycles
             stats.busy_cycles[ENGINE_NAMES[info.engine]] += cycles

@@ -59,7 +59,7 @@ def _export_lines(export: Export, machine: MachineConfig) -> list[str]:
             records["opcode"].tolist(), records["dtype"].tolist(),
             records["flags"].tolist(), records["a"].tolist())):
         lines.append(f"{INDENT}{format_instruction(opcode, dtype, flags, a)}  {COMMENT} "
-                     f"[{index}] {_annotation(machine, opcode, dtype, a)}")
+                     f"[{index}] {_annotation(machine, opcode, dtype, flags, a)}")
     return lines
 
 
@@ -99,8 +99,10 @@ def _format_field(opcode: str, name: str, value: int, dtype: DType) -> str:
     return str(value)
 
 
-def _annotation(machine: MachineConfig, opcode: int, dtype: int, a: list[int]) -> str:
+def _annotation(machine: MachineConfig, opcode: int, dtype: int, flags: int,
+                a: list[int]) -> str:
     info = OPCODES[opcode]
     if info.engine == Engine.CONTROL:
         return "control"
-    return f"{ENGINE_NAMES[info.engine]}, {instruction_cycles(machine, opcode, dtype, a)} cycles"
+    cycles = instruction_cycles(machine, opcode, dtype, a, flags)
+    return f"{ENGINE_NAMES[info.engine]}, {cycles} cycles"

@@ -74,6 +74,7 @@ class Flag(enum.IntFlag):
     TRANSPOSE_B = 8      # MATMUL: B stored [N][K]
     MIXED_SIGN = 16      # i8/u8: B (the weights) has the other signedness (u8 x i8, i8 x u8)
     NARROW_SUM = 32      # f16/bf16: each product and each running sum rounded to the dtype
+    PIXEL_COLUMNS = 64   # CONV2D: the columns take output pixels of one channel (cost only)
     # VPOOL
     POOL_AVG = 1         # else max
     COUNT_INCLUDE_PAD = 2
@@ -235,7 +236,7 @@ OPCODE_FLAGS = {
                "transpose_a": Flag.TRANSPOSE_A, "transpose_b": Flag.TRANSPOSE_B,
                "mixed_sign": Flag.MIXED_SIGN, "narrow_sum": Flag.NARROW_SUM},
     "conv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS, "mixed_sign": Flag.MIXED_SIGN,
-               "narrow_sum": Flag.NARROW_SUM},
+               "narrow_sum": Flag.NARROW_SUM, "pixel_columns": Flag.PIXEL_COLUMNS},
     "dwconv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS,
                  "mixed_sign": Flag.MIXED_SIGN, "narrow_sum": Flag.NARROW_SUM},
     "vpool": {"avg": Flag.POOL_AVG, "count_include_pad": Flag.COUNT_INCLUDE_PAD},

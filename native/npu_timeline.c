@@ -39,12 +39,18 @@ static uint64_t instruction_cycles(const npu_machine_config_t* m, const instr_t*
       return m->mac_latency_cycles + (uint64_t)a[MATMUL_M] * ceil_div(a[MATMUL_N], m->mac_cols) *
                                          ceil_div(a[MATMUL_K], k_lanes(m, in->dtype));
     case OP_CONV2D: {
+      /* per group: the output channels on the columns for each pixel, or with
+       * PIXEL_COLUMNS the pixels on the columns for each channel (cost.conv2d_steps) */
       uint64_t groups = a[CONV2D_GROUPS];
+      uint64_t fgroup = a[CONV2D_F] / a[CONV2D_GROUPS];
+      uint64_t pixels = (uint64_t)a[CONV2D_HO] * a[CONV2D_WO];
       uint64_t kgroup = (uint64_t)(a[CONV2D_C] / a[CONV2D_GROUPS]) * lo16(a[CONV2D_KH_KW]) *
                         hi16(a[CONV2D_KH_KW]);
-      return m->mac_latency_cycles + groups * a[CONV2D_HO] * a[CONV2D_WO] *
-                                         ceil_div(a[CONV2D_F] / a[CONV2D_GROUPS], m->mac_cols) *
-                                         ceil_div(kgroup, k_lanes(m, in->dtype));
+      uint64_t taps = ceil_div(kgroup, k_lanes(m, in->dtype));
+      uint64_t steps = (in->flags & FLAG_PIXEL_COLUMNS)
+                           ? groups * fgroup * ceil_div(pixels, m->mac_cols) * taps
+                           : groups * pixels * ceil_div(fgroup, m->mac_cols) * taps;
+      return m->mac_latency_cycles + steps;
     }
     case OP_DWCONV2D:
       return m->mac_latency_cycles +

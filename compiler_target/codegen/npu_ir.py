@@ -129,8 +129,8 @@ def busy_cycles(machine, instrs: list[Instr]) -> int:
     """Cycles the instructions occupy their engines (the cost model's per-instruction cost)."""
     total = 0
     for instr in instrs:
-        opcode, dtype, _, a = encode(instr)
-        total += instruction_cycles(machine, opcode, dtype, a)
+        opcode, dtype, flags, a = encode(instr)
+        total += instruction_cycles(machine, opcode, dtype, a, flags)
     return total
 
 

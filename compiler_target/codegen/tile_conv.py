@@ -14,12 +14,14 @@ output tile before its store.
 Tile sizes come from an estimate of each engine's busy time (the cost model's formulas
 for the MAC, the cost of the first tile's transfers and epilogue instructions as the
 emitters write them) over the candidate tilings whose SRAM allocation (measured by
-running the emitter's allocation) fits, double buffering included. Convolutions with few output
-channels may instead run as an im2col matmul (tile_conv_im2col), depthwise ones on the
+running the emitter's allocation) fits, double buffering included. Each conv2d puts the
+tile's output channels or its pixels (`pixel_columns`) on the MAC columns, whichever
+takes fewer steps. Convolutions with few output channels may instead run as an im2col matmul (tile_conv_im2col), depthwise ones on the
 MAC array's depthwise mode (tile_conv_depthwise), whichever strategy's estimate is lowest.
 """
 from dataclasses import dataclass, field, replace
 
+from executable_format.cost import conv2d_steps
 from executable_format.isa import Flag, pack_pair
 from executable_format.machine import MachineConfig
 
@@ -218,6 +220,18 @@ def affine_job(job: ConvJob) -> ConvJob:
     return replace(job, expr=expr, bias_index=None, inputs_used=used_inputs(expr), affine=steps)
 
 
+def conv2d_mapping(m: MachineConfig, dtype: str, groups: int, f: int, c: int, pixels: int,
+                   taps: int) -> tuple[int, Flag]:
+    """(cycles, flag) of a conv2d of `f` output and `c` input channels, `pixels` output
+    pixels and `taps` = kh·kw: the output channels on the MAC columns, or the pixels
+    (PIXEL_COLUMNS) when that takes fewer steps (few channels per group)."""
+    k_group = c // groups * taps
+    steps = {flag: conv2d_steps(m, m.mac_k_lanes(dtype), flag, groups, f // groups, pixels,
+                                k_group) for flag in (Flag.NONE, Flag.PIXEL_COLUMNS)}
+    flag = min(steps, key=steps.get)
+    return m.mac_latency_cycles + steps[flag], flag
+
+
 def counts(s: ConvShape, t: ConvTiling) -> tuple[int, int, int, int]:
     """Blocks of output channels, rows, cols, and input-channel chunks."""
     nc = ceil_div(s.cg, t.cb) if within_group(s, t) else 1
@@ -236,14 +250,10 @@ class DirectConvTiler:
         self.job, self.s, self.m = job, job.s, job.m
 
     def mac_cycles(self, t: ConvTiling) -> int:
-        s, m = self.s, self.m
-        lanes = m.mac_k_lanes(self.job.dtype)
-        if within_group(s, t):
-            per = t.rows * t.cols * ceil_div(t.fb, m.mac_cols) * ceil_div(t.cb * s.kh * s.kw, lanes)
-        else:
-            per = (t.fb // s.fg) * t.rows * t.cols * ceil_div(s.fg, m.mac_cols) * \
-                ceil_div(s.cg * s.kh * s.kw, lanes)
-        return m.mac_latency_cycles + per
+        s = self.s
+        groups, c = (1, t.cb) if within_group(s, t) else (t.fb // s.fg, t.fb // s.fg * s.cg)
+        return conv2d_mapping(self.m, self.job.dtype, groups, t.fb, c, t.rows * t.cols,
+                              s.kh * s.kw)[0]
 
     def estimate(self, t: ConvTiling) -> int:
         s, m = self.s, self.m
@@ -408,7 +418,10 @@ class ConvEmitter:
             reads = (in_buf, w_buf) + ((bias_buf,) if flags & Flag.BIAS else ())
             if ci:
                 flags, reads = Flag.ACCUMULATE, (in_buf, w_buf, out)
-            front.append(Instr("conv2d", self.dtype, fields, int(flags) | self.job.mac_flags,
+            _, columns = conv2d_mapping(self.job.m, self.dtype, groups, fb, cc, rows * cols,
+                                        s.kh * s.kw)
+            front.append(Instr("conv2d", self.dtype, fields,
+                               int(flags | columns) | self.job.mac_flags,
                                reads=reads,
                                writes=(out,), note=note + f" c{c0}+{cc}"))
         dense = [rows * cols, cols, 1]

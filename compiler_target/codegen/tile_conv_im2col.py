@@ -1,9 +1,11 @@
 """Conv2D with few output channels as a matmul over pixels (im2col in SRAM).
 
-The MAC array's `conv2d` maps output channels to its `mac_cols` output lanes, so a
-convolution with F < mac_cols leaves lanes idle (the seed 3->8 channel conv uses 8 of
-32). Transposed, the same convolution is a matmul whose N dimension is the tile's
-pixels: out[f][p] = Σ_k W[f][k] · X[k][p] with k = (c, ky, kx). The vector engine
+With the output channels on the MAC array's `mac_cols` columns, a convolution with
+F < mac_cols leaves lanes idle (the seed 3->8 channel conv uses 8 of 32); conv2d's
+`pixel_columns` mapping avoids that without copies (tile_conv). This strategy is the
+other way, kept where it is cheaper: a per-channel affine epilogue (BatchNormalization)
+folded into W, and row tiles ramped from one row. Transposed, the convolution is a
+matmul whose N dimension is the tile's pixels: out[f][p] = Σ_k W[f][k] · X[k][p] with k = (c, ky, kx). The vector engine
 builds X from the padded input tile with one strided `vcopy` per (c, ky) covering all kx (im2col
 inside SRAM, so DRAM traffic stays that of the input), while the MAC multiplies the
 previous tile. A per-channel bias becomes an extra K row: X gets a constant row of ones

@@ -10,7 +10,7 @@ from compiler_target.codegen.analysis.expressions import pruned, simplified
 from compiler_target.codegen.ops import LEAVES, Conv2D, Elementwise, Matmul, Rowwise
 
 from . import reference
-from .helpers import Bindings, compile_and_run
+from .helpers import MACHINE, Bindings, compile_and_run
 
 F32 = np.float32
 
@@ -173,15 +173,18 @@ def test_dequantized_product_plus_bias_rounds_once(rng):
     np.testing.assert_array_equal(b.read(out), quantize_numpy(fused, 0.031, 3))
 
 
-def test_i8_conv_with_few_output_channels_runs_as_im2col_matmul(rng):
-    """F < mac_cols leaves conv2d lanes idle; the i8 conv runs as an im2col matmul over
-    pixels instead, exact in i32."""
+def test_i8_conv_with_few_output_channels_puts_pixels_on_the_mac_columns(rng):
+    """F < mac_cols leaves lanes idle with the output channels on the MAC columns; the
+    i8 conv2d takes its pixels there instead (flag pixel_columns), exact in i32, at
+    the cost model's cycles: 2 channels x ceil(392 / 32) pixel groups x ceil(144 / 64)
+    tap steps per tile of 14 rows, where channels on the columns would take 392 x 3."""
     b = Bindings()
     x = rng.integers(-128, 128, (1, 16, 30, 30), dtype=np.int8)
     w = rng.integers(-128, 128, (2, 16, 3, 3), dtype=np.int8)
     out = b.output((1, 2, 28, 28), np.int32)
     compiled, stats = compile_and_run(Conv2D(b.add(x), b.add(w), out), b)
-    assert "matmul.i8" in compiled.asm and "conv2d.i8" not in compiled.asm
+    assert "conv2d.i8" in compiled.asm and "pixel_columns" in compiled.asm
     expected = reference.conv2d(x.astype(np.int64), w.astype(np.int64)).astype(np.int32)
     np.testing.assert_array_equal(b.read(out), expected)
+    assert stats.busy_cycles["mac"] == 2 * (MACHINE.mac_latency_cycles + 2 * 13 * 3)
     assert compiled.estimated_cycles == stats.total_cycles

@@ -71,7 +71,7 @@ def random_instruction(rng, sem_engines, sem_counts):
         c, f = groups * int(rng.integers(1, 9)), groups * int(rng.integers(1, 9))
         kh, kw, sh, sw = (int(v) for v in rng.integers(1, 4, size=4))
         ho, wo = (int(v) for v in rng.integers(1, 16, size=2))
-        flags = _pick(rng, [0, 1, 2])
+        flags = _pick(rng, [0, 1, 2]) | _pick(rng, [0, isa.Flag.PIXEL_COLUMNS])
         return instr("conv2d", dtype, flags, **{"in": 0}, w=256 * KIB, out=1024 * KIB,
                      bias=1536 * KIB if flags & isa.Flag.BIAS else 0, c=c, hi=(ho - 1) * sh + kh,
                      wi=(wo - 1) * sw + kw, f=f, ho=ho, wo=wo, kh_kw=(kh, kw), sh_sw=(sh, sw),
@@ -218,6 +218,20 @@ def test_hand_computed_dwconv2d(core):
     # f16: 32 + 3 * ceil(16/32) * ceil(9/32) = 35
     assert stats.busy_cycles["mac"] == 416 + 35
     assert stats.macs == 12 * 240 * 25 + 3 * 16 * 9
+
+
+def test_hand_computed_conv2d_pixel_columns(core):
+    """One output channel of 24 input channels, 2x2 f32, over 6 rows of 320 pixels (a
+    tile of PP-OCRv4 det's last transposed-convolution phase): with the output channels
+    on the columns 31 of 32 idle, with the pixels there (pixel_columns) all busy."""
+    fields = dict(w=1024 * KIB, out=1040 * KIB, c=24, hi=7, wi=321, f=1, ho=6, wo=320,
+                  kh_kw=(2, 2), sh_sw=(1, 1), dh_dw=(1, 1), groups=1)
+    prog = program(instr("conv2d", **{"in": 0}, **fields),
+                   instr("conv2d", "f32", isa.Flag.PIXEL_COLUMNS, **{"in": 0}, **fields))
+    stats = core.execute(prog, [])
+    # 32 + 1920 pixels * ceil(1/32) * ceil(96/8); 32 + 1 channel * ceil(1920/32) * 12
+    assert stats.busy_cycles["mac"] == (32 + 1920 * 12) + (32 + 60 * 12)
+    assert stats.macs == 2 * 1920 * 96
 
 
 def test_utilization_and_roofline(core):
