@@ -114,3 +114,17 @@ def test_product_pooled_per_channel_is_a_rowwise_dot_product(tmp_path):
     expected = onnx_reference(model, {"a": a, "b": b})
     np.testing.assert_allclose(run_dispatch(dispatch, [a, b]).reshape(expected.shape), expected,
                                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("axes,shape", [([2], (3, 5, 16)), ([0, 1, 2], (4, 37, 64))])
+def test_reduce_min_is_minus_the_max_of_the_negation(tmp_path, axes, shape):
+    """ReduceMin (efficientword's ResNet normalises by its input's minimum: one over all
+    9536 elements): the vector unit reduces by sum and max, so min(x) = -max(-x)."""
+    model = onnx_model([N("ReduceMin", ["x"], ["y"], axes=axes, keepdims=0)], {"x": shape})
+    x = random(*shape)
+    value = x
+    for dispatch in analyses(tmp_path, model):     # IREE splits a long one in two
+        assert dispatch.op is not None, dispatch.problem
+        value = run_dispatch(dispatch, [value])
+    expected = onnx_reference(model, {"x": x})
+    np.testing.assert_array_equal(value.reshape(expected.shape), expected)

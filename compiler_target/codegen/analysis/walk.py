@@ -34,6 +34,7 @@ IGNORED_OPS = {"func.return", "arith.constant"}
 # Casts of a push constant that keep its value: index casts, and the zero extension of
 # a dynamic dispatch's offset word (its high word is specialised to 0 and folded away).
 PASS_THROUGH = {"arith.index_cast", "arith.index_castui", "arith.extui"}
+MIN_COMBINE = ("arith.minimumf", "arith.minnumf")    # reduced as -max(-x)
 
 
 @dataclass
@@ -333,15 +334,20 @@ class Walk:
         raise NotSupported(f"{generic.name}: body without yield")
 
     def row_reduction(self, generic: Generic, op, accumulator, node_of, loop_to_logical) -> int:
-        """The reduction body's combine (`out + x`, `max(out, x)`, or an i32 sum) as a
-        reduce node of x over the rows, combined with the output's initial value."""
-        kind = reduction.COMBINE.get(op.name)
+        """The reduction body's combine (`out + x`, `max(out, x)`, `min(out, x)` or an
+        i32 sum) as a reduce node of x over the rows, combined with the output's initial
+        value. The vector unit reduces by sum and max: a min is -max(-x)."""
+        kind = reduction.COMBINE.get(op.name) or ("min" if op.name in MIN_COMBINE else None)
         others = [v for v in op.operands if v != accumulator]
         uses = sum(accumulator == v for o in generic.body for v in o.operands)
         if kind is None or len(others) != 1 or uses != 1:
             raise NotSupported(f"{generic.name}: reduction body combines with {op.name}")
-        reduced = self.add(("reduce", (node_of(others[0]),), kind))
-        combine = {"max": "max", "sum": "add", "isum": "iadd"}[kind]
+        if kind == "min":
+            negated = self.add(("neg", (node_of(others[0]),)))
+            reduced = self.add(("neg", (self.add(("reduce", (negated,), "max")),)))
+        else:
+            reduced = self.add(("reduce", (node_of(others[0]),), kind))
+        combine = {"max": "max", "min": "min", "sum": "add", "isum": "iadd"}[kind]
         return self.with_initial(generic, reduced, combine, loop_to_logical)
 
     def positional_input(self, array: np.ndarray, type_, generic: Generic,
@@ -669,7 +675,7 @@ class Walk:
     def with_initial(self, generic: Generic, acc: int, combine: str, loop_to_logical) -> int:
         """The accumulated node combined with the output's initial value."""
         init = splat(generic.output.value) or generic.output.value
-        identity = -math.inf if combine == "max" else -2 ** 31 if combine == "imax" else 0.0
+        identity = {"max": -math.inf, "min": math.inf, "imax": -2 ** 31}.get(combine, 0.0)
         if isinstance(init, Scalar) and float(init.value) != identity:
             leaf = ("iconst", int(init.value)) if combine.startswith("i") else \
                 ("const", float(init.value))
