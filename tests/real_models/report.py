@@ -14,7 +14,7 @@ from tests.real_models.measure import Result, measure_model
 from tests.real_models.models import MODELS
 
 CALLS = 3
-HEADER = (f"{'model':<13}{'input':<13}{'npu/host':>9}{'MAC share':>10}"
+HEADER = (f"{'model':<19}{'input':<13}{'npu/host':>9}{'MAC share':>10}"
           f"{'dispatch/onnx MMAC':>20}{'max rel err':>12}{'sim NPU ms':>11}{'roofline':>9}"
           f"{'wall ms':>9}")
 
@@ -22,7 +22,7 @@ HEADER = (f"{'model':<13}{'input':<13}{'npu/host':>9}{'MAC share':>10}"
 def row(result: Result) -> str:
     shape = "x".join(map(str, result.input_shape))
     macs = f"{result.macs.total / 1e6:.1f}/{result.onnx_macs / 1e6:.1f}"
-    return (f"{result.name:<13}{shape:<13}"
+    return (f"{result.name:<19}{shape:<13}"
             f"{result.npu_dispatches:>5}/{result.host_dispatches:<3}{result.macs.npu_share:>10.3f}"
             f"{macs:>20}{result.max_relative_error:>12.1e}"
             f"{result.simulated_seconds * 1e3:>11.3f}{result.roofline_fraction:>9.2f}"
@@ -42,7 +42,7 @@ def main(names: list[str]) -> int:
                 print(row(measure_model(MODELS[name], Path(work_dir), calls=CALLS)), flush=True)
             except Exception as error:   # one model's failure is its row; the others go on
                 lines = str(error).strip().splitlines() or [type(error).__name__]
-                print(f"{name:<13}FAILED: {lines[-1]}", flush=True)
+                print(f"{name:<19}FAILED: {lines[-1]}", flush=True)
                 failed = True
     return 1 if failed else 0
 
