@@ -29,6 +29,9 @@ class DispatchPlan:
     macs: int = 0                    # multiply-accumulates of the dispatch's contractions
     task: dict = field(default_factory=dict)  # inputs/outputs/bindings for model.npu.json
     source_location: str = ""
+    # Set while the lowering half of the plan waits to run (codegen.PendingCompile): the
+    # driver completes every plan (codegen.complete_plans) before it reads one.
+    pending: object | None = None
 
     @property
     def asm(self) -> str:

@@ -31,6 +31,7 @@ class NpuOptions:
     dump_ir: str | None = None
     dump_json: str | None = None
     machine: dict[str, str] = field(default_factory=dict)  # --iree-npu-machine-<key>=<value>
+    codegen_jobs: int = 0                # processes lowering dispatches; 0: one per CPU
 
 
 @dataclass
@@ -139,12 +140,18 @@ def _parse_npu_flag(arg: str, npu: NpuOptions) -> None:
         if value not in ("host", "error"):
             raise CompileError(f"{arg}: expected --iree-npu-fallback=host or =error")
         npu.fallback = value
+    elif name == "--iree-npu-codegen-jobs":
+        if not value.isdigit():
+            raise CompileError(f"{arg}: expected --iree-npu-codegen-jobs=N, N >= 0 "
+                               "(0: one process per CPU, 1: this process only)")
+        npu.codegen_jobs = int(value)
     elif name in ("--iree-npu-dump-asm", "--iree-npu-dump-ir", "--iree-npu-dump-json"):
         if not value:
             raise CompileError(f"{name} requires a directory: {name}=DIR")
         setattr(npu, name.removeprefix("--iree-npu-").replace("-", "_"), value)
     else:
         raise CompileError(f"unknown npu flag '{name}' (known: --iree-npu-dispatch-report[=FILE], "
-                           "--iree-npu-fallback=host|error, --iree-npu-dump-asm=DIR, "
+                           "--iree-npu-fallback=host|error, --iree-npu-codegen-jobs=N, "
+                           "--iree-npu-dump-asm=DIR, "
                            "--iree-npu-dump-ir=DIR, --iree-npu-dump-json=DIR, "
                            "--iree-npu-machine-<param>=VALUE)")

@@ -33,9 +33,10 @@ SWAP_PHASE = "hal"                  # where binaries and device queries are rewr
 
 
 def plan_dispatch(index: int, executable, machine, probe_constants=None) -> DispatchPlan:
-    """The code generator's decision for one `hal.executable` (tests substitute this)."""
+    """The code generator's decision for one `hal.executable` (tests substitute this);
+    its lowering may be left pending, for _plan_all to run with the others'."""
     from compiler_target import codegen
-    return codegen.plan_dispatch(index, executable, machine, probe_constants)
+    return codegen.plan_dispatch(index, executable, machine, probe_constants, deferred=True)
 
 
 def build_machine(overrides: dict[str, str]):
@@ -74,7 +75,7 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
             compiler.run(module, options.compile_from, SPLIT_PHASE)
 
         machine = build_machine(options.npu.machine)
-        plans = _plan_all(module, machine, options.npu.fallback)
+        plans = _plan_all(module, machine, options.npu.fallback, options.npu.codegen_jobs)
         _write_dumps(module, plans, source, options)
         npu_fb_by_export = _stub_npu_executables(module, plans)
 
@@ -142,21 +143,26 @@ def _check_program_is_not_empty(module) -> None:
                        "outer module does not contain a vm.module op")
 
 
-def _plan_all(module, machine, fallback: str) -> dict[str, DispatchPlan]:
+def _plan_all(module, machine, fallback: str, jobs: int) -> dict[str, DispatchPlan]:
     """One plan per hal.executable, keyed by executable symbol, in export order. The code
-    generator runs with the session's context (and an unknown location) as default."""
+    generator runs with the session's context (and an unknown location) as default; the
+    lowerings it leaves pending run together, on `jobs` processes (0: one per CPU)."""
     plans = {}
     probes = probe_constants(module)
     for index, executable in enumerate(executables(module)):
         with module.context, ir.Location.unknown():
-            plan = plan_dispatch(index, executable.operation, machine,
-                                 probe_constants=probes.get(symbol_name(executable)))
+            plans[symbol_name(executable)] = plan_dispatch(
+                index, executable.operation, machine,
+                probe_constants=probes.get(symbol_name(executable)))
+    if any(plan.pending is not None for plan in plans.values()):
+        from compiler_target import codegen
+        codegen.complete_plans(list(plans.values()), jobs)
+    for index, plan in enumerate(plans.values()):
         if plan.target == "npu" and not plan.npu_fb:
             raise CompileError(f"dispatch #{index} {plan.name}: npu plan without npu-fb bytes")
         if plan.target != "npu" and fallback == "error":
             raise CompileError(f"dispatch #{index} {plan.name} cannot run on npu: {plan.reason} "
                                "(--iree-npu-fallback=error)")
-        plans[symbol_name(executable)] = plan
     return plans
 
 

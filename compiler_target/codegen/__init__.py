@@ -6,10 +6,22 @@ lowering refuses, keep their host (llvm-cpu) binary with the reason in the plan.
 A dispatch with dynamic extents is planned at the push constants a probe input gives it
 (compiler_target/probe_constants.py); when that plan runs on the NPU, the dispatch
 becomes a parametric npu-fb export that npu-sim specialises for the extents of each
-call (dynamic_extents.py, compiler_target/specialise.py)."""
+call (dynamic_extents.py, compiler_target/specialise.py).
+
+The lowering half of a static plan can be deferred (`deferred=True`): the plan then
+carries a PendingCompile, plain data that `complete_plans` runs for every plan of a
+module, on several processes when the machine has several CPUs. Only the analysis reads
+the MLIR; the forked processes run Python over the analysed op alone."""
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+
 from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
 
 from ..dispatch_plan import DispatchPlan
+from ..errors import CompileError
 from .analysis import Analysis, NotSupported, analyse
 from .dynamic_extents import (
     executable_of, extent_constants, high_word_constants, size_constants, specialised)
@@ -17,13 +29,15 @@ from .legalize import legalize
 
 
 def plan_dispatch(index: int, executable_op, machine,
-                  probe_constants: list[int | None] | None = None) -> DispatchPlan:
+                  probe_constants: list[int | None] | None = None,
+                  deferred: bool = False) -> DispatchPlan:
     """`probe_constants`: the dispatch's push constants for a probe input, which a
-    dispatch with dynamic extents is planned at."""
+    dispatch with dynamic extents is planned at. `deferred`: a static dispatch's
+    lowering is left pending (complete_plans runs it)."""
     dims = extent_constants(executable_op)
     if dims:
         return _plan_parametric(index, executable_op, machine, dims, probe_constants)
-    return plan_static(index, executable_op, machine)
+    return plan_static(index, executable_op, machine, deferred)
 
 
 def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
@@ -88,9 +102,9 @@ def parametric_npu_fb(analysis: Analysis, source: str, dims: tuple[int, ...], ma
     return builder.finish()
 
 
-def plan_static(index: int, executable_op, machine) -> DispatchPlan:
+def plan_static(index: int, executable_op, machine, deferred: bool = False) -> DispatchPlan:
     """The plan of a dispatch whose extents are all static (a specialised one too:
-    compiler_target/specialise.py)."""
+    compiler_target/specialise.py); with `deferred`, its lowering is left pending."""
     analysis = analyse(executable_op)
     plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,
                         target="host", task=task_of(analysis),
@@ -98,17 +112,81 @@ def plan_static(index: int, executable_op, machine) -> DispatchPlan:
     plan.reason = legalize(analysis, machine)
     if plan.reason:
         return plan
-    # The lowering half is imported here so analysis and its tests stand on their own.
-    from .backend import BindingInfo, NotLowerable, compile_op
-    bindings = [BindingInfo(read_only=b.read_only, size_bytes=b.size_bytes)
-                for b in analysis.bindings]
-    try:
-        compiled = compile_op(analysis.op, name=analysis.name, bindings=bindings,
-                              constant_count=analysis.constant_count, machine=machine,
-                              source_location=analysis.source_location)
-    except NotLowerable as error:
-        plan.reason = f"not lowerable on npu: {error}"
-        return plan
+    plan.pending = PendingCompile(analysis.op, analysis.name,
+                                  [(b.read_only, b.size_bytes) for b in analysis.bindings],
+                                  analysis.constant_count, machine, analysis.source_location)
+    if not deferred:
+        _complete(plan, plan.pending.run())
+    return plan
+
+
+@dataclass
+class PendingCompile:
+    """The lowering half of a static plan: backend.compile_op's arguments."""
+    op: object                       # the analysed ops.NpuOp
+    name: str
+    bindings: list[tuple[bool, int]]  # (read_only, size_bytes) per binding
+    constant_count: int
+    machine: object
+    source_location: str
+
+    def run(self):
+        """The backend.CompiledOp, or why lowering refused the op."""
+        # Imported here so analysis and its tests stand on their own.
+        from .backend import BindingInfo, NotLowerable, compile_op
+        try:
+            return compile_op(self.op, name=self.name,
+                              bindings=[BindingInfo(*b) for b in self.bindings],
+                              constant_count=self.constant_count, machine=self.machine,
+                              source_location=self.source_location)
+        except NotLowerable as error:
+            return f"not lowerable on npu: {error}"
+
+
+_WAITING: list[PendingCompile] = []     # what complete_plans' forked processes run
+
+
+def _run_waiting(position: int):
+    return _WAITING[position].run()
+
+
+def complete_plans(plans: list[DispatchPlan], jobs: int = 0) -> None:
+    """Runs the pending lowerings of `plans`: on `jobs` forked processes (0: one per
+    CPU this process may use) when there are several, else in this process. The
+    outcomes are the same either way."""
+    waiting = [plan for plan in plans if plan.pending is not None]
+    workers = min(jobs or _usable_cpus(), len(waiting))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        outcomes = [plan.pending.run() for plan in waiting]
+    else:
+        _WAITING[:] = [plan.pending for plan in waiting]
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) \
+                    as pool:
+                outcomes = list(pool.map(_run_waiting, range(len(waiting))))
+        except BrokenProcessPool as error:
+            raise CompileError(f"a code generation process stopped ({error}); "
+                               "--iree-npu-codegen-jobs=1 lowers in this process") from None
+        finally:
+            _WAITING.clear()
+    for plan, outcome in zip(waiting, outcomes):
+        _complete(plan, outcome)
+
+
+def _usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _complete(plan: DispatchPlan, outcome) -> None:
+    """Fills the plan from its lowering's outcome (a CompiledOp, or the reason lowering
+    refused)."""
+    machine, plan.pending = plan.pending.machine, None
+    if isinstance(outcome, str):
+        plan.reason = outcome
+        return
+    compiled = outcome
     plan.target = "npu"
     plan.detail = compiled.detail
     plan.npu_fb = compiled.npu_fb
@@ -117,7 +195,6 @@ def plan_static(index: int, executable_op, machine) -> DispatchPlan:
     plan.roofline_cycles = compiled.roofline.cycles(machine)
     plan.mac_dtype = compiled.roofline.mac_dtype
     plan.engine_busy_cycles = compiled.engine_busy_cycles
-    return plan
 
 
 def task_of(analysis: Analysis) -> dict:
