@@ -1,5 +1,7 @@
 """Pool2D (max / avg with and without count_include_pad / sum) and Reduce (sum / max /
 mean, row- and column-major inputs), on the native NPU core against numpy."""
+import re
+
 import numpy as np
 import pytest
 
@@ -39,6 +41,24 @@ def test_random_pool(seed):
     np.testing.assert_allclose(b.read(out), reference.expression(expr, [], pooled),
                                rtol=1e-5, atol=1e-5)
     assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_pool_over_a_batch_of_contiguous_images_tiles_them_as_one():
+    """openWakeWord's embedding CNN (exported from TF) max-pools 96 "images" of 10
+    channels, 1x4 pixels each: with contiguous images, channel blocks span them, not 96
+    tiles of one image each paying the DMA latency."""
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((96, 10, 1, 4)).astype(np.float32)
+    b = Bindings()
+    xr = b.add(x)
+    out = b.output((96, 10, 1, 2))
+    op = Pool2D(xr, out, "max", (1, 2), (1, 2), (1, 1), (0, 0, 0, 0), False,
+                epilogue=[("acc",)])
+    compiled, stats = compile_and_run(op, b)
+    np.testing.assert_array_equal(b.read(out), reference.pool2d(x, "max", (1, 2), (1, 2)))
+    channel_block = int(re.match(r"tiles (\d+)x", compiled.detail).group(1))
+    assert channel_block > 10, compiled.detail
+    assert stats.total_cycles < 1000      # 96 or more tiles of 2 DMAs of 100 cycles each
 
 
 @pytest.mark.parametrize("kind", ["sum", "max", "mean"])
