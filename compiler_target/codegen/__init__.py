@@ -155,7 +155,7 @@ def complete_plans(plans: list[DispatchPlan], jobs: int = 0) -> None:
     CPU this process may use) when there are several, else in this process. The
     outcomes are the same either way."""
     waiting = [plan for plan in plans if plan.pending is not None]
-    workers = min(jobs or _usable_cpus(), len(waiting))
+    workers = min(jobs or usable_cpus(), len(waiting))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         outcomes = [plan.pending.run() for plan in waiting]
     else:
@@ -173,7 +173,8 @@ def complete_plans(plans: list[DispatchPlan], jobs: int = 0) -> None:
         _complete(plan, outcome)
 
 
-def _usable_cpus() -> int:
+def usable_cpus() -> int:
+    """The CPUs this process may run on: complete_plans' processes when jobs is 0."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
