@@ -16,8 +16,9 @@ for the MAC, the cost of the first tile's transfers and epilogue instructions as
 emitters write them) over the candidate tilings whose SRAM allocation (measured by
 running the emitter's allocation) fits, double buffering included. Each conv2d puts the
 tile's output channels or its pixels (`pixel_columns`) on the MAC columns, whichever
-takes fewer steps. Convolutions with few output channels may instead run as an im2col matmul (tile_conv_im2col), depthwise ones on the
-MAC array's depthwise mode (tile_conv_depthwise), whichever strategy's estimate is lowest.
+takes fewer steps. Convolutions with few output channels may instead run as an im2col
+matmul (tile_conv_im2col), depthwise ones on the MAC array's depthwise mode
+(tile_conv_depthwise), whichever strategy's estimate is lowest.
 """
 from dataclasses import dataclass, field, replace
 
