@@ -40,6 +40,16 @@ UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "erf": "verf", "log": "vlog", "log1p": "vlog1p"}
 
 
+def check_vector_nodes(expr, also: tuple[str, ...] = ()) -> None:
+    """Raises NotLowerable naming the first node (other than a leaf or one of `also`)
+    that no vector instruction computes."""
+    for node in expr:
+        if node[0] not in LEAVES + also and node[0] not in BINARY and \
+                node[0] not in UNARY and node[0] not in INT_BINARY and \
+                node[0] not in CONVERT and node[0] not in INTO_DESTINATION:
+            raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
+
+
 def _last_uses(expr) -> dict[int, int]:
     last = {}
     for index, node in enumerate(expr):
@@ -179,11 +189,7 @@ class EpiloguePlan:
 
     def __init__(self, expr, sram: Sram, dtype: str, max_elements: int, name: str = "epi",
                  stored=frozenset(), input_dtypes=None):
-        for node in expr:
-            if node[0] not in LEAVES and node[0] not in BINARY and node[0] not in UNARY and \
-                    node[0] not in INT_BINARY and node[0] not in CONVERT and \
-                    node[0] not in INTO_DESTINATION:
-                raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
+        check_vector_nodes(expr)
         copies = all(node[0] in LEAVES for node in expr)   # in the op's dtype, whatever it is
         floats = dtype if copies else float_dtype(dtype)
         self.expr, self.dtype = expr, floats

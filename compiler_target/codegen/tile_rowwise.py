@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
-from .epilogue import (BINARY, CONVERT, INT_BINARY, INTO_DESTINATION, LEAVES, SCRATCH_NODES,
-                       UNARY, float_dtype, load_dtype, node_dtypes, node_instrs, scalar_fill)
+from .epilogue import (LEAVES, SCRATCH_NODES, check_vector_nodes, float_dtype, load_dtype,
+                       node_dtypes, node_instrs, scalar_fill)
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr, value_bits
 from .ops import SCALARS, row_varying, varies_along_rows
@@ -44,11 +44,8 @@ def plan(expr, inputs, load_dtypes: list[str], floats: str) -> RowwisePlan:
     """`load_dtypes`: the dtype each input is loaded as; `floats`: the float nodes'."""
     varies = varies_along_rows(expr, [row_varying(ref) for ref in inputs])
     dtypes = node_dtypes(expr, load_dtypes, None, floats)
-    for index, node in enumerate(expr):
-        if node[0] not in LEAVES + ("reduce",) and node[0] not in BINARY and \
-                node[0] not in UNARY and node[0] not in INT_BINARY and \
-                node[0] not in CONVERT and node[0] not in INTO_DESTINATION:
-            raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
+    for node in expr:
+        check_vector_nodes([node], also=("reduce",))
         if node[0] == "reduce" and dtypes[node[1][0]] not in FLOATS:
             raise NotLowerable("a row sum of integers (vreduce sums floats)")
     last_use = {}
