@@ -239,6 +239,14 @@ def counts(s: ConvShape, t: ConvTiling) -> tuple[int, int, int, int]:
     return ceil_div(s.f, t.fb), ceil_div(s.ho, t.rows), ceil_div(s.wo, t.cols), nc
 
 
+def mac_channels(s: ConvShape, t: ConvTiling) -> tuple[int, int]:
+    """(groups, input channels) of each conv2d of a whole tile: one group's chunk, or
+    the tile's whole groups with all their channels."""
+    if within_group(s, t):
+        return 1, t.cb
+    return t.fb // s.fg, t.fb // s.fg * s.cg
+
+
 def weight_elems(s: ConvShape, t: ConvTiling) -> int:
     return t.fb * (t.cb if within_group(s, t) else s.cg) * s.kh * s.kw
 
@@ -251,19 +259,17 @@ class DirectConvTiler:
         self.job, self.s, self.m = job, job.s, job.m
 
     def mac_cycles(self, t: ConvTiling) -> int:
-        s = self.s
-        groups, c = (1, t.cb) if within_group(s, t) else (t.fb // s.fg, t.fb // s.fg * s.cg)
+        groups, c = mac_channels(self.s, t)
         return conv2d_mapping(self.m, self.job.dtype, groups, t.fb, c, t.rows * t.cols,
-                              s.kh * s.kw)[0]
+                              self.s.kh * self.s.kw)[0]
 
     def estimate(self, t: ConvTiling) -> int:
         s, m = self.s, self.m
         nf, ny, nx, nc = counts(s, t)
         tiles = s.n * nf * ny * nx
-        mac = tiles * nc * self.mac_cycles(t)
+        one_mac = self.mac_cycles(t)
         dense = within_group(s, t)
-        load_in = self.job.transfers.input(t.cb if dense else t.fb // s.fg * s.cg,
-                                           t.rows, t.cols)
+        load_in = self.job.transfers.input(mac_channels(s, t)[1], t.rows, t.cols)
         # Two slots per operand: blocks cycling through at most two keys stay resident
         # (inputs across the channel blocks of one group when there is one spatial tile,
         # weights across spatial tiles when there are at most two input-channel chunks).
@@ -274,8 +280,8 @@ class DirectConvTiler:
         epilogue_in, vector = self.job.transfers.epilogue(t.fb, t.rows, t.cols)
         dma_in = input_loads * load_in + weight_loads * load_w + tiles * epilogue_in
         store = self.job.transfers.store(t.fb, t.rows, t.cols)
-        return max(mac, dma_in, tiles * store, tiles * vector) + load_in + load_w + \
-            epilogue_in + store + self.mac_cycles(t) + vector
+        return max(tiles * nc * one_mac, dma_in, tiles * store, tiles * vector) + load_in + \
+            load_w + epilogue_in + store + one_mac + vector
 
     def fits(self, t: ConvTiling) -> bool:
         return footprint(lambda sram: ConvEmitter(self.job, t, sram)) <= self.m.sram_bytes
