@@ -18,12 +18,13 @@ import itertools
 from executable_format.machine import MachineConfig
 
 from .epilogue import EpiloguePlan, float_dtype, load_dtype, temp_count, used_inputs
+from .hoist import Hoisted, hoist
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, busy_cycles, dtype_bytes
 from .ops import LEAVES
 from .vector import Operand, convert
-from .tile import (SRAM_ALIGN, Dim, dma_instrs, Slots, Sram, Streamed, TiledProgram, ceil_div,
-                   dense_sram_strides, prod, store_instrs)
+from .tile import (SRAM_ALIGN, Dim, dma_instrs, Resident, Slots, Sram, Streamed, TiledProgram,
+                   ceil_div, dense_sram_strides, prod, store_instrs)
 from .tiler import Candidate
 
 TILE_COUNTS = [1 << i for i in range(9)]
@@ -68,13 +69,14 @@ def box_dims(counts: list[int]) -> list[int]:
 def _compute(plan: EpiloguePlan, counts: list[int], dsts: dict[int, Buffer], dense: list[int],
              loaded: dict, input_count: int, note: str) -> list:
     """The expression over one tile: one box of its longest dims per index of the
-    others; `dsts` are the output tiles of the stored nodes (the last one included)."""
+    others; `dsts` are the output tiles of the stored nodes (the last one included),
+    `loaded` the inputs' (SRAM buffer, element stride per dim, offset of the tile)."""
     box = box_dims(counts)
     stepped = [d for d in range(len(counts)) if d not in box]
     pad = [None] * (3 - len(box))
 
-    def operand(buffer: Buffer, strides, index) -> Operand:
-        offset = sum(i * strides[d] for d, i in zip(stepped, index))
+    def operand(buffer: Buffer, strides, base: int, index) -> Operand:
+        offset = base + sum(i * strides[d] for d, i in zip(stepped, index))
         return Operand(buffer, tuple(0 if d is None else strides[d] for d in pad + box), offset)
 
     shape = tuple([1] * len(pad) + [counts[d] for d in box])
@@ -82,8 +84,10 @@ def _compute(plan: EpiloguePlan, counts: list[int], dsts: dict[int, Buffer], den
     instrs = []
     for index in itertools.product(*(range(counts[d]) for d in stepped)):
         inputs = [operand(*loaded[i], index) if i in loaded else None for i in range(input_count)]
-        stored = {node: operand(dst, dense, index) for node, dst in dsts.items() if node != final}
-        instrs += plan.emit(shape, operand(dsts[final], dense, index), inputs, None, note, stored)
+        stored = {node: operand(dst, dense, 0, index) for node, dst in dsts.items()
+                  if node != final}
+        instrs += plan.emit(shape, operand(dsts[final], dense, 0, index), inputs, None, note,
+                            stored)
     return instrs
 
 
@@ -98,6 +102,46 @@ def _transfer(m: MachineConfig, op: str, dram: Buffer, counts: list[int]) -> int
 def _outputs(lowered: Lowered) -> list[tuple[Buffer, int]]:
     """(DRAM buffer, stored node) of `out` (the last node) and of each extra output."""
     return [(lowered.tensors["out"], len(lowered.op.expr) - 1)] + lowered.extra_outputs
+
+
+def _operations(expr) -> int:
+    """Vector passes of an expression over its box (a copy is one)."""
+    return sum(1 for node in expr if node[0] not in ("input", "const")) or 1
+
+
+def hoisted_counts(h: Hoisted, counts: list[int]) -> list[int]:
+    """The box of a hoisted node in a tile of `counts`: 1 along the dims it does not
+    vary along."""
+    return [n if d in h.dims else 1 for d, n in enumerate(counts)]
+
+
+class HoistedPlan:
+    """A hoisted node (hoist.Hoisted) of the expression computed per tile into its own
+    SRAM buffer, over its smaller box; computed again only when that box's range
+    changes between tiles."""
+
+    def __init__(self, h: Hoisted, sram: Sram, floats: str, tile_counts: list[int],
+                 input_dtypes: list[str], index: int):
+        self.h = h
+        elems = prod(hoisted_counts(h, tile_counts))
+        self.plan = EpiloguePlan(h.expr, sram, floats, elems, name=f"hoist{index}",
+                                 input_dtypes=input_dtypes)
+        self.result = Slots(sram, f"hoist{index}.res", self.plan.result_dtype, (elems,), 1)
+
+    def compute(self, starts: list[int], counts: list[int], loaded: dict, input_count: int,
+                note: str):
+        """((buffer, strides: 0 along the dims it does not vary along, offset 0),
+        instrs) for the tile at `starts` of `counts`."""
+        box = hoisted_counts(self.h, counts)
+        key = tuple((start, n) for d, (start, n) in enumerate(zip(starts, counts))
+                    if d in self.h.dims)
+        buffer, fresh = self.result.acquire(key)
+        dense = dense_sram_strides(box)
+        strides = [s if d in self.h.dims else 0 for d, s in enumerate(dense)]
+        final = len(self.h.expr) - 1
+        instrs = _compute(self.plan, box, {final: buffer}, dense, loaded, input_count,
+                          note + " hoisted") if fresh else []
+        return (buffer, strides, 0), instrs
 
 
 class ElementwiseTiler:
@@ -128,17 +172,41 @@ class ElementwiseTiler:
                           for (dram, _), st in zip(self.outputs, strides)]
         self.in_views = {k: view(ins[k], self.shape, st)
                          for k, st in zip(used, strides[len(self.outputs):])}
+        self.expr, self.hoisted = op.expr, []
+        if len(self.outputs) == 1:
+            live = {k: frozenset(d for d, s in enumerate(v.strides) if s)
+                    for k, v in self.in_views.items()}
+            self.expr, self.hoisted = hoist(op.expr, live, len(op.inputs))
         elem = max(dtype_bytes(out.dtype), dtype_bytes(self.floats))
+        # A hoisted node's result and temporaries hold at most its whole extent.
+        hoisted_bytes = sum(elem * (1 + temp_count(h.expr)) * prod(
+            self.shape[d] for d in h.dims) for h in self.hoisted)
+        if hoisted_bytes > m.sram_bytes // 4:
+            self.expr, self.hoisted, hoisted_bytes = op.expr, [], 0
+        if self.hoisted:
+            self.outputs = [(self.outputs[0][0], len(self.expr) - 1)]
+            self.stored = {len(self.expr) - 1}
+        # Small broadcast inputs (per-channel operands) are loaded whole, once.
+        whole = {k: self._whole_bytes(k, elem) for k, v in self.in_views.items()
+                 if 0 in v.strides}
+        self.resident = {k for k, size in whole.items() if size <= m.sram_bytes // 16}
+        fixed = hoisted_bytes + sum(whole[k] for k in self.resident)
         result_tiles = 2 if self.floats != out.dtype else 0    # converted to the output's
         per_element = elem * ((2 + result_tiles) * len(self.stored) +
-                              temp_count(op.expr, self.stored)) + sum(
+                              temp_count(self.expr, self.stored)) + sum(
             2 * dtype_bytes(ins[k].dtype) + (2 * elem if ins[k].dtype != self.load_dtypes[k]
-                                             else 0) for k in used)
-        slack = 8 + 4 * len(used) + 2 * len(self.stored) + len(op.expr)  # alignment, SRAM_ALIGNs
-        self.budget = (m.sram_bytes - SRAM_ALIGN * slack) // per_element
+                                             else 0) for k in used if k not in self.resident)
+        slack = 8 + 4 * len(used) + 2 * len(self.stored) + len(op.expr) + \
+            sum(1 + len(h.expr) for h in self.hoisted)       # alignment, SRAM_ALIGNs
+        self.budget = (m.sram_bytes - fixed - SRAM_ALIGN * slack) // per_element
         if self.budget < 1:
             raise NotLowerable("does not fit SRAM even tiled")
-        self.ops = sum(1 for node in op.expr if node[0] not in ("input", "const")) or 1
+
+    def _whole_bytes(self, k: int, elem: int) -> int:
+        """SRAM bytes of input k loaded whole (and converted to its load dtype)."""
+        v = self.in_views[k]
+        count = prod(n for n, s in zip(self.shape, v.strides) if s)
+        return count * (dtype_bytes(v.dtype) + (elem if v.dtype != self.load_dtypes[k] else 0))
 
     def candidates(self) -> list[Candidate]:
         """The splits into 1, 2, 4, ... 256 tiles: more tiles shorten the first load and
@@ -160,12 +228,22 @@ class ElementwiseTiler:
         counts = self.tile_counts(*split_)
         elems = prod(counts)
         tiles = ceil_div(prod(self.shape), elems)
-        load = sum(_transfer(m, "dma.load", v, counts) for v in self.in_views.values())
+        load = sum(_transfer(m, "dma.load", v, counts) for k, v in self.in_views.items()
+                   if k not in self.resident)
+        whole = sum(_transfer(m, "dma.load", self.in_views[k], self.shape) for k in self.resident)
         store = sum(_transfer(m, "dma.store", v, counts) for v in self.out_views)
+        vector = sum(passes * self._pass_cycles(box)
+                     for passes, box in [(_operations(self.expr), counts)] +
+                     [(_operations(h.expr), hoisted_counts(h, counts)) for h in self.hoisted])
+        return max(tiles * load + whole, tiles * store, tiles * vector) + \
+            whole + load + store + vector
+
+    def _pass_cycles(self, counts: list[int]) -> int:
+        """Vector cycles of one pass over a box of `counts`."""
+        m, elems = self.m, prod(counts)
         boxes = elems // prod(counts[d] for d in box_dims(counts))
-        vector = self.ops * (boxes * m.vector_latency_cycles + ceil_div(
-            elems * dtype_bytes(self.out_views[0].dtype), m.vector_bytes_per_cycle))
-        return max(tiles * load, tiles * store, tiles * vector) + load + store + vector
+        return boxes * m.vector_latency_cycles + ceil_div(
+            elems * dtype_bytes(self.out_views[0].dtype), m.vector_bytes_per_cycle)
 
     def emit(self, split_: tuple[int, int]) -> TiledProgram:
         op, shape, (k, chunk) = self.op, self.shape, split_
@@ -173,17 +251,23 @@ class ElementwiseTiler:
         tile_elems = prod(tile_counts)
         sram = Sram(self.m.sram_bytes)
         streams = {i: Streamed(sram, v, tile_counts, compute_dtype=self.load_dtypes[i])
-                   for i, v in self.in_views.items()}
+                   for i, v in self.in_views.items() if i not in self.resident}
+        residents = {i: Resident(sram, self.in_views[i], shape, self.load_dtypes[i])
+                     for i in sorted(self.resident)}
         names: dict[int, str] = {}            # stored node -> its first output's name
         for dram, node in self.outputs:
             names.setdefault(node, dram.name)
-        plan = EpiloguePlan(op.expr, sram, self.floats, tile_elems,
-                            stored=self.stored - {len(op.expr) - 1}, input_dtypes=self.load_dtypes)
+        hoisted = [HoistedPlan(h, sram, self.floats, tile_counts, self.load_dtypes, j)
+                   for j, h in enumerate(self.hoisted)]
+        plan = EpiloguePlan(self.expr, sram, self.floats, tile_elems,
+                            stored=self.stored - {len(self.expr) - 1},
+                            input_dtypes=self.load_dtypes + [h.plan.result_dtype for h in hoisted])
         results = {node: Slots(sram, f"{name}.res", plan.dtypes[node], (tile_elems,))
                    for node, name in names.items() if plan.dtypes[node] != self.dtype}
         outs = {node: Slots(sram, f"{name}.tile", self.dtype, (tile_elems,))
                 for node, name in names.items()}
-        instrs = list(plan.setup)
+        instrs = [i for h in hoisted for i in h.plan.setup] + plan.setup + [
+            i for k, r in residents.items() for i in r.load(f"input {k} whole")]
         outer = shape[:k]
         for index in range(prod(outer)):
             prefix = []
@@ -198,12 +282,19 @@ class ElementwiseTiler:
                 for i, stream in streams.items():
                     buf, st, loads = stream.load(starts, counts, note)
                     instrs += loads
-                    loaded[i] = (buf, st)
+                    loaded[i] = (buf, st, 0)
+                for i, resident in residents.items():
+                    loaded[i] = resident.at(starts)
+                for j, h in enumerate(hoisted):
+                    loaded[len(op.inputs) + j], computes = h.compute(starts, counts, loaded,
+                                                                     len(op.inputs), note)
+                    instrs += computes
                 dsts = {node: slots.acquire(None)[0] for node, slots in outs.items()}
                 computed = {node: results[node].acquire(None)[0] if node in results else dst
                             for node, dst in dsts.items()}
                 dense = dense_sram_strides(counts)
-                instrs += _compute(plan, counts, computed, dense, loaded, len(op.inputs), note)
+                instrs += _compute(plan, counts, computed, dense, loaded,
+                                   len(op.inputs) + len(hoisted), note)
                 for node in results:   # e.g. a quantized i8 output of an i32 result
                     instrs.append(convert(Operand.flat(dsts[node]), Operand.flat(computed[node]),
                                           (1, 1, prod(counts)), note + " convert"))
