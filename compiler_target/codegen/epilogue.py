@@ -16,7 +16,8 @@ from . import requant
 from .lower import NotLowerable
 from .ops import INT_NODES, LEAVES, SCALARS, live_nodes, reachable
 from .npu_ir import DTYPES, FLOATS, Buffer, Instr, dtype_bytes, value_bits
-from .tile import Slots, Sram, Streamed, dense_sram_strides, fill_instrs, store_instrs
+from .tile import (Resident, Slots, Sram, Streamed, dense_sram_strides, fill_instrs, prod,
+                   store_instrs)
 from .vector import Operand, binary, convert, unary
 
 BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax",
@@ -304,21 +305,30 @@ def into_destination(opcode: str, flags: int, dtype: str, target: Operand, args:
 class EpilogueInputs:
     """The epilogue inputs an expression reads (`used`, of `count`), each streamed tile by
     tile from its DRAM tensor `epilogue.<k>` and converted to `compute_dtype`
-    (tile.Streamed); `max_counts` is the biggest tile."""
+    (tile.Streamed); `max_counts` is the biggest tile. A broadcast input of at most
+    RESIDENT_BYTES (a per-channel operand) is loaded whole with the first tile instead
+    (tile.Resident)."""
 
     def __init__(self, sram: Sram, tensors: dict[str, Buffer], used: list[int], count: int,
                  max_counts: list[int], compute_dtype: str):
         self.count = count
         self.dtypes = [load_dtype(tensors[f"epilogue.{k}"].dtype, compute_dtype)
                        for k in range(count)]
-        self.streams = {k: Streamed(sram, tensors[f"epilogue.{k}"], max_counts,
-                                    compute_dtype=self.dtypes[k]) for k in used}
+        self.streams, self.residents = {}, {}
+        for k in used:
+            tensor = tensors[f"epilogue.{k}"]
+            if 0 in tensor.strides and resident_bytes(tensor, self.dtypes[k]) <= RESIDENT_BYTES:
+                self.residents[k] = Resident(sram, tensor, list(tensor.shape), self.dtypes[k])
+            else:
+                self.streams[k] = Streamed(sram, tensor, max_counts, compute_dtype=self.dtypes[k])
+        self.residents_loaded = False
 
     def keep_only(self, inputs: set[int] | None) -> None:
         """Stops streaming the inputs not in `inputs` (OutputStage.tile_inputs; None
         keeps all)."""
         if inputs is not None:
             self.streams = {k: s for k, s in self.streams.items() if k in inputs}
+            self.residents = {k: r for k, r in self.residents.items() if k in inputs}
 
     def load(self, starts: list[int], counts: list[int], note: str,
              box_strides) -> tuple[list[Instr], list[Operand | None]]:
@@ -331,7 +341,24 @@ class EpilogueInputs:
             buf, strides, loads = stream.load(starts, counts, note)
             instrs += loads
             operands[k] = Operand(buf, box_strides(k, strides))
+        for k, resident in self.residents.items():
+            if not self.residents_loaded:
+                instrs += resident.load(f"epilogue.{k} whole")
+            buf, strides, offset = resident.at(starts)
+            operands[k] = Operand(buf, box_strides(k, strides), offset)
+        self.residents_loaded = True
         return instrs, operands
+
+
+RESIDENT_BYTES = 8 * 1024     # an epilogue input this small (per channel) is loaded whole
+
+
+def resident_bytes(tensor: Buffer, compute_dtype: str) -> int:
+    """SRAM bytes of `tensor` loaded whole, without its broadcast dims, and converted
+    to `compute_dtype` if that differs."""
+    count = prod(n for n, s in zip(tensor.shape, tensor.strides) if s)
+    return count * (dtype_bytes(tensor.dtype) +
+                    (dtype_bytes(compute_dtype) if compute_dtype != tensor.dtype else 0))
 
 
 def without_batch(_, strides) -> tuple[int, ...]:
