@@ -34,6 +34,19 @@ def aligned_bytes(length: int, zeroed: bool = True) -> np.ndarray:
     return np.frombuffer(_ffi.buffer(owner, length), dtype=np.uint8)
 
 
+def resolve_range(byte_length: int, offset: int, length: int) -> tuple[int, int]:
+    """Checks `[offset, offset+length)` (length -1: to the end) against a buffer of
+    `byte_length` bytes and returns it."""
+    if length == WHOLE_BUFFER:
+        length = byte_length - offset
+    if offset < 0 or length < 0 or offset + length > byte_length:
+        raise StatusError(
+            StatusCode.OUT_OF_RANGE,
+            f"attempted to access an address off the end of the valid buffer range "
+            f"(offset={offset}, length={length}, buffer byte_length={byte_length})")
+    return offset, length
+
+
 class Allocation:
     """Storage shared by a buffer and all of its subspans."""
 
@@ -46,8 +59,19 @@ class Allocation:
         self.allowed_access = allowed_access
         self.released = False
         self.preserve_count = 1
-        self.staged_copies: dict[tuple[int, int], np.ndarray] = {}   # see executable.py
+        # (offset, length) -> the NPU core's pointer to an aligned copy (executable.py)
+        self.staged_copies: dict[tuple[int, int], object] = {}
         self._on_release = on_release
+        self._pointer = None    # writable_pointer(): None until made, False: read-only
+
+    def writable_pointer(self):
+        """The storage as a cffi `uint8_t[]` for a device that writes it in place, made
+        once per storage (ffi.from_buffer costs a microsecond, a dispatch would pay it
+        per binding); None if the storage is read-only."""
+        if self._pointer is None:
+            self._pointer = (_ffi.from_buffer("uint8_t[]", self.storage, require_writable=True)
+                             if self.storage.flags.writeable else False)
+        return None if self._pointer is False else self._pointer
 
     def make_writable_copy(self) -> None:
         """Storage of its own for an allocation over read-only memory (a constant
@@ -58,6 +82,7 @@ class Allocation:
         self.storage = copy
         self.address = copy.ctypes.data
         self.staged_copies.clear()
+        self._pointer = None
 
     def release(self) -> None:
         """Returns the memory to the allocator (queue dealloca or garbage collection)."""
@@ -107,27 +132,42 @@ class Buffer:
 
     def resolve_range(self, offset: int, length: int) -> tuple[int, int]:
         """Checks `[offset, offset+length)` (length -1: to the end) and returns it."""
-        if length == WHOLE_BUFFER:
-            length = self.byte_length - offset
-        if offset < 0 or length < 0 or offset + length > self.byte_length:
-            raise StatusError(
-                StatusCode.OUT_OF_RANGE,
-                f"attempted to access an address off the end of the valid buffer range "
-                f"(offset={offset}, length={length}, buffer byte_length={self.byte_length})")
-        return offset, length
+        return resolve_range(self.byte_length, offset, length)
 
     def subspan(self, offset: int, length: int) -> "Buffer":
-        offset, length = self.resolve_range(offset, length)
+        offset, length = resolve_range(self.byte_length, offset, length)
         return Buffer(self.allocation, self.byte_offset + offset, length)
+
+    def nested_subspan(self, offset: int, length: int, inner_offset: int,
+                       inner_length: int) -> "Buffer":
+        """subspan(offset, length).subspan(inner_offset, inner_length), both ranges
+        checked, without making the outer buffer."""
+        offset, length = resolve_range(self.byte_length, offset, length)
+        inner_offset, inner_length = resolve_range(length, inner_offset, inner_length)
+        return Buffer(self.allocation, self.byte_offset + offset + inner_offset, inner_length)
 
     def view(self, offset: int = 0, length: int = WHOLE_BUFFER) -> np.ndarray:
         """A uint8 numpy view of the range (no copy)."""
-        offset, length = self.resolve_range(offset, length)
+        offset, length = resolve_range(self.byte_length, offset, length)
+        self._check_live()
+        start = self.byte_offset + offset
+        return self.allocation.storage[start:start + length]
+
+    def device_pointer(self):
+        """A cffi pointer to the range in place for a device that reads and writes it
+        (the range is `byte_length` bytes): None if the storage is read-only or the
+        range does not start 64-byte aligned, then the device needs a staged copy."""
+        self._check_live()
+        allocation = self.allocation
+        if (allocation.address + self.byte_offset) % ALIGNMENT:
+            return None
+        storage = allocation.writable_pointer()
+        return None if storage is None else storage + self.byte_offset
+
+    def _check_live(self) -> None:
         if self.allocation.released:
             raise StatusError(StatusCode.FAILED_PRECONDITION,
                               "buffer used after its queue deallocation")
-        start = self.byte_offset + offset
-        return self.allocation.storage[start:start + length]
 
     def map(self, offset: int = 0, length: int = WHOLE_BUFFER,
             access: int = MemoryAccess.READ) -> np.ndarray:
@@ -154,7 +194,10 @@ class Buffer:
             raise StatusError(StatusCode.INVALID_ARGUMENT,
                               f"fill length {len(target)} is not a multiple of the "
                               f"{len(pattern)}-byte pattern")
-        target.reshape(-1, len(pattern))[:] = np.frombuffer(pattern, dtype=np.uint8)
+        # The pattern as one little-endian element filled over the range: numpy's
+        # fill of a scalar is a memset-speed loop, a broadcast row copy is 40x slower.
+        element = np.dtype(f"<u{len(pattern)}")
+        target.view(element).fill(np.frombuffer(pattern, dtype=element)[0])
 
 
 def copy_buffer(source: Buffer, source_offset: int, target: Buffer, target_offset: int,

@@ -45,7 +45,7 @@ class BufferRef(NamedTuple):
         if buffer is None:
             raise StatusError(StatusCode.INVALID_ARGUMENT,
                               f"binding table slot {self.slot} has no buffer")
-        return buffer.subspan(offset, length).subspan(self.offset, self.length)
+        return buffer.nested_subspan(offset, length, self.offset, self.length)
 
 
 _STORAGE_READ = int(BufferUsage.DISPATCH_STORAGE_READ)

@@ -95,6 +95,8 @@ class Device:
     # -- execution (queue worker thread) ---------------------------------------------
     @property
     def core(self):
+        if self._core is not None:      # made once; the lock is for making it
+            return self._core
         with self._core_lock:
             if self._core is None:
                 from hal_driver.device.npu_core import NpuCore

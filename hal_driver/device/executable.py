@@ -12,7 +12,9 @@ from executable_format.version import FORMAT_NAME as NPU_FORMAT
 from hal_driver.device.buffer import Buffer, aligned_bytes
 from hal_driver.device.executable_specialiser import Specialisations
 from hal_driver.device.memory import ALIGNMENT, MemoryAccess
+from hal_driver.device.npu_core import CoreProgram
 from hal_driver.status import StatusCode, StatusError
+from native._npu_core import ffi as core_ffi
 
 
 
@@ -61,7 +63,8 @@ class NpuExecutable(Executable):
         self.exports = sorted(self.program.exports, key=lambda e: e.ordinal)
         self.export_names = [e.name for e in self.exports]
         self.specialisations = Specialisations(machine)
-        self.rooflines = [_roofline(export, machine) for export in self.exports]
+        self.prepared = [PreparedExport(export, self.program.constants, machine)
+                         for export in self.exports]
 
     def check_dispatch(self, ordinal: int, constant_count: int, binding_count: int) -> None:
         super().check_dispatch(ordinal, constant_count, binding_count)
@@ -84,29 +87,44 @@ class NpuExecutable(Executable):
         """Runs the export's program once over the bindings; the program covers the
         whole dispatch, so the host program's workgroup grid is not looped. A parametric
         export runs the program specialised for the extents in `constants`."""
-        program, export, roofline = self.program, self.exports[ordinal], self.rooflines[ordinal]
-        if export.parametric is not None:
+        prepared = self.prepared[ordinal]
+        if prepared.parametric:
             program, export = self.specialisations.program(
-                export, constants, [buffer.byte_length for buffer in bindings])
-            roofline = _roofline(export, core.machine)
-        for index, (binding, buffer) in enumerate(zip(export.bindings, bindings)):
-            if buffer.byte_length < binding.min_size:
+                prepared.export, constants, [buffer.byte_length for buffer in bindings])
+            prepared = PreparedExport(export, program.constants, core.machine)
+        export = prepared.export
+        for index, (min_size, buffer) in enumerate(zip(prepared.min_sizes, bindings)):
+            if buffer.byte_length < min_size:
                 raise StatusError(
                     StatusCode.INVALID_ARGUMENT,
                     f"npu-fb export '{export.name}' binding {index} needs at least "
-                    f"{binding.min_size} bytes but is bound to {buffer.byte_length}")
+                    f"{min_size} bytes but is bound to {buffer.byte_length}")
         windows = _view_windows(export, constants, bindings) if export.views else ()
-        staged = [_staged_binding(buffer, binding.read_only)
-                  for binding, buffer in zip(export.bindings, bindings)]
-        arrays = [array for array, _ in staged]
-        arrays += [arrays[view.binding][start:end]
+        ranges, write_backs = _core_bindings(bindings, prepared.read_only)
+        ranges += [(ranges[view.binding][0] + start, end - start)
                    for view, (start, end) in zip(export.views, windows)]
-        stats = core.execute(export.program.instructions, arrays, constants,
-                             const_pool=program.constants, trace=trace)
-        if roofline is not None:
-            stats.useful_macs, stats.roofline_cycles, stats.roofline_bound = roofline
-        _write_back(staged)
+        stats = core.run(prepared.program, ranges, constants, trace)
+        if prepared.roofline is not None:
+            stats.useful_macs, stats.roofline_cycles, stats.roofline_bound = prepared.roofline
+        _write_back(write_backs)
         return stats
+
+
+class PreparedExport:
+    """What each dispatch of an npu-fb export reads, made once when the executable is
+    loaded: the program wrapped for the core, the bindings' minimum sizes and
+    read-only flags, the true roofline on the device's machine. A parametric export
+    gets one for its specialised program at each dispatch."""
+
+    __slots__ = ("export", "parametric", "program", "min_sizes", "read_only", "roofline")
+
+    def __init__(self, export, const_pool: bytes, machine):
+        self.export = export
+        self.parametric = export.parametric is not None
+        self.program = CoreProgram(export.program.instructions, const_pool)
+        self.min_sizes = tuple(binding.min_size for binding in export.bindings)
+        self.read_only = tuple(binding.read_only for binding in export.bindings)
+        self.roofline = _roofline(export, machine)
 
 
 class HostExecutable(Executable):
@@ -171,22 +189,41 @@ def _writable(buffer: Buffer) -> bool:
     return bool(buffer.allowed_access & _WRITE)
 
 
-def _staged_binding(buffer: Buffer, read_only: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """A writable 64-byte aligned array for the binding, and where to copy it back
-    after the dispatch (None: nowhere, it is the buffer's own memory or never written).
+def _core_bindings(bindings: Sequence[Buffer], read_only: Sequence[bool]) -> tuple[list, list]:
+    """The bindings as the NPU core takes them, (cffi pointer, byte length) each, and
+    the staged copies to write back after the run.
 
-    A binding the program never stores to (`read_only`, checked by the npu-fb
-    verifier) of an immutable buffer is staged once: the copy is kept on the
-    allocation and reused by later dispatches. A binding the dispatch may write whose
-    memory is read-only (a constant imported from the module: IREE sorts, scatters and
-    accumulates into such constants in place, and a CPU dispatch in the stock runtime
-    writes the imported memory) gets storage of its own first (make_writable_copy), so
-    the writes reach the buffer as they do in IREE."""
+    A binding the core can write in place (writable storage, 64-byte aligned) is
+    passed as it is. A binding the program never stores to (`read_only`, checked by
+    the npu-fb verifier) of an immutable buffer is staged once: the copy is kept on
+    the allocation and reused by later dispatches. Any other binding is staged for
+    this dispatch (_staged_binding)."""
+    ranges, write_backs = [], []
+    for buffer, binding_read_only in zip(bindings, read_only):
+        pointer = buffer.device_pointer()
+        if pointer is None:
+            if binding_read_only and not _writable(buffer):
+                pointer = _immutable_staging(buffer)
+            else:
+                array, target = _staged_binding(buffer)
+                pointer = core_ffi.from_buffer("uint8_t[]", array, require_writable=True)
+                if target is not None:
+                    write_backs.append((array, target))
+        ranges.append((pointer, buffer.byte_length))
+    return ranges, write_backs
+
+
+def _staged_binding(buffer: Buffer) -> tuple[np.ndarray, np.ndarray | None]:
+    """A writable 64-byte aligned array for the binding, and where to copy it back
+    after the dispatch (None: nowhere, it is the buffer's own memory).
+
+    A binding whose memory is read-only (a constant imported from the module: IREE
+    sorts, scatters and accumulates into such constants in place, and a CPU dispatch
+    in the stock runtime writes the imported memory) gets storage of its own first
+    (make_writable_copy), so the writes reach the buffer as they do in IREE."""
     view = buffer.view()
     if view.flags.writeable and (buffer.allocation.address + buffer.byte_offset) % ALIGNMENT == 0:
         return view, None
-    if read_only and not _writable(buffer):
-        return _immutable_staging(buffer, view), None
     if not view.flags.writeable:
         buffer.allocation.make_writable_copy()
         view = buffer.view()
@@ -197,16 +234,19 @@ def _staged_binding(buffer: Buffer, read_only: bool = False) -> tuple[np.ndarray
     return staging, view
 
 
-def _immutable_staging(buffer: Buffer, view: np.ndarray) -> np.ndarray:
-    """The allocation's kept aligned copy of the buffer's range (made on first use);
-    valid until a dispatch writes the allocation (make_writable_copy drops it)."""
+def _immutable_staging(buffer: Buffer):
+    """The core's pointer to the allocation's kept aligned copy of the buffer's range
+    (made on first use; the pointer keeps the copy alive); valid until a dispatch
+    writes the allocation (make_writable_copy drops it)."""
     key = (buffer.byte_offset, buffer.byte_length)
-    staging = buffer.allocation.staged_copies.get(key)
-    if staging is None:
+    pointer = buffer.allocation.staged_copies.get(key)
+    if pointer is None:
+        view = buffer.view()
         staging = aligned_bytes(len(view), zeroed=False)
         staging[:] = view
-        buffer.allocation.staged_copies[key] = staging
-    return staging
+        pointer = core_ffi.from_buffer("uint8_t[]", staging, require_writable=True)
+        buffer.allocation.staged_copies[key] = pointer
+    return pointer
 
 
 def _write_back(staged: list[tuple[np.ndarray, np.ndarray | None]]) -> None:

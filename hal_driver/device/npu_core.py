@@ -20,6 +20,7 @@ handlers only between bytecodes of the main thread).
 """
 import _signal
 import signal
+import struct
 import threading
 from dataclasses import dataclass
 from typing import Sequence
@@ -33,6 +34,7 @@ from native._npu_core import ffi, lib
 ERROR_CAPACITY = 512
 ENGINE_NAMES = tuple(isa.ENGINE_NAMES[e] for e in (isa.Engine.DMA_IN, isa.Engine.DMA_OUT,
                                                   isa.Engine.MAC, isa.Engine.VECTOR))
+DMA_IN, DMA_OUT, MAC, VECTOR = ENGINE_NAMES
 # No honest dispatch comes near it: the slowest dispatch of the real models
 # (tests/real_models, int8 included) takes about 25 ms here (docs/runtime.md).
 DEFAULT_DISPATCH_TIMEOUT_MS = 60_000
@@ -83,6 +85,22 @@ def _config(machine: MachineConfig):
     return config
 
 
+class CoreProgram:
+    """An NPU program and its constant pool as the core reads them, wrapped once:
+    NpuExecutable keeps one per export, so that a dispatch does not wrap the bytes
+    again (ffi.from_buffer keeps `instructions` and `const_pool` alive)."""
+
+    __slots__ = ("instructions_buffer", "instructions_length", "instruction_count",
+                 "pool_buffer", "pool_length")
+
+    def __init__(self, instructions: bytes, const_pool: bytes = b""):
+        self.instructions_buffer = ffi.from_buffer(instructions)
+        self.instructions_length = len(self.instructions_buffer)
+        self.instruction_count = self.instructions_length // lib.NPU_INSTRUCTION_BYTES
+        self.pool_buffer = ffi.from_buffer(const_pool) if len(const_pool) else ffi.NULL
+        self.pool_length = len(const_pool)
+
+
 class NpuCore:
     """One simulated NPU core with its own SRAM. Thread-safe: executions serialize.
 
@@ -101,8 +119,10 @@ class NpuCore:
         self._core = ffi.gc(core, lib.npu_core_destroy)
         self._lock = threading.Lock()
         self._stats = ffi.new("npu_stats_t*")
+        self._stats_bytes = ffi.buffer(self._stats)
         self._error = ffi.new("char[]", ERROR_CAPACITY)
         self._bindings = ffi.new("npu_binding_t[]", 8)
+        self._constants = ffi.new("uint32_t[]", 16)
         self._trace = ffi.NULL
         self._trace_capacity = 0
 
@@ -112,22 +132,28 @@ class NpuCore:
 
         Raises StatusError on any fault; buffers may have been partially written then.
         """
-        program_buf = ffi.from_buffer(program)
-        pool_buf = ffi.from_buffer(const_pool) if len(const_pool) else ffi.NULL
         try:
             buffers = [ffi.from_buffer(b, require_writable=True) for b in bindings]
         except (TypeError, BufferError):
             buffers = [self._writable(b, i) for i, b in enumerate(bindings)]   # which one
-        constants_buf = ffi.new("uint32_t[]", list(constants)) if constants else ffi.NULL
+        return self.run(CoreProgram(program, const_pool), [(b, len(b)) for b in buffers],
+                        constants, trace)
+
+    def run(self, program: "CoreProgram", bindings: Sequence[tuple], constants: Sequence[int] = (),
+            trace: bool = False) -> DispatchStats:
+        """`execute` of a program wrapped once (CoreProgram) over bindings given as
+        (cffi pointer, length in bytes): writable memory the caller keeps alive for the
+        call (hal_driver/device/executable.py makes them from hal buffers)."""
         with self._lock:
-            if len(buffers) > len(self._bindings):
-                self._bindings = ffi.new("npu_binding_t[]", len(buffers))
-            for slot, buf in zip(self._bindings, buffers):
-                slot.data = buf
-                slot.length = len(buf)
+            if len(bindings) > len(self._bindings):
+                self._bindings = ffi.new("npu_binding_t[]", len(bindings))
+            for slot, (pointer, length) in zip(self._bindings, bindings):
+                slot.data = pointer
+                slot.length = length
+            constants_buf = self._constants_buffer(constants)
             trace_capacity = 0
             if trace:
-                trace_capacity = len(program_buf) // lib.NPU_INSTRUCTION_BYTES
+                trace_capacity = program.instruction_count
                 if trace_capacity > self._trace_capacity:
                     self._trace = ffi.new("npu_trace_event_t[]", trace_capacity)
                     self._trace_capacity = trace_capacity
@@ -136,9 +162,9 @@ class NpuCore:
             if watch != self._watch_sigint:
                 self._limits.stop_on_sigint = self._watch_sigint = watch
             status = lib.npu_core_execute(
-                self._core, program_buf, len(program_buf), self._bindings, len(buffers),
-                pool_buf, len(const_pool), constants_buf, len(constants), self._limits,
-                self._stats,
+                self._core, program.instructions_buffer, program.instructions_length,
+                self._bindings, len(bindings), program.pool_buffer, program.pool_length,
+                constants_buf, len(constants), self._limits, self._stats,
                 self._trace if trace else ffi.NULL, trace_capacity, self._error,
                 ERROR_CAPACITY)
             if status != lib.NPU_STATUS_OK:
@@ -150,6 +176,16 @@ class NpuCore:
                     raise error
                 raise StatusError(_STATUS.get(status, StatusCode.INTERNAL), message)
             return self._collect(trace)
+
+    def _constants_buffer(self, constants: Sequence[int]):
+        """The push constants in the core's reused uint32 array (NULL: none); called
+        under the lock."""
+        if not constants:
+            return ffi.NULL
+        if len(constants) > len(self._constants):
+            self._constants = ffi.new("uint32_t[]", len(constants))
+        self._constants[0:len(constants)] = constants
+        return self._constants
 
     @property
     def timeout_ms(self) -> float:
@@ -178,14 +214,27 @@ class NpuCore:
                               f"binding {index} is not a writable contiguous buffer: {e}")
 
     def _collect(self, trace: bool) -> DispatchStats:
-        s = self._stats
+        (total_cycles, busy_dma_in, busy_dma_out, busy_mac, busy_vector, stall_dma_in,
+         stall_dma_out, stall_mac, stall_vector, dram_read_bytes, dram_write_bytes, macs,
+         sram_peak_bytes, _, trace_count) = _STATS_WORDS.unpack_from(self._stats_bytes)
         stats = DispatchStats(
-            total_cycles=s.total_cycles,
-            busy_cycles=dict(zip(ENGINE_NAMES, s.busy_cycles)),
-            stall_cycles=dict(zip(ENGINE_NAMES, s.stall_cycles)),
-            dram_read_bytes=s.dram_read_bytes, dram_write_bytes=s.dram_write_bytes,
-            macs=s.macs, sram_peak_bytes=s.sram_peak_bytes)
+            total_cycles=total_cycles,
+            busy_cycles={DMA_IN: busy_dma_in, DMA_OUT: busy_dma_out, MAC: busy_mac,
+                         VECTOR: busy_vector},
+            stall_cycles={DMA_IN: stall_dma_in, DMA_OUT: stall_dma_out, MAC: stall_mac,
+                          VECTOR: stall_vector},
+            dram_read_bytes=dram_read_bytes, dram_write_bytes=dram_write_bytes, macs=macs,
+            sram_peak_bytes=sram_peak_bytes)
         if trace:
             stats.events = [(ENGINE_NAMES[e.engine], e.start, e.end, isa.OPCODES[e.opcode].name,
-                             e.index) for e in self._trace[0:s.trace_count]]
+                             e.index) for e in self._trace[0:trace_count]]
         return stats
+
+
+# _collect reads npu_stats_t in one unpack (reading its fields through cffi one by one
+# costs microseconds per dispatch): these are its fields, each uint64 words.
+_STATS_WORDS = struct.Struct(f"={ffi.sizeof('npu_stats_t') // 8}Q")
+assert [(name, field.offset) for name, field in ffi.typeof("npu_stats_t").fields] == [
+    ("total_cycles", 0), ("busy_cycles", 8), ("stall_cycles", 40), ("dram_read_bytes", 72),
+    ("dram_write_bytes", 80), ("macs", 88), ("sram_peak_bytes", 96), ("instructions", 104),
+    ("trace_count", 112)] and _STATS_WORDS.size == 120, "npu_stats_t changed: update _collect"

@@ -10,6 +10,7 @@ from hal_driver.device.driver import create_device
 from hal_driver.device.trace import TID
 from hal_driver.hal import create_hal_module
 from hal_driver.status import StatusCode, StatusError
+from native._npu_core import ffi as core_ffi
 from tests.format.helpers import TILE_BYTES, relu_executable, relu_view_executable
 from tests.hal.conftest import FakeVmBuffer, vm_str
 
@@ -71,7 +72,7 @@ def test_statistics_count_dispatches_per_export_and_per_call(device):
 
 def test_immutable_constant_is_staged_once_and_reused(device):
     """A read-only binding of an immutable import (a module constant) is copied to
-    aligned memory on its first dispatch only."""
+    aligned memory on its first dispatch only (kept as the core's pointer to it)."""
     hal = hal_functions(device)
     values = np.linspace(-4, 4, TILE_BYTES // 4, dtype=np.float32)
     allocator = hal["device.allocator"](device)
@@ -82,7 +83,7 @@ def test_immutable_constant_is_staged_once_and_reused(device):
                                       np.maximum(values, 0))
     [(key, staged)] = constant.allocation.staged_copies.items()
     assert key == (constant.byte_offset, TILE_BYTES)
-    np.testing.assert_array_equal(staged.view(np.float32), values)
+    np.testing.assert_array_equal(np.frombuffer(core_ffi.buffer(staged), np.float32), values)
 
 
 def test_binding_smaller_than_the_export_needs_fails_the_fence(device):
@@ -243,3 +244,63 @@ def test_statistics_report_cycles_against_the_exports_true_roofline(device):
     assert stats.useful_macs == 0 and stats.npu_cycles > stats.roofline_cycles
     run_relu(hal, device, values)          # an export without a roofline adds nothing
     assert device.statistics.snapshot().roofline_cycles == stats.roofline_cycles
+
+
+def relu_into(hal, device, source, target, target_offset: int = 0) -> None:
+    """Runs relu over TILE_BYTES of `source` into TILE_BYTES of `target` at `target_offset`."""
+    exe = hal["executable.create"](device, -1, vm_str("npu-fb"),
+                                   FakeVmBuffer(relu_executable()), None)
+    cb = hal["command_buffer.create"](device, 1, 3, -1, 0)
+    hal["command_buffer.dispatch"](
+        cb, exe, hal["executable.lookup.function"](exe, vm_str("relu")), 1, 1, 1, 0, [],
+        [(0, 0, source, 0, TILE_BYTES), (0, 0, target, target_offset, TILE_BYTES)])
+    hal["command_buffer.finalize"](cb)
+    fence = hal["fence.create"](device, 0)
+    hal["device.queue.execute"](device, -1, None, fence, cb, 0)
+    hal["fence.await"](-1, 0, [(fence,)])
+
+
+def f32_source(hal, device, values: np.ndarray):
+    source = hal["allocator.allocate"](hal["device.allocator"](device), -1, DEVICE_LOCAL, USAGE,
+                                       values.nbytes)
+    source.write(0, values.tobytes())
+    return source
+
+
+def test_unaligned_binding_is_staged_and_its_writes_reach_the_buffer(device):
+    """The core takes 64-byte aligned bindings: a binding 16 bytes into its buffer runs
+    on an aligned copy, written back into the bound range only."""
+    hal = hal_functions(device)
+    values = np.linspace(-4, 4, TILE_BYTES // 4, dtype=np.float32)
+    target = hal["allocator.allocate"](hal["device.allocator"](device), -1, DEVICE_LOCAL, USAGE,
+                                       TILE_BYTES + 64)
+    target.write(0, b"\x7f" * (TILE_BYTES + 64))
+    relu_into(hal, device, f32_source(hal, device, values), target, target_offset=16)
+    written = target.read()
+    assert written[:16] == b"\x7f" * 16 and written[16 + TILE_BYTES:] == b"\x7f" * 48
+    np.testing.assert_array_equal(np.frombuffer(written[16:16 + TILE_BYTES], np.float32),
+                                  np.maximum(values, 0))
+
+
+def test_dispatch_writing_an_imported_constant_writes_a_copy_of_its_own(device):
+    """A binding the dispatch writes whose memory is the module's read-only data: the
+    buffer gets storage of its own, which the writes reach; the module's bytes stay."""
+    hal = hal_functions(device)
+    values = np.linspace(-4, 4, TILE_BYTES // 4, dtype=np.float32)
+    module_data = FakeVmBuffer(bytes(TILE_BYTES))
+    target = hal["allocator.import"](hal["device.allocator"](device), 0, -1, DEVICE_LOCAL,
+                                     USAGE | (1 << 19), module_data, 0, TILE_BYTES)
+    relu_into(hal, device, f32_source(hal, device, values), target)
+    np.testing.assert_array_equal(np.frombuffer(target.read(), np.float32), np.maximum(values, 0))
+    assert bytes(module_data.data) == bytes(TILE_BYTES)
+
+
+def test_dispatch_of_a_deallocated_buffer_fails(device):
+    hal = hal_functions(device)
+    values = np.ones(TILE_BYTES // 4, np.float32)
+    source = f32_source(hal, device, values)
+    target = f32_source(hal, device, values)
+    hal["device.queue.dealloca"](device, -1, None, None, target, 0)
+    with pytest.raises(StatusError, match="buffer used after its queue deallocation") as e:
+        relu_into(hal, device, source, target)
+    assert e.value.code == StatusCode.FAILED_PRECONDITION
