@@ -11,13 +11,14 @@ tiles, never temporaries), where later nodes read them.
 import math
 
 from executable_format.isa import ACCUMULATOR, DTYPE_NAMES, Flag
+from executable_format.machine import MachineConfig
 
 from . import requant
 from .lower import NotLowerable
 from .ops import INT_NODES, LEAVES, SCALARS, live_nodes, reachable
 from .npu_ir import DTYPES, FLOATS, Buffer, Instr, dtype_bytes, value_bits
-from .tile import (Resident, Slots, Sram, Streamed, dense_sram_strides, fill_instrs, prod,
-                   store_instrs)
+from .tile import (Resident, Slots, Sram, Streamed, dense_sram_strides, fill_instrs,
+                   store_instrs, worth_resident)
 from .vector import Operand, binary, convert, unary
 
 BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax",
@@ -305,23 +306,27 @@ def into_destination(opcode: str, flags: int, dtype: str, target: Operand, args:
 class EpilogueInputs:
     """The epilogue inputs an expression reads (`used`, of `count`), each streamed tile by
     tile from its DRAM tensor `epilogue.<k>` and converted to `compute_dtype`
-    (tile.Streamed); `max_counts` is the biggest tile. A broadcast input of at most
-    RESIDENT_BYTES (a per-channel operand) is loaded whole with the first tile instead
-    (tile.Resident)."""
+    (tile.Streamed); `max_counts` is the biggest tile. A small broadcast input (a
+    per-channel operand, tile.worth_resident) is loaded whole once instead, by the
+    instructions of `setup` (tile.Resident)."""
 
     def __init__(self, sram: Sram, tensors: dict[str, Buffer], used: list[int], count: int,
-                 max_counts: list[int], compute_dtype: str):
+                 max_counts: list[int], compute_dtype: str, machine: MachineConfig):
         self.count = count
         self.dtypes = [load_dtype(tensors[f"epilogue.{k}"].dtype, compute_dtype)
                        for k in range(count)]
         self.streams, self.residents = {}, {}
         for k in used:
             tensor = tensors[f"epilogue.{k}"]
-            if 0 in tensor.strides and resident_bytes(tensor, self.dtypes[k]) <= RESIDENT_BYTES:
+            if 0 in tensor.strides and worth_resident(tensor, machine):
                 self.residents[k] = Resident(sram, tensor, list(tensor.shape), self.dtypes[k])
             else:
                 self.streams[k] = Streamed(sram, tensor, max_counts, compute_dtype=self.dtypes[k])
-        self.residents_loaded = False
+
+    @property
+    def setup(self) -> list[Instr]:
+        """The loads of the inputs loaded whole, before the first tile's epilogue."""
+        return [i for k, r in self.residents.items() for i in r.load(f"epilogue.{k} whole")]
 
     def keep_only(self, inputs: set[int] | None) -> None:
         """Stops streaming the inputs not in `inputs` (OutputStage.tile_inputs; None
@@ -342,23 +347,9 @@ class EpilogueInputs:
             instrs += loads
             operands[k] = Operand(buf, box_strides(k, strides))
         for k, resident in self.residents.items():
-            if not self.residents_loaded:
-                instrs += resident.load(f"epilogue.{k} whole")
             buf, strides, offset = resident.at(starts)
             operands[k] = Operand(buf, box_strides(k, strides), offset)
-        self.residents_loaded = True
         return instrs, operands
-
-
-RESIDENT_BYTES = 8 * 1024     # an epilogue input this small (per channel) is loaded whole
-
-
-def resident_bytes(tensor: Buffer, compute_dtype: str) -> int:
-    """SRAM bytes of `tensor` loaded whole, without its broadcast dims, and converted
-    to `compute_dtype` if that differs."""
-    count = prod(n for n, s in zip(tensor.shape, tensor.strides) if s)
-    return count * (dtype_bytes(tensor.dtype) +
-                    (dtype_bytes(compute_dtype) if compute_dtype != tensor.dtype else 0))
 
 
 def without_batch(_, strides) -> tuple[int, ...]:

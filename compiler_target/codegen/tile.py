@@ -24,6 +24,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from executable_format.cost import ceil_div
+from executable_format.machine import MachineConfig
 
 from .analysis.indexing import row_major
 from .lower import NotLowerable
@@ -288,6 +289,14 @@ class Streamed:
                 instrs.append(convert(Operand.flat(buffer), Operand.flat(raw), (1, 1, count),
                                       note + " convert"))
         return buffer, sram_strides, instrs
+
+
+def worth_resident(dram: Buffer, m: MachineConfig) -> bool:
+    """Whether a broadcast tensor is loaded whole (Resident) rather than tile by tile:
+    when that one transfer takes no longer than a DMA latency, which every tile's load
+    of its part would pay."""
+    count = prod(n for n, s in zip(dram.shape, dram.strides) if s)
+    return count * dtype_bytes(dram.dtype) <= m.dma_latency_cycles * m.dram_bytes_per_cycle
 
 
 class Resident:

@@ -472,7 +472,7 @@ class ContractionEmitter:
             self.affine = AffineFold(sram, tiler.affine, self.tensors, n, channel_dim)
             self.folded_bias = sram.alloc("affine.bias", "f32", (n,))
         self.epi = EpilogueInputs(sram, self.tensors, tiler.used, tiler.epilogue_count,
-                                  counts, tiler.acc_dtype)
+                                  counts, tiler.acc_dtype, tiler.m)
         self.output = OutputStage(sram, tiler.expr, tiler.acc_dtype, self.tensors["out"],
                                   mt * nt, input_dtypes=self.epi.dtypes,
                                   tensors=self.tensors, constants=tiler.constants,
@@ -486,7 +486,7 @@ class ContractionEmitter:
         n_blocks = list(enumerate(t.n.blocks(p.extents("n"))))
         pairs = [(mb, nb) for mb in m_blocks for nb in n_blocks] if t.m_outer else \
             [(mb, nb) for nb in n_blocks for mb in m_blocks]
-        setup = self.output.setup
+        setup = self.output.setup + self.epi.setup
         if self.affine is not None:
             setup = setup + self.affine.scale_and_bias(Operand(self.folded_bias, (0, 0, 1)))
         pipeline = Pipeline(setup)

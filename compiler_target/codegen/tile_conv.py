@@ -168,7 +168,8 @@ class ConvTransfers:
             job, tensors = self.job, self.job.lowered.tensors
             sram, tile, dense = Sram(None), [1, fb, rows, cols], (rows * cols, cols, 1)
             inputs = EpilogueInputs(sram, tensors, job.inputs_used,
-                                    len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype)
+                                    len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype,
+                                    job.m)
             if self.output is None:     # planned once, for the biggest tile
                 s = job.s
                 self.output = OutputStage(Sram(None), job.expr, job.acc_dtype, tensors["out"],
@@ -375,7 +376,8 @@ class ConvEmitter:
             self.bias = Streamed(sram, self.tensors[f"epilogue.{job.bias_index}"], tile,
                                  compute_dtype=job.acc_dtype)
         self.epi_inputs = EpilogueInputs(sram, self.tensors, job.inputs_used,
-                                         len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype)
+                                         len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype,
+                                         job.m)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   t.fb * t.rows * t.cols, input_dtypes=self.epi_inputs.dtypes,
                                   tensors=self.tensors, constants=job.lowered.constants,
@@ -386,7 +388,7 @@ class ConvEmitter:
     def run(self) -> TiledProgram:
         s, t = self.s, self.t
         nf, ny, nx, nc = counts(s, t)
-        pipeline = Pipeline(self.output.setup)
+        pipeline = Pipeline(self.output.setup + self.epi_inputs.setup)
         for fi in range(nf):
             for n in range(s.n):
                 for yi in range(ny):

@@ -99,7 +99,7 @@ class DepthwiseEmitter:
         self.outs = Slots(sram, "acc", job.acc_dtype, (out_elems,))
         tile = [1, t.cb, t.rows, t.cols]
         self.epi = EpilogueInputs(sram, self.tensors, job.inputs_used,
-                                  len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype)
+                                  len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype, job.m)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"], out_elems,
                                   input_dtypes=self.epi.dtypes, tensors=self.tensors,
                                   constants=job.lowered.constants, tile_counts=tile,
@@ -111,7 +111,7 @@ class DepthwiseEmitter:
         w = self.tensors["weight"]
         sf, _, sy, sx = w.strides
         kk = s.kh * s.kw
-        setup = self.output.setup + dma_instrs(
+        setup = self.output.setup + self.epi.setup + dma_instrs(
             "dma.load", w, 0, self.weights, 0,
             [Dim(s.c, sf, kk), Dim(s.kh, sy, s.kw), Dim(s.kw, sx, 1)], "weights")
         bias = None

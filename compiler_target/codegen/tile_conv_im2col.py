@@ -132,7 +132,7 @@ class Im2colEmitter:
         self.outs = Slots(sram, "acc", job.acc_dtype, (s.f * t.pixels,), 3)
         self.epi = EpilogueInputs(sram, self.tensors, job.inputs_used,
                                   len(job.lowered.op.epilogue_inputs), [1, s.f, t.rows, t.cols],
-                                  job.acc_dtype)
+                                  job.acc_dtype, job.m)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
                                   s.f * t.pixels, input_dtypes=self.epi.dtypes,
                                   tensors=self.tensors, constants=job.lowered.constants,
@@ -144,7 +144,7 @@ class Im2colEmitter:
 
     def run(self) -> TiledProgram:
         s, t = self.s, self.t
-        setup = list(self.output.setup)
+        setup = self.output.setup + self.epi.setup
         self.weight_instrs = self._load_weights()
         if bias_row(self.job):
             for buf in self.cols.buffers:

@@ -24,7 +24,7 @@ from .npu_ir import FLOATS, Buffer, busy_cycles, dtype_bytes
 from .ops import LEAVES
 from .vector import Operand, convert
 from .tile import (SRAM_ALIGN, Dim, dma_instrs, Resident, Slots, Sram, Streamed, TiledProgram,
-                   ceil_div, dense_sram_strides, prod, store_instrs)
+                   ceil_div, dense_sram_strides, prod, store_instrs, worth_resident)
 from .tiler import Candidate
 
 TILE_COUNTS = [1 << i for i in range(9)]
@@ -189,7 +189,7 @@ class ElementwiseTiler:
         # Small broadcast inputs (per-channel operands) are loaded whole, once.
         whole = {k: self._whole_bytes(k, elem) for k, v in self.in_views.items()
                  if 0 in v.strides}
-        self.resident = {k for k, size in whole.items() if size <= m.sram_bytes // 16}
+        self.resident = {k for k in whole if worth_resident(self.in_views[k], m)}
         fixed = hoisted_bytes + sum(whole[k] for k in self.resident)
         result_tiles = 2 if self.floats != out.dtype else 0    # converted to the output's
         per_element = elem * ((2 + result_tiles) * len(self.stored) +

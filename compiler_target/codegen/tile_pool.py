@@ -134,7 +134,7 @@ class PoolEmitter:
         self.outs = Slots(sram, "pool", self.dtype, (t.cb * t.rows * t.cols,))
         self.epi = EpilogueInputs(sram, self.tensors, used_inputs(self.op.epilogue),
                                   len(self.op.epilogue_inputs), [1, t.cb, t.rows, t.cols],
-                                  self.dtype)
+                                  self.dtype, m)
         self.output = OutputStage(sram, self.op.epilogue, self.dtype, self.tensors["out"],
                                   t.cb * t.rows * t.cols,
                                   input_dtypes=self.epi.dtypes)
@@ -142,7 +142,7 @@ class PoolEmitter:
 
     def run(self) -> TiledProgram:
         g, t = self.g, self.t
-        pipeline = Pipeline(self.output.setup)
+        pipeline = Pipeline(self.output.setup + self.epi.setup)
         for n in range(g.n):
             for c0 in range(0, g.c, t.cb):
                 for y0 in range(0, g.ho, t.rows):

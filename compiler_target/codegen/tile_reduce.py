@@ -82,13 +82,13 @@ class ReduceEmitter:
         self.outs = Slots(sram, "red", self.dtype, (ot,))
         self.partial = sram.alloc("partial", self.dtype, (ot,))
         self.epi = EpilogueInputs(sram, self.tensors, used, len(self.op.epilogue_inputs), [ot],
-                                  self.dtype)
+                                  self.dtype, m)
         self.output = OutputStage(sram, self.op.epilogue, self.dtype, self.tensors["out"], ot,
                                   input_dtypes=self.epi.dtypes)
 
     def run(self) -> TiledProgram:
         outer, inner = self.op.input.shape
-        pipeline = Pipeline(self.output.setup)
+        pipeline = Pipeline(self.output.setup + self.epi.setup)
         for o0 in range(0, outer, self.ot):
             pipeline.add(*self.tile(o0, min(self.ot, outer - o0), inner))
         split = f", {ceil_div(inner, self.chunk)} chunks of {self.chunk}" if self.chunk < inner else ""
