@@ -68,6 +68,11 @@ class DispatchCommand:
         self.bindings = bindings
         self.buffers = buffers
         self.indirect = None in buffers
+        # An allocation's allowed usage never changes: if every binding is direct and
+        # allows dispatch, executions need not check again (else they check them all).
+        self.usage_allowed = not self.indirect and all(
+            buffer.allocation.allowed_usage & _STORAGE_READ == _STORAGE_READ
+            for buffer in buffers)
 
     def execute(self, device, table: Sequence[Binding]) -> None:
         count = self.workgroup_count
@@ -78,8 +83,9 @@ class DispatchCommand:
         if self.indirect:
             buffers = [ref.resolve(table) if buffer is None else buffer
                        for ref, buffer in zip(self.bindings, buffers)]
-        for buffer in buffers:
-            check_usage(buffer.allocation.allowed_usage, _STORAGE_READ, "dispatch binding")
+        if not self.usage_allowed:
+            for buffer in buffers:
+                check_usage(buffer.allocation.allowed_usage, _STORAGE_READ, "dispatch binding")
         device.dispatch(self.executable, self.ordinal, count, self.constants, buffers)
 
 

@@ -69,17 +69,21 @@ class StatisticsRecorder:
 
     def record_npu_dispatch(self, export_name: str, stats) -> None:
         """Adds one DispatchStats (hal_driver/device/npu_core.py) of export `export_name`."""
+        stall_cycles = sum(stats.stall_cycles.values())
         with self._lock:
             t = self._totals
             t.dispatches += 1
-            t.dispatch_counts[export_name] = t.dispatch_counts.get(export_name, 0) + 1
+            counts = t.dispatch_counts
+            counts[export_name] = counts.get(export_name, 0) + 1
             t.npu_dispatches += 1
             t.npu_cycles += stats.total_cycles
-            t.stall_cycles += sum(stats.stall_cycles.values())
+            t.stall_cycles += stall_cycles
             t.dram_bytes += stats.dram_read_bytes + stats.dram_write_bytes
             t.macs += stats.macs
             t.useful_macs += stats.useful_macs
             t.roofline_cycles += stats.roofline_cycles
-            t.sram_peak_bytes = max(t.sram_peak_bytes, stats.sram_peak_bytes)
+            if stats.sram_peak_bytes > t.sram_peak_bytes:
+                t.sram_peak_bytes = stats.sram_peak_bytes
+            busy = t.engine_busy_cycles
             for engine, cycles in stats.busy_cycles.items():
-                t.engine_busy_cycles[engine] = t.engine_busy_cycles.get(engine, 0) + cycles
+                busy[engine] = busy.get(engine, 0) + cycles

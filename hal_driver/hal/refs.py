@@ -43,7 +43,9 @@ def deref(ref, cls: type[T]) -> T:
 
 
 def deref_or_null(ref, cls: type[T]) -> Optional[T]:
-    return None if ref is None else deref(ref, cls)
+    if ref is None or ref.__class__ is cls:     # the common cases, without a second call
+        return ref
+    return deref(ref, cls)
 
 
 def vm_bytes(ref) -> memoryview:
