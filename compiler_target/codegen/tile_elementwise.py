@@ -9,7 +9,10 @@ and drain against per-transfer latency). A vector instruction covers a 3-D box: 
 tile's three longest dimensions, the others (a gather's repeat digits, e.g. the 2x2 of
 a nearest upsampling) each one instruction per index. Broadcast inputs (stride 0) are
 loaded compactly and read with stride 0; a broadcast tile that does not change between
-tiles is not reloaded. Each output (`out` and the extra outputs of a multi-result
+tiles is not reloaded, and a small one (tile.worth_resident) is loaded whole before the
+first tile. An operation varying along fewer dims than the node reading it (hoist.py: a
+squeeze-and-excitation scale's per-channel part) is computed over its own smaller box
+and read with stride 0. Each output (`out` and the extra outputs of a multi-result
 expression) has a double-buffered tile its node writes, which later nodes read; the
 expression is computed once per tile and every output stored.
 """
