@@ -282,3 +282,19 @@ def test_1d_conv_over_a_batch_of_columns_runs_as_one_image(rng, epilogue):
     assert compiled.estimated_cycles == stats.total_cycles
     assert "memref<1x24x74x32xf32" in compiled.ir_stages[0][1]
     assert stats.total_cycles < 1.3 * compiled.roofline.cycles(MACHINE)
+
+
+def test_per_channel_epilogue_input_is_loaded_once(rng):
+    """relu(acc) · s[channel]: s is not foldable into the weights (the relu comes first),
+    so the epilogue reads it. It is loaded whole, one DMA for the dispatch, not one per
+    tile of the 16 tiles."""
+    case = dict(n=1, c=16, h=40, w=40, f=64, kh=3, kw=3, stride=(1, 1), dilation=(1, 1),
+                pads=(1, 1, 1, 1), groups=1)
+    epilogue = ([("acc",), ("relu", (0,)), ("input", 0), ("mul", (1, 2))], ["channel"])
+    op, b, expected = build_conv(rng, case, epilogue, NCHW, FCHW)
+    compiled, stats = compile_and_run(op, b)
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+    loads = [line for line in compiled.asm.splitlines() if "dma.load" in line]
+    assert sum("binding=2," in line for line in loads) == 1
+    assert sum("binding=0," in line for line in loads) > 8           # the input, per tile
+    assert compiled.estimated_cycles == stats.total_cycles
