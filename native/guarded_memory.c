@@ -57,16 +57,45 @@ static int pool_class(size_t inner) {
   return inner <= GM_POOLED_BYTES && pages < POOL_CLASSES ? (int)pages : -1;
 }
 
+/* ---- Large regions: the last GM_LARGE_SLOTS released, up to GM_LARGE_BYTES in all,
+ * reused by an acquire of the same size (a model's transient buffers come back with
+ * the same sizes on every call; a fresh mapping pays a page fault per page) ---- */
+
+static struct { uint8_t* region; size_t inner; } g_large[GM_LARGE_SLOTS];
+static int g_large_count;
+static size_t g_large_bytes;
+
+/* A kept large region of exactly |inner| bytes, taken out of the cache, or NULL.
+ * Called with g_pool_lock held. */
+static uint8_t* take_large(size_t inner) {
+  for (int i = 0; i < g_large_count; i++) {
+    if (g_large[i].inner == inner) {
+      uint8_t* region = g_large[i].region;
+      g_large[i] = g_large[--g_large_count];
+      g_large_bytes -= inner;
+      return region;
+    }
+  }
+  return NULL;
+}
+
+/* Keeps a released large region if the cache has room. Called with g_pool_lock held. */
+static int keep_large(uint8_t* region, size_t inner) {
+  if (g_large_count == GM_LARGE_SLOTS || g_large_bytes + inner > GM_LARGE_BYTES) return 0;
+  g_large[g_large_count].region = region;
+  g_large[g_large_count++].inner = inner;
+  g_large_bytes += inner;
+  return 1;
+}
+
 void* gm_acquire(size_t length, int zeroed) {
   size_t inner = inner_size(aligned_length(length));
   int cls = pool_class(inner);
-  uint8_t* region = NULL;
-  if (cls >= 0) {
-    pthread_mutex_lock(&g_pool_lock);
-    if (g_pool_count[cls] > 0) region = g_pool[cls][--g_pool_count[cls]];
-    pthread_mutex_unlock(&g_pool_lock);
-    if (region && zeroed) memset(region, 0, inner);
-  }
+  pthread_mutex_lock(&g_pool_lock);
+  uint8_t* region = cls < 0 ? take_large(inner)
+                            : g_pool_count[cls] > 0 ? g_pool[cls][--g_pool_count[cls]] : NULL;
+  pthread_mutex_unlock(&g_pool_lock);
+  if (region && zeroed) memset(region, 0, inner);
   if (!region) region = gm_map(inner);
   if (!region) return NULL;
   return region + inner - aligned_length(length);
@@ -77,12 +106,9 @@ void gm_release(void* p, size_t length) {
   size_t inner = inner_size(aligned_length(length));
   uint8_t* region = (uint8_t*)p + aligned_length(length) - inner;
   int cls = pool_class(inner);
-  if (cls >= 0) {
-    pthread_mutex_lock(&g_pool_lock);
-    int kept = g_pool_count[cls] < POOL_DEPTH;
-    if (kept) g_pool[cls][g_pool_count[cls]++] = region;
-    pthread_mutex_unlock(&g_pool_lock);
-    if (kept) return;
-  }
-  gm_unmap(region, inner);
+  pthread_mutex_lock(&g_pool_lock);
+  int kept = cls < 0 ? keep_large(region, inner) : g_pool_count[cls] < POOL_DEPTH;
+  if (kept && cls >= 0) g_pool[cls][g_pool_count[cls]++] = region;
+  pthread_mutex_unlock(&g_pool_lock);
+  if (!kept) gm_unmap(region, inner);
 }

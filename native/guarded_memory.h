@@ -20,11 +20,15 @@ void gm_unmap(void* p, size_t size);
 /* |length| bytes, 64-byte aligned, that end within 63 bytes of the trailing guard
  * page; zeroed if |zeroed|. For device allocations: regions of up to
  * GM_POOLED_BYTES are kept after release and reused, so an allocation costs no
- * system call in the steady state. NULL on failure. */
+ * system call in the steady state; of the bigger ones, the last GM_LARGE_SLOTS
+ * released (GM_LARGE_BYTES in all) are kept for an acquire of the same size. NULL on
+ * failure. */
 void* gm_acquire(size_t length, int zeroed);
 /* Releases what gm_acquire(length, ...) returned. */
 void gm_release(void* p, size_t length);
 
 #define GM_POOLED_BYTES 1048576   /* 1 MiB */
+#define GM_LARGE_SLOTS 16
+#define GM_LARGE_BYTES 268435456   /* 256 MiB */
 
 #endif  /* NPU_GUARDED_MEMORY_H_ */
