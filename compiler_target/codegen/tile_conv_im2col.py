@@ -16,7 +16,7 @@ store are shared with it. tile_conv picks whichever strategy its estimate prefer
 """
 from dataclasses import dataclass
 
-from executable_format.isa import Flag, f32_bits
+from executable_format.isa import f32_bits
 
 from .affine_fold import AffineFold
 from .epilogue import EpilogueInputs, OutputStage, without_batch

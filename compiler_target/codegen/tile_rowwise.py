@@ -19,9 +19,9 @@ from executable_format.machine import MachineConfig
 from .epilogue import (LEAVES, SCRATCH_NODES, check_vector_nodes, float_dtype, load_dtype,
                        node_dtypes, node_instrs, scalar_fill)
 from .lower import Lowered, NotLowerable
-from .npu_ir import FLOATS, Buffer, Instr, value_bits
+from .npu_ir import FLOATS, Buffer, Instr
 from .ops import SCALARS, row_varying, varies_along_rows
-from .tile import Slots, Sram, Streamed, TiledProgram, ceil_div, fill_instrs, store_instrs
+from .tile import Slots, Sram, Streamed, TiledProgram, ceil_div, store_instrs
 from .tiler import Candidate, pipelined_cycles
 from .vector import Operand, convert, unary
 
