@@ -204,6 +204,19 @@ class ElementwiseTiler:
         self.budget = (m.sram_bytes - fixed - SRAM_ALIGN * slack) // per_element
         if self.budget < 1:
             raise NotLowerable("does not fit SRAM even tiled")
+        self.stored_as_loaded = self._stored_as_loaded()
+
+    def _stored_as_loaded(self) -> int | None:
+        """The input a copy stores as it was loaded (IREE's slow_memcpy into a padded
+        buffer): the expression is that input, in the output's dtype, not broadcast, so
+        its loaded tile is dense in the output tile's order and needs no vcopy; None
+        otherwise."""
+        node = self.expr[-1]
+        if len(self.outputs) != 1 or len(self.expr) != 1 or node[0] != "input":
+            return None
+        view = self.in_views[node[1]]
+        return node[1] if view.dtype == self.load_dtypes[node[1]] == self.dtype and \
+            0 not in view.strides else None
 
     def _whole_bytes(self, k: int, elem: int) -> int:
         """SRAM bytes of input k loaded whole (and converted to its load dtype)."""
@@ -235,9 +248,10 @@ class ElementwiseTiler:
                    if k not in self.resident)
         whole = sum(_transfer(m, "dma.load", self.in_views[k], self.shape) for k in self.resident)
         store = sum(_transfer(m, "dma.store", v, counts) for v in self.out_views)
-        vector = sum(passes * self._pass_cycles(box)
-                     for passes, box in [(_operations(self.expr), counts)] +
-                     [(_operations(h.expr), hoisted_counts(h, counts)) for h in self.hoisted])
+        vector = 0 if self.stored_as_loaded is not None else sum(
+            passes * self._pass_cycles(box)
+            for passes, box in [(_operations(self.expr), counts)] +
+            [(_operations(h.expr), hoisted_counts(h, counts)) for h in self.hoisted])
         return max(tiles * load + whole, tiles * store, tiles * vector) + \
             whole + load + store + vector
 
@@ -253,7 +267,10 @@ class ElementwiseTiler:
         tile_counts = self.tile_counts(k, chunk)
         tile_elems = prod(tile_counts)
         sram = Sram(self.m.sram_bytes)
-        streams = {i: Streamed(sram, v, tile_counts, compute_dtype=self.load_dtypes[i])
+        # A tile stored as loaded stays in its slot until the store: four slots, the
+        # SRAM of two input and two output tiles, keep the loads as far ahead.
+        streams = {i: Streamed(sram, v, tile_counts,
+                               4 if i == self.stored_as_loaded else 2, self.load_dtypes[i])
                    for i, v in self.in_views.items() if i not in self.resident}
         residents = {i: Resident(sram, self.in_views[i], shape, self.load_dtypes[i])
                      for i in sorted(self.resident)}
@@ -267,8 +284,9 @@ class ElementwiseTiler:
                             input_dtypes=self.load_dtypes + [h.plan.result_dtype for h in hoisted])
         results = {node: Slots(sram, f"{name}.res", plan.dtypes[node], (tile_elems,))
                    for node, name in names.items() if plan.dtypes[node] != self.dtype}
-        outs = {node: Slots(sram, f"{name}.tile", self.dtype, (tile_elems,))
-                for node, name in names.items()}
+        outs = {} if self.stored_as_loaded is not None else {
+            node: Slots(sram, f"{name}.tile", self.dtype, (tile_elems,))
+            for node, name in names.items()}
         instrs = [i for h in hoisted for i in h.plan.setup] + plan.setup + [
             i for k, r in residents.items() for i in r.load(f"input {k} whole")]
         outer = shape[:k]
@@ -292,10 +310,14 @@ class ElementwiseTiler:
                     loaded[len(op.inputs) + j], computes = h.compute(starts, counts, loaded,
                                                                      len(op.inputs), note)
                     instrs += computes
+                dense = dense_sram_strides(counts)
+                if self.stored_as_loaded is not None:
+                    buffer = loaded[self.stored_as_loaded][0]
+                    instrs += store_instrs(self.out_views[0], starts, counts, buffer, dense, note)
+                    continue
                 dsts = {node: slots.acquire(None)[0] for node, slots in outs.items()}
                 computed = {node: results[node].acquire(None)[0] if node in results else dst
                             for node, dst in dsts.items()}
-                dense = dense_sram_strides(counts)
                 instrs += _compute(plan, counts, computed, dense, loaded,
                                    len(op.inputs) + len(hoisted), note)
                 for node in results:   # e.g. a quantized i8 output of an i32 result

@@ -260,3 +260,24 @@ def test_per_channel_subexpression_computed_once_per_channel(sram_bytes, vector_
         SE_SCALE, [np.broadcast_to(s, (c, hw)), np.broadcast_to(bias, (c, hw)), x]),
         rtol=1e-6, atol=1e-7)
     assert vector[0] < vector_fraction * vector[1]
+
+
+@pytest.mark.parametrize("sram_bytes", [MACHINE.sram_bytes, 16 * 1024])
+def test_copy_into_a_padded_buffer_stores_the_loaded_tiles(sram_bytes, rng):
+    """IREE's slow_memcpy of a 3x40x40 image into the interior of a 3x42x42 padded
+    buffer: each tile is stored as it was loaded, no vector instruction copies it, and
+    the halo keeps what was there."""
+    x = rng.standard_normal((3, 40, 40)).astype(np.float32)
+    b = Bindings()
+    padded = b.output((3, 42, 42))
+    padded_values = rng.standard_normal((3, 42, 42)).astype(np.float32)
+    b.arrays[padded.binding][padded.offset:padded.offset + padded_values.nbytes] = \
+        padded_values.view(np.uint8).reshape(-1)
+    interior = replace(padded, shape=(3, 40, 40), offset=padded.offset + (42 + 1) * 4)
+    compiled, stats = compile_and_run(Elementwise(interior, [b.add(x)], [("input", 0)]), b,
+                                      machine=MachineConfig(sram_bytes=sram_bytes))
+    expected = padded_values.copy()
+    expected[:, 1:41, 1:41] = x
+    np.testing.assert_array_equal(b.read(padded), expected)
+    assert not any(line.lstrip().startswith("v") for line in compiled.asm.splitlines())
+    assert compiled.estimated_cycles == stats.total_cycles
