@@ -14,7 +14,8 @@ first tile. An operation varying along fewer dims than the node reading it (hois
 squeeze-and-excitation scale's per-channel part) is computed over its own smaller box
 and read with stride 0. Each output (`out` and the extra outputs of a multi-result
 expression) has a double-buffered tile its node writes, which later nodes read; the
-expression is computed once per tile and every output stored.
+expression is computed once per tile and every output stored. A copy of one input
+(IREE's slow_memcpy) stores the loaded tile itself.
 """
 import itertools
 
