@@ -40,7 +40,8 @@ def hoist(expr, input_dims: dict[int, frozenset[int]], first_input: int):
     """(main expression, hoisted nodes): every operation whose value varies along fewer
     dims than a node that reads it is hoisted, and the main expression reads hoisted
     node j as input(first_input + j) instead (nodes only hoisted ones read are dropped).
-    Without broadcast inputs every node varies along the same dims: nothing is hoisted."""
+    Without broadcast inputs only an operation on scalars alone could be (computed on
+    one element); every other node varies along the same dims."""
     dims = node_dims(expr, input_dims)
     hoisted: list[Hoisted] = []
     replaced = {}
