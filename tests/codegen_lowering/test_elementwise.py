@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from compiler_target.codegen.analysis.expressions import pruned, simplified
+from compiler_target.codegen.hoist import hoist
 from compiler_target.codegen.ops import Elementwise
 from executable_format.machine import MachineConfig
 
@@ -281,3 +282,15 @@ def test_copy_into_a_padded_buffer_stores_the_loaded_tiles(sram_bytes, rng):
     np.testing.assert_array_equal(b.read(padded), expected)
     assert not any(line.lstrip().startswith("v") for line in compiled.asm.splitlines())
     assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_hoist_splits_the_per_channel_part_of_an_se_scale():
+    """hoist.hoist on the SE scale over (channels, pixels): the clamp of the per-channel
+    inputs is hoisted with its subexpression, the main expression multiplies the pixel
+    input by it; with every input varying along both dims nothing is hoisted."""
+    channel, both = frozenset({0}), frozenset({0, 1})
+    main, hoisted = hoist(SE_SCALE, {0: channel, 1: channel, 2: both}, 3)
+    assert [(h.node, h.dims) for h in hoisted] == [(4, channel)]
+    assert hoisted[0].expr == SE_SCALE[:5]
+    assert main == [("input", 3), ("input", 2), ("mul", (1, 0))]     # x · hoisted
+    assert hoist(SE_SCALE, {0: both, 1: both, 2: both}, 3) == (SE_SCALE, [])
