@@ -319,14 +319,14 @@ class EpilogueInputs:
         for k in used:
             tensor = tensors[f"epilogue.{k}"]
             if 0 in tensor.strides and worth_resident(tensor, machine):
-                self.residents[k] = Resident(sram, tensor, list(tensor.shape), self.dtypes[k])
+                self.residents[k] = Resident(sram, tensor, f"epilogue.{k} whole", self.dtypes[k])
             else:
                 self.streams[k] = Streamed(sram, tensor, max_counts, compute_dtype=self.dtypes[k])
 
     @property
     def setup(self) -> list[Instr]:
         """The loads of the inputs loaded whole, before the first tile's epilogue."""
-        return [i for k, r in self.residents.items() for i in r.load(f"epilogue.{k} whole")]
+        return [i for r in self.residents.values() for i in r.loads]
 
     def keep_only(self, inputs: set[int] | None) -> None:
         """Stops streaming the inputs not in `inputs` (OutputStage.tile_inputs; None

@@ -301,30 +301,15 @@ def worth_resident(dram: Buffer, m: MachineConfig) -> bool:
 
 class Resident:
     """A small DRAM tensor (a per-channel operand) loaded whole, once, before the first
-    tile, its broadcast dimensions not loaded as for Streamed; each tile reads it at the
-    offset of the tile's start. One transfer instead of one per tile, each of which
-    would pay the DMA latency for a few bytes."""
+    tile: a Streamed of one slot over the tensor's whole extent, its broadcast
+    dimensions not loaded. Each tile reads it at the offset of the tile's start: one
+    transfer instead of one per tile, each of which would pay the DMA latency for a few
+    bytes. `loads` are the instructions that load (and convert) it."""
 
-    def __init__(self, sram: Sram, dram: Buffer, shape: list[int],
-                 compute_dtype: str | None = None):
-        self.dram, self.shape = dram, shape
-        self.live = [i for i, s in enumerate(dram.strides) if s != 0]
-        self.strides = [0] * len(shape)
-        for i, stride in zip(self.live, dense_sram_strides([shape[i] for i in self.live])):
-            self.strides[i] = stride
-        self.count = prod(shape[i] for i in self.live)
-        self.raw = sram.alloc(dram.name + ".whole", dram.dtype, (self.count,))
-        self.buffer = self.raw if compute_dtype in (None, dram.dtype) else \
-            sram.alloc(dram.name + ".whole.cvt", compute_dtype, (self.count,))
-
-    def load(self, note: str) -> list[Instr]:
-        """The instructions loading (and converting) the whole tensor."""
-        dims = [Dim(self.shape[i], self.dram.strides[i], self.strides[i]) for i in self.live]
-        instrs = dma_instrs("dma.load", self.dram, 0, self.raw, 0, dims, note)
-        if self.buffer is not self.raw:
-            instrs.append(convert(Operand.flat(self.buffer), Operand.flat(self.raw),
-                                  (1, 1, self.count), note + " convert"))
-        return instrs
+    def __init__(self, sram: Sram, dram: Buffer, note: str, compute_dtype: str | None = None):
+        shape = list(dram.shape)
+        self.buffer, self.strides, self.loads = Streamed(
+            sram, dram, shape, 1, compute_dtype).load([0] * len(shape), shape, note)
 
     def at(self, starts: list[int]) -> tuple[Buffer, list[int], int]:
         """(buffer, SRAM element stride per dim (0 if broadcast), offset of `starts`)."""

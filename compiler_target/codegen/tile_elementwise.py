@@ -191,10 +191,9 @@ class ElementwiseTiler:
             self.outputs = [(self.outputs[0][0], len(self.expr) - 1)]
             self.stored = {len(self.expr) - 1}
         # Small broadcast inputs (per-channel operands) are loaded whole, once.
-        whole = {k: self._whole_bytes(k, elem) for k, v in self.in_views.items()
-                 if 0 in v.strides}
-        self.resident = {k for k in whole if worth_resident(self.in_views[k], m)}
-        fixed = hoisted_bytes + sum(whole[k] for k in self.resident)
+        self.resident = {k for k, v in self.in_views.items()
+                         if 0 in v.strides and worth_resident(v, m)}
+        fixed = hoisted_bytes + sum(self._whole_bytes(k, elem) for k in self.resident)
         result_tiles = 2 if self.floats != out.dtype else 0    # converted to the output's
         per_element = elem * ((2 + result_tiles) * len(self.stored) +
                               temp_count(self.expr, self.stored)) + sum(
@@ -273,7 +272,7 @@ class ElementwiseTiler:
         streams = {i: Streamed(sram, v, tile_counts,
                                4 if i == self.stored_as_loaded else 2, self.load_dtypes[i])
                    for i, v in self.in_views.items() if i not in self.resident}
-        residents = {i: Resident(sram, self.in_views[i], shape, self.load_dtypes[i])
+        residents = {i: Resident(sram, self.in_views[i], f"input {i} whole", self.load_dtypes[i])
                      for i in sorted(self.resident)}
         names: dict[int, str] = {}            # stored node -> its first output's name
         for dram, node in self.outputs:
@@ -289,7 +288,7 @@ class ElementwiseTiler:
             node: Slots(sram, f"{name}.tile", self.dtype, (tile_elems,))
             for node, name in names.items()}
         instrs = [i for h in hoisted for i in h.plan.setup] + plan.setup + [
-            i for k, r in residents.items() for i in r.load(f"input {k} whole")]
+            i for r in residents.values() for i in r.loads]
         outer = shape[:k]
         for index in range(prod(outer)):
             prefix = []
