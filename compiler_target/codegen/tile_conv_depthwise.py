@@ -14,7 +14,11 @@ part. With f32 operands the epilogue's per-channel affine chain (a bias, then an
 imported BatchNormalization's scale and shift) is folded into those weights and that
 bias once per dispatch (affine_fold), as the im2col strategy does; else only a bias
 add is taken. Whole images of a channel block are one contiguous DMA run in NCHW, so
-tiles prefer all rows. tile_conv picks this strategy when its estimate is lowest.
+tiles prefer all rows. An accumulator tile is held from its dwconv2d through the
+epilogue to its store: three of them let the MAC start a tile while the vector engine
+and the store work on the two before (with two, the MAC waited for the store two tiles
+back, a third of the time when the four engines are about equally busy). tile_conv
+picks this strategy when its estimate is lowest.
 """
 from dataclasses import dataclass
 
@@ -96,7 +100,7 @@ class DepthwiseEmitter:
             compute_dtype=job.acc_dtype)
         self.affine = AffineFold(sram, job.affine, self.tensors, s.c) if job.affine else None
         self.folded_bias = sram.alloc("affine.bias", "f32", (s.c,)) if job.affine else None
-        self.outs = Slots(sram, "acc", job.acc_dtype, (out_elems,))
+        self.outs = Slots(sram, "acc", job.acc_dtype, (out_elems,), 3)
         tile = [1, t.cb, t.rows, t.cols]
         self.epi = EpilogueInputs(sram, self.tensors, job.inputs_used,
                                   len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype, job.m)
