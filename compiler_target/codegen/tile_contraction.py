@@ -17,8 +17,11 @@ over the candidates that fit SRAM with double buffering; operand blocks that sta
 same between consecutive tiles are not reloaded. A per-column bias add at the start of
 the epilogue becomes the MAC BIAS flag; with f32 operands a longer per-column affine
 chain (a bias, then an imported BatchNormalization) is folded instead: its scale into
-each B tile as it is loaded, its offset into the BIAS operand (affine_fold). The rest
-runs on the vector engine.
+each B tile as it is loaded, its offset into the BIAS operand (affine_fold). Where the
+channel is M (a pointwise convolution in NCHW, computed as out^T = b^T a^T), the chain
+is folded per row: its scale into each A tile, and each accumulator tile starts at its
+offset (a vcopy; the MAC's bias is per column), which the MAC accumulates onto. The
+rest runs on the vector engine.
 """
 import itertools
 from dataclasses import dataclass, replace
@@ -36,7 +39,7 @@ from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgra
                    block_candidates, ceil_div, dense_sram_strides, dma_instrs, fitting, prod,
                    split_candidates)
 from .tiler import Candidate
-from .vector import Operand, binary
+from .vector import Operand, binary, unary
 
 ROLES = ("batch", "m", "n", "k")
 ACC_SLOTS = 3   # accumulator tiles: the MAC fills the third while the epilogue of the
@@ -262,12 +265,19 @@ class OrientedTiler:
         bias_index, expr = (None, op.epilogue) if op.narrow_sum or op.extra_outputs else \
             fold_bias(op.epilogue, op.epilogue_inputs, n_dims, acc_dtype)
         self.layout = canonical_layout(lowered)
-        self.affine = []        # epilogue.fold_affine's steps, folded per column
-        if dtype == "f32" and nn == 1 and len(self.layout.extents["n"]) == 1 and \
-                not op.extra_outputs:
-            steps, folded = fold_affine(op.epilogue, op.epilogue_inputs, nb + nm)
-            if len(steps) > 1 or steps and bias_index is None:
-                self.affine, expr, bias_index = steps, folded, None
+        self.affine = []        # epilogue.fold_affine's steps, folded per channel
+        self.affine_role = None  # the role of the channel: "n" (columns) or "m" (rows)
+        if dtype == "f32" and not op.extra_outputs:
+            for role, role_dims, channel_dim in (("n", nn, nb + nm), ("m", nm, nb)):
+                if role_dims != 1 or len(self.layout.extents[role]) != 1:
+                    continue
+                steps, folded = fold_affine(op.epilogue, op.epilogue_inputs, channel_dim)
+                # Per row, the offset is a vector pass before the MAC (the BIAS operand
+                # is per column): worth it from two steps, when a pass is saved.
+                if len(steps) > 1 or steps and bias_index is None and role == "n":
+                    self.affine, self.affine_role = steps, role
+                    expr, bias_index = folded, None
+                    break
         used = used_inputs(expr)
         self.expr, self.bias_index, self.used = expr, bias_index, used
         self.epilogue_count = len(op.epilogue_inputs)
@@ -329,8 +339,8 @@ class OrientedTiler:
             total += 2 * aligned(live * dtype_bytes(tensor.dtype))
             if tensor.dtype != self.acc_dtype:
                 total += 2 * aligned(live * self.acc_e)
-        if self.affine:     # A, B and each step's operand over all N columns
-            total += (2 + len(self.affine)) * aligned(self.layout.count("n") * 4)
+        if self.affine:     # A, B and each step's operand over all channels
+            total += (2 + len(self.affine)) * aligned(self.layout.count(self.affine_role) * 4)
         return total + (self.consts + 1) * SRAM_ALIGN
 
     def first_counts(self, t: ContractionTiling) -> list[int]:
@@ -389,14 +399,15 @@ class OrientedTiler:
         return self._costs[key]
 
     def estimate(self, t: ContractionTiling) -> int:
-        (nm, nn, nk), (load_a, load_b, store, epilogue_loads, mac, vector, scale_b) = \
+        (nm, nn, nk), (load_a, load_b, store, epilogue_loads, mac, vector, scale) = \
             self._block_costs(t.m, t.n, t.k)
         tiles = self.batch * nm * nn
         a_loads = self.batch * nm * nk if t.m_outer and nk <= 2 else tiles * nk
         b_loads = self.batch * nn * nk if not t.m_outer and nk <= 2 else tiles * nk
         dma_in = a_loads * load_a + b_loads * load_b + tiles * epilogue_loads
-        return max(tiles * nk * mac, dma_in, tiles * store, tiles * vector + b_loads * scale_b) + \
-            load_a + load_b + scale_b + epilogue_loads + mac + vector + store
+        scaled = a_loads if self.affine_role == "m" else b_loads
+        return max(tiles * nk * mac, dma_in, tiles * store, tiles * vector + scaled * scale) + \
+            load_a + load_b + scale + epilogue_loads + mac + vector + store
 
     def _block_costs(self, m: Split, n: Split, k: Split):
         """The block counts of M, N and K, and the busy cycles of one tile's transfers,
@@ -412,16 +423,22 @@ class OrientedTiler:
                     for name in self.outputs),
                 sum(self.transfer("dma.load", tensor.name, {"m": m, "n": n})
                     for tensor in self.streamed),
-                self.mac_cycles(mt, nt, kt), self.vector_cycles(m, n),
-                self.scale_cycles(kt * nt))
+                self.mac_cycles(mt, nt, kt),
+                self.vector_cycles(m, n) + self.row_bias_cycles(mt * nt),
+                self.scale_cycles(kt * (mt if self.affine_role == "m" else nt)))
         return self._costs[key]
 
     def scale_cycles(self, elements: int) -> int:
-        """The vector cycles of scaling a B tile by the folded affine chain's A (0 when
-        there is none)."""
+        """The vector cycles of scaling an operand tile (B per column, A per row) by the
+        folded affine chain's A (0 when there is none)."""
         m = self.m
         return m.vector_latency_cycles + ceil_div(elements * 4, m.vector_bytes_per_cycle) \
             if self.affine else 0
+
+    def row_bias_cycles(self, elements: int) -> int:
+        """The vector cycles of starting an accumulator tile at the folded per-row
+        offset (0 unless the chain is folded per row)."""
+        return self.scale_cycles(elements) if self.affine_role == "m" else 0
 
     def candidates(self) -> list[Candidate]:
         m = self.m
@@ -467,10 +484,12 @@ class ContractionEmitter:
                              compute_dtype=tiler.acc_dtype) if bias_index is not None else None
         self.affine = self.folded_bias = None
         if tiler.affine:
-            channel_dim = len(tiler.extents("batch")) + len(tiler.extents("m"))
-            n = tiler.layout.count("n")
-            self.affine = AffineFold(sram, tiler.affine, self.tensors, n, channel_dim)
-            self.folded_bias = sram.alloc("affine.bias", "f32", (n,))
+            role = tiler.affine_role
+            channel_dim = len(tiler.extents("batch")) + (len(tiler.extents("m"))
+                                                         if role == "n" else 0)
+            channels = tiler.layout.count(role)
+            self.affine = AffineFold(sram, tiler.affine, self.tensors, channels, channel_dim)
+            self.folded_bias = sram.alloc("affine.bias", "f32", (channels,))
         self.epi = EpilogueInputs(sram, self.tensors, tiler.used, tiler.epilogue_count,
                                   counts, tiler.acc_dtype, tiler.m)
         self.output = OutputStage(sram, tiler.expr, tiler.acc_dtype, self.tensors["out"],
@@ -512,9 +531,14 @@ class ContractionEmitter:
             buf, _, loads = self.bias.load(starts, counts, note)
             front += loads
             bias_reads, flags, bias_addr = (buf,), Flag.BIAS, buf.addr
-        elif self.folded_bias is not None:
+        elif self.folded_bias is not None and p.affine_role == "n":
             bias_reads, flags = (self.folded_bias,), Flag.BIAS
             bias_addr = self.folded_bias.addr + n_starts[0] * 4
+        elif self.folded_bias is not None:     # per row: the MAC accumulates onto it
+            offset = Operand(self.folded_bias, (0, 1, 0), m_starts[0])
+            front.append(unary("vcopy", "f32", Operand(out, (0, nt, 1)), offset, (1, mt, nt),
+                               note + " row offset (affine fold)"))
+            bias_reads, flags = (out,), Flag.ACCUMULATE
         k_blocks = self.t.k.blocks(p.extents("k"))
         for ki, (k_starts, k_counts) in enumerate(k_blocks):
             kt = prod(k_counts)
@@ -568,19 +592,30 @@ class ContractionEmitter:
                                        counts, sram_strides, note)
 
     def _load_a(self, front, batch, m_block, k_block, note):
-        return self._load(front, "a", self.a_slots, batch, m_block, k_block,
-                          self.p.a_transposed, note + f" A k{k_block[0]}")[0]
+        buf, fresh = self._load(front, "a", self.a_slots, batch, m_block, k_block,
+                                self.p.a_transposed, note + f" A k{k_block[0]}")
+        if self.p.affine_role == "m" and fresh:
+            front.append(self._scaled(buf, m_block, k_block, not self.p.a_transposed,
+                                      note + " A scaled (affine fold)"))
+        return buf
 
     def _load_b(self, front, batch, k_block, n_block, note):
         buf, fresh = self._load(front, "b", self.b_slots, batch, k_block, n_block,
                                 self.p.b_transposed, note + f" B k{k_block[0]}")
-        if self.affine is not None and fresh:
-            kt, n0, nt = prod(k_block[2]), n_block[1][0], prod(n_block[2])
-            tile = (1, nt, kt) if self.p.b_transposed else (1, kt, nt)
-            scale = Operand(self.affine.scale, (0, 1, 0) if self.p.b_transposed else (0, 0, 1), n0)
-            b = Operand(buf, (0, tile[2], 1))
-            front.append(binary("vmul", "f32", b, b, scale, tile, note + " B scaled (affine fold)"))
+        if self.p.affine_role == "n" and fresh:
+            front.append(self._scaled(buf, n_block, k_block, self.p.b_transposed,
+                                      note + " B scaled (affine fold)"))
         return buf
+
+    def _scaled(self, buf: Buffer, channel_block, k_block, channels_outer: bool,
+                note: str) -> Instr:
+        """An operand tile multiplied by the folded chain's per-channel A: the tile is
+        [channel][k] when `channels_outer`, else [k][channel]."""
+        kt, c0, ct = prod(k_block[2]), channel_block[1][0], prod(channel_block[2])
+        tile = (1, ct, kt) if channels_outer else (1, kt, ct)
+        scale = Operand(self.affine.scale, (0, 1, 0) if channels_outer else (0, 0, 1), c0)
+        operand = Operand(buf, (0, tile[2], 1))
+        return binary("vmul", "f32", operand, operand, scale, tile, note)
 
     def _load(self, front, name, slots, batch, first, second, transposed, note):
         """Loads the block (first role block x second role block) of operand `name` (a:
