@@ -14,7 +14,8 @@
 
 typedef unsigned __int128 u128;
 
-enum { SCRATCH_A, SCRATCH_B, SCRATCH_C, SCRATCH_COUNT };
+/* SCRATCH_PACK: the MAC kernels' packed blocks of B, one per worker (npu_mac.c). */
+enum { SCRATCH_A, SCRATCH_B, SCRATCH_C, SCRATCH_PACK, SCRATCH_COUNT };
 
 typedef struct semaphore_t {
   uint64_t* times;        /* time of the i-th signal */

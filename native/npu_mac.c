@@ -2,8 +2,9 @@
  * f32/i32 and multiplied by one register-tiled GEMM kernel, here in the same translation
  * unit so that it is inlined into its callers; conv2d is an implicit im2col over chunks
  * of output rows (dwconv2d: the conv2d with f = groups = c). Large instructions are split
- * over the worker threads (npu_threads.h) by output columns, rows or chunks, which leaves
- * every output element's summation order, and so its bits, as on one thread. */
+ * over the worker threads (npu_threads.h) by blocks of output rows and columns, or by
+ * chunks of output rows (conv2d), which leaves every output element's summation order,
+ * and so its bits, as on one thread. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -29,11 +30,24 @@
  * 64 for AVX-512); a tile needs 2 x GEMM_MR + 3 of them, within the 16 registers of SSE2
  * and AVX2 (a vector wider than the target's is split by GCC through the stack: the
  * 64-byte vectors this kernel had ran at 2.3 GFLOP/s in an AVX2 build, see
- * docs/performance.md). Each block of B (GEMM_KB rows of one panel of GEMM_NR columns)
- * that more than one tile reads is first copied into a dense buffer, so the tiles read it
- * from L1 whatever B's row stride. Tiles cut by the right edge of C run on a copy; B is
- * read GEMM_NR columns at a time, so a B operand needs GEMM_NR elements of readable slack
- * past its end (their lanes are computed and dropped). */
+ * docs/performance.md).
+ *
+ * The loops around the tiles are blocked for the caches, so that A and B are read from
+ * memory about once however large C is: blocks of GEMM_NC columns, then GEMM_KB of k,
+ * then GEMM_MC rows; within one, panels of GEMM_NR columns, then tiles of rows. The
+ * block's B rows (GEMM_KB x GEMM_NC) are first copied, read along B's rows, into dense
+ * panels in the worker's pack buffer (128 KB: stays in L2), so a tile reads its panel
+ * (16-32 KB) from L1 whatever B's row stride; the GEMM_MC rows of A by GEMM_KB (about
+ * 100 KB, read in place) stay in L2 while every panel of the block passes over them. B is
+ * read in place instead when one tile reads it (m <= GEMM_MR) or when a block of its
+ * rows spans at most GEMM_B_IN_PLACE bytes (a small B stays in cache anyway; repacking
+ * it per unit cost more than it saved). The blocks' sizes are bytes of cache, the same
+ * for every vector width. A split over threads (gemm_split) gives each worker units of
+ * about GEMM_MC rows by GEMM_NC columns, each with its own packed B: before, units were
+ * whole columns of C, and each streamed all of A (1 MiB for 512^3, more than L2) once per
+ * panel. Tiles cut by the right edge of C run on a copy; B is read GEMM_NR columns at a
+ * time, so a B operand read in place needs GEMM_NR elements of readable slack past its
+ * end (their lanes are computed and dropped). */
 #if defined(__BIGGEST_ALIGNMENT__) && __BIGGEST_ALIGNMENT__ >= 64
 #define GEMM_LANES 16
 #elif defined(__BIGGEST_ALIGNMENT__) && __BIGGEST_ALIGNMENT__ >= 32
@@ -44,6 +58,11 @@
 #define GEMM_MR 6
 #define GEMM_NR (2 * GEMM_LANES)
 #define GEMM_KB 256
+#define GEMM_MC 96
+#define GEMM_NC 128
+#define GEMM_PACK_ELEMS (GEMM_KB * GEMM_NC)
+#define GEMM_B_IN_PLACE (64 * 1024)
+_Static_assert(GEMM_MC % GEMM_MR == 0 && GEMM_NC % GEMM_NR == 0, "whole tiles and panels");
 /* A GEMM polls stopping() once per panel of columns when m * k is at least this (a
  * smaller one is at most a few milliseconds of work in all, polled by its caller). */
 #define GEMM_POLL_MK 4096
@@ -116,7 +135,10 @@ static inline gemm_f32_vec round_f16(gemm_f32_vec x) {
       PREFIX##_tile4, PREFIX##_tile5, PREFIX##_tile6};
 _Static_assert(GEMM_MR == 6, "DEFINE_GEMM_TILES defines tiles of 1 to 6 rows");
 
-/* NAME(m, n, k, a, lda, b, ldb, c, ldc): panels of GEMM_NR columns, tiles of rows. */
+/* NAME(m, n, k, a, lda, b, ldb, c, ldc, pack): blocks of GEMM_NC columns by GEMM_KB of
+ * k by GEMM_MC rows; in each, panels of GEMM_NR columns, tiles of rows. `pack` holds
+ * GEMM_PACK_ELEMS elements: the block of B, as dense panels, when more than one tile
+ * reads it. */
 #define DEFINE_GEMM(NAME, T, TILES)                                                    \
   static void NAME##_run_tile(size_t rows, size_t nr, size_t k, const T* const* a,     \
                           const T* b, size_t ldb, T* c, size_t ldc) {                  \
@@ -130,29 +152,45 @@ _Static_assert(GEMM_MR == 6, "DEFINE_GEMM_TILES defines tiles of 1 to 6 rows");
     for (size_t r = 0; r < rows; r++) memcpy(c + r * ldc, edge + r * GEMM_NR, nr * sizeof(T)); \
   }                                                                                    \
                                                                                        \
+  /* kb rows of nc columns of B (row stride ldb) as panels of GEMM_NR columns, panel p \
+   * at out + p * kb * GEMM_NR, zeros past nc; B is read along its rows. */           \
+  static void NAME##_pack_b(size_t kb, size_t nc, const T* b, size_t ldb, T* out) {    \
+    size_t full = nc / GEMM_NR * GEMM_NR, rest = nc - full;                            \
+    for (size_t kk = 0; kk < kb; kk++) {                                               \
+      const T* row = b + kk * ldb;                                                     \
+      T* o = out + kk * GEMM_NR;                                                       \
+      for (size_t j = 0; j < full; j += GEMM_NR) memcpy(o + j * kb, row + j, sizeof(T) * GEMM_NR); \
+      if (rest) {                                                                      \
+        memcpy(o + full * kb, row + full, rest * sizeof(T));                           \
+        memset(o + full * kb + rest, 0, (GEMM_NR - rest) * sizeof(T));                 \
+      }                                                                                \
+    }                                                                                  \
+  }                                                                                    \
+                                                                                       \
   static void NAME(size_t m, size_t n, size_t k, const T* a, size_t lda, const T* b,   \
-                   size_t ldb, T* c, size_t ldc) {                                     \
-    _Alignas(64) T panel[GEMM_KB * GEMM_NR];                                           \
+                   size_t ldb, T* c, size_t ldc, T* pack) {                            \
     bool poll = m * k >= GEMM_POLL_MK;                                                 \
-    for (size_t j = 0; j < n; j += GEMM_NR) {                                          \
-      if (poll && stopping((uint64_t)m * GEMM_NR * k)) return;                         \
-      size_t nr = n - j < GEMM_NR ? n - j : GEMM_NR;                                   \
+    bool packed = m > GEMM_MR && (k < GEMM_KB ? k : GEMM_KB) * ldb * sizeof(T) > GEMM_B_IN_PLACE; \
+    for (size_t j0 = 0; j0 < n; j0 += GEMM_NC) {                                       \
+      size_t nc = n - j0 < GEMM_NC ? n - j0 : GEMM_NC;                                 \
       for (size_t k0 = 0; k0 < k; k0 += GEMM_KB) {                                     \
         size_t kb = k - k0 < GEMM_KB ? k - k0 : GEMM_KB;                               \
-        const T* bk = b + k0 * ldb + j;                                                \
-        size_t ldbk = ldb;                                                             \
-        if (m > GEMM_MR) {                                                             \
-          for (size_t kk = 0; kk < kb; kk++) {                                         \
-            memcpy(panel + kk * GEMM_NR, bk + kk * ldb, nr * sizeof(T));               \
-            memset(panel + kk * GEMM_NR + nr, 0, (GEMM_NR - nr) * sizeof(T));          \
+        const T* bk = b + k0 * ldb + j0;                                               \
+        if (packed) NAME##_pack_b(kb, nc, bk, ldb, pack);                              \
+        for (size_t i0 = 0; i0 < m; i0 += GEMM_MC) {                                   \
+          size_t mc = m - i0 < GEMM_MC ? m - i0 : GEMM_MC;                             \
+          if (poll && stopping((uint64_t)mc * nc * kb)) return;                        \
+          for (size_t j = 0; j < nc; j += GEMM_NR) {                                   \
+            size_t nr = nc - j < GEMM_NR ? nc - j : GEMM_NR;                           \
+            const T* bp = packed ? pack + j * kb : bk + j;                             \
+            size_t ldbp = packed ? GEMM_NR : ldb;                                      \
+            for (size_t i = i0; i < i0 + mc; i += GEMM_MR) {                           \
+              size_t rows = i0 + mc - i < GEMM_MR ? i0 + mc - i : GEMM_MR;             \
+              const T* tile_rows[GEMM_MR];                                             \
+              for (size_t r = 0; r < rows; r++) tile_rows[r] = a + (i + r) * lda + k0; \
+              NAME##_run_tile(rows, nr, kb, tile_rows, bp, ldbp, c + i * ldc + j0 + j, ldc); \
+            }                                                                          \
           }                                                                            \
-          bk = panel, ldbk = GEMM_NR;                                                  \
-        }                                                                              \
-        for (size_t i = 0; i < m; i += GEMM_MR) {                                      \
-          size_t rows = m - i < GEMM_MR ? m - i : GEMM_MR;                             \
-          const T* tile_rows[GEMM_MR];                                                 \
-          for (size_t r = 0; r < rows; r++) tile_rows[r] = a + (i + r) * lda + k0;     \
-          NAME##_run_tile(rows, nr, kb, tile_rows, bk, ldbk, c + i * ldc + j, ldc);    \
         }                                                                              \
       }                                                                                \
     }                                                                                  \
@@ -348,9 +386,6 @@ static void init_accumulator(uint8_t* out, size_t rows, size_t cols, size_t ld,
   }
 }
 
-/* A packed matmul: A [m][k] with row stride lda and dense B [k][n] (with GEMM_NR
- * elements of slack) into C with row stride ldc, split over panels of columns or tiles
- * of rows. */
 /* How a GEMM sums: the kernel of each. */
 typedef enum gemm_sum_t { SUM_F32, SUM_I32, SUM_F16, SUM_BF16 } gemm_sum_t;
 
@@ -362,6 +397,8 @@ static gemm_sum_t mac_sum(const instr_t* in) {
   return in->dtype == DT_F16 ? SUM_F16 : SUM_BF16;
 }
 
+/* A packed matmul: A [m][k] with row stride lda and dense B [k][n] (with GEMM_NR
+ * elements of slack) into C with row stride ldc, split into units of C (gemm_split). */
 typedef struct gemm_job_t {
   gemm_sum_t sum;
   size_t m, n, k;
@@ -372,12 +409,17 @@ typedef struct gemm_job_t {
                             its stride (m = 1, f32: matvec_rows_f32; ldb >= k >= 1) */
   uint8_t* c;
   size_t ldc;
-  bool by_columns;
+  uint8_t* pack;         /* GEMM_PACK_BYTES per worker (gemm_split's workers) */
+  size_t unit_rows, unit_cols, row_units;   /* the units of C (gemm_split) */
 } gemm_job_t;
+
+#define GEMM_PACK_BYTES ((size_t)GEMM_PACK_ELEMS * 4)
 
 static size_t ceil_units(size_t count, size_t unit) { return (count + unit - 1) / unit; }
 
-static void gemm_block(const gemm_job_t* g, size_t i0, size_t i1, size_t j0, size_t j1) {
+/* Rows i0 .. i1 - 1 by columns j0 .. j1 - 1 of C, with one worker's pack buffer. */
+static void gemm_block(const gemm_job_t* g, size_t i0, size_t i1, size_t j0, size_t j1,
+                       uint8_t* pack) {
   size_t k = g->k, n = g->n;
   uint8_t* c = g->c + (i0 * g->ldc + j0) * 4;
   if (g->b_rows_ld) {
@@ -387,34 +429,76 @@ static void gemm_block(const gemm_job_t* g, size_t i0, size_t i1, size_t j0, siz
   }
   if (g->sum == SUM_I32) {
     gemm_i32(i1 - i0, j1 - j0, k, (const int32_t*)g->a + i0 * g->lda, g->lda,
-             (const int32_t*)g->b + j0, n, (int32_t*)c, g->ldc);
+             (const int32_t*)g->b + j0, n, (int32_t*)c, g->ldc, (int32_t*)pack);
     return;
   }
   void (*gemm)(size_t, size_t, size_t, const float*, size_t, const float*, size_t, float*,
-               size_t) = g->sum == SUM_F16 ? gemm_f16_sum : g->sum == SUM_BF16 ? gemm_bf16_sum
-                                                                              : gemm_f32;
+               size_t, float*) = g->sum == SUM_F16    ? gemm_f16_sum
+                                 : g->sum == SUM_BF16 ? gemm_bf16_sum
+                                                      : gemm_f32;
   gemm(i1 - i0, j1 - j0, k, (const float*)g->a + i0 * g->lda, g->lda,
-       (const float*)g->b + j0, n, (float*)c, g->ldc);
+       (const float*)g->b + j0, n, (float*)c, g->ldc, (float*)pack);
 }
 
-/* Columns of C per unit of a split by columns: whole panels of GEMM_NR, and 256 bytes of
- * each row of C, so two workers do not write neighbouring cache lines (narrower units
- * halved the speed of two threads: each tile's row of C then shares its 128-byte pair
- * of lines, which the CPU fetches together, with the other worker's). */
+/* Columns of C per unit of a matrix-vector product: whole panels of GEMM_NR, and 128
+ * bytes of each row of C, so two workers do not write neighbouring cache lines
+ * (narrower units halved the speed of two threads: each row of C then shares its
+ * 128-byte pair of lines, which the CPU fetches together, with the other worker's). It
+ * is also the narrowest unit of a GEMM split. */
 #define GEMM_UNIT_COLS 32
 _Static_assert(GEMM_UNIT_COLS % GEMM_NR == 0, "units are whole panels");
+/* A GEMM split over several workers aims at this many units per worker (a worker whose
+ * CPU is taken by another process then holds up the others for a small share). */
+#define GEMM_UNITS_PER_WORKER 4
 
-/* Unit u: the u-th GEMM_UNIT_COLS columns or tile of GEMM_MR rows. */
-static void gemm_unit(const void* job, size_t u, size_t worker) {
-  (void)worker;
-  const gemm_job_t* g = job;
-  if (g->by_columns) {
-    size_t j0 = u * GEMM_UNIT_COLS, j1 = j0 + GEMM_UNIT_COLS < g->n ? j0 + GEMM_UNIT_COLS : g->n;
-    gemm_block(g, 0, g->m, j0, j1);
+/* Splits g's C into units for `workers` workers; returns their count. One worker: one
+ * unit. Several: blocks of about GEMM_MC rows (whole tiles) by GEMM_NC columns, each
+ * with its A rows in L2 across its panels and its own packed B; smaller ones (rows
+ * first, then columns) while there are fewer than GEMM_UNITS_PER_WORKER per worker. */
+static size_t gemm_split(gemm_job_t* g, size_t workers) {
+  size_t m = g->m, n = g->n;
+  if (g->b_rows_ld) {
+    g->unit_rows = m, g->unit_cols = GEMM_UNIT_COLS;
+  } else if (workers <= 1) {
+    g->unit_rows = m, g->unit_cols = n;
   } else {
-    size_t i0 = u * GEMM_MR, i1 = i0 + GEMM_MR < g->m ? i0 + GEMM_MR : g->m;
-    gemm_block(g, i0, i1, 0, g->n);
+    size_t want = GEMM_UNITS_PER_WORKER * workers;
+    size_t row_units = ceil_units(m, GEMM_MC), col_units = ceil_units(n, GEMM_NC);
+    while (row_units * col_units < want && ceil_units(m, row_units) > GEMM_MR) row_units++;
+    g->unit_rows = ceil_units(ceil_units(m, row_units), GEMM_MR) * GEMM_MR;
+    row_units = ceil_units(m, g->unit_rows);
+    while (row_units * col_units < want && ceil_units(n, col_units) > GEMM_UNIT_COLS) {
+      col_units++;
+    }
+    size_t cols = ceil_units(ceil_units(n, col_units), GEMM_NR) * GEMM_NR;
+    g->unit_cols = cols < GEMM_UNIT_COLS ? GEMM_UNIT_COLS : cols;
   }
+  if (!g->unit_rows) g->unit_rows = 1;
+  if (!g->unit_cols) g->unit_cols = 1;
+  g->row_units = ceil_units(m, g->unit_rows);
+  return g->row_units * ceil_units(n, g->unit_cols);
+}
+
+/* Unit u: row block u % row_units of column block u / row_units (units that run at the
+ * same time share their columns of B). */
+static void gemm_unit(const void* job, size_t u, size_t worker) {
+  const gemm_job_t* g = job;
+  size_t i0 = u % g->row_units * g->unit_rows, j0 = u / g->row_units * g->unit_cols;
+  size_t i1 = i0 + g->unit_rows < g->m ? i0 + g->unit_rows : g->m;
+  size_t j1 = j0 + g->unit_cols < g->n ? j0 + g->unit_cols : g->n;
+  gemm_block(g, i0, i1, j0, j1, g->pack + worker * GEMM_PACK_BYTES);
+}
+
+/* Runs g over the pool: its units on up to worker_count workers, each with a pack
+ * buffer of the core's SCRATCH_PACK. */
+static int run_gemm(exec_t* x, gemm_job_t* g) {
+  size_t workers = worker_count(x->pool, (uint64_t)g->m * g->n * g->k, SIZE_MAX);
+  size_t units = gemm_split(g, workers);
+  if (workers > units) workers = units;
+  g->pack = scratch(x, SCRATCH_PACK, (u128)GEMM_PACK_BYTES * workers);
+  if (!g->pack) return out_of_memory(x, (u128)GEMM_PACK_BYTES * workers);
+  run_units(x->pool, gemm_unit, g, units, workers);
+  return NPU_STATUS_OK;
 }
 
 int exec_matmul(exec_t* x, const instr_t* in) {
@@ -464,10 +548,8 @@ int exec_matmul(exec_t* x, const instr_t* in) {
     init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + bias_addr) : NULL, NULL);
   }
   gemm_job_t job = {mac_sum(in), m, n, k, ap, a_in_place ? lda : k, bp, b_rows ? ldb : 0,
-                    out, ldo, n >= m};
-  size_t units = job.by_columns ? ceil_units(n, GEMM_UNIT_COLS) : ceil_units(m, GEMM_MR);
-  run_units(x->pool, gemm_unit, &job, units, worker_count(x->pool, (uint64_t)m * n * k, units));
-  return NPU_STATUS_OK;
+                    out, ldo};
+  return run_gemm(x, &job);
 }
 
 /* Output rows per im2col chunk target this many columns. */
@@ -485,6 +567,7 @@ typedef struct conv_job_t {
   uint8_t* col;            /* one buffer of col_bytes per worker */
   size_t col_bytes;
   size_t chunk_rows, chunks;
+  uint8_t* pack;           /* GEMM_PACK_BYTES per worker (conv_unit's GEMMs) */
 } conv_job_t;
 
 /* Columns of the chunk of output rows starting at y0. */
@@ -527,8 +610,7 @@ static gemm_job_t conv_gemm(const conv_job_t* j, const uint8_t* col, size_t cols
   size_t kdim = j->cg * j->kh * j->kw, spatial = j->ho * j->wo;
   const uint8_t* w = (const uint8_t*)j->weights + g * j->fg * kdim * 4;
   uint8_t* o = j->out + (g * j->fg * spatial + y0 * j->wo) * 4;
-  return (gemm_job_t){j->sum, j->fg, cols, kdim, w, kdim, col, 0, o, spatial,
-                      cols >= j->fg};
+  return (gemm_job_t){j->sum, j->fg, cols, kdim, w, kdim, col, 0, o, spatial};
 }
 
 /* Unit u: chunk u % chunks of group u / chunks, all on one worker. */
@@ -539,7 +621,7 @@ static void conv_unit(const void* job, size_t u, size_t worker) {
   size_t cols = conv_im2col(j, col, g, y0);
   if (stopping((uint64_t)cols * j->cg * j->kh * j->kw)) return;
   gemm_job_t gemm = conv_gemm(j, col, cols, g, y0);
-  gemm_block(&gemm, 0, gemm.m, 0, gemm.n);
+  gemm_block(&gemm, 0, gemm.m, 0, gemm.n, j->pack + worker * GEMM_PACK_BYTES);
 }
 
 /* One chunk's im2col split by input channel. */
@@ -557,18 +639,18 @@ static void im2col_unit(const void* job, size_t ci, size_t worker) {
 
 /* Fewer chunks than workers: each chunk's im2col split by channel, then its GEMM by
  * columns or rows. */
-static void conv_split_chunks(exec_t* x, const conv_job_t* j) {
+static int conv_split_chunks(exec_t* x, const conv_job_t* j) {
   for (size_t g = 0; g < j->groups; g++) {
     for (size_t y0 = 0; y0 < j->ho; y0 += j->chunk_rows) {
-      if (stopping(0)) return;
+      if (stopping(0)) return NPU_STATUS_OK;
       gemm_job_t gemm = conv_gemm(j, j->col, conv_chunk_cols(j, y0), g, y0);
       uint64_t macs = (uint64_t)gemm.m * gemm.n * gemm.k;
       im2col_job_t im2col = {j, j->col, g, y0};
       run_units(x->pool, im2col_unit, &im2col, j->cg, worker_count(x->pool, macs, j->cg));
-      size_t units = gemm.by_columns ? ceil_units(gemm.n, GEMM_UNIT_COLS) : ceil_units(gemm.m, GEMM_MR);
-      run_units(x->pool, gemm_unit, &gemm, units, worker_count(x->pool, macs, units));
+      CHECK(run_gemm(x, &gemm));
     }
   }
+  return NPU_STATUS_OK;
 }
 
 /* conv2d and dwconv2d (conv_args). */
@@ -614,11 +696,10 @@ int exec_conv2d(exec_t* x, const instr_t* in) {
   }
   if (dt != DT_F32) pack_matrix(mac_b_dtype(in), sram + p.w, f, kdim, kdim, 1, wp);
   conv_job_t job = {dt, mac_sum(in), cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
-                    sram + p.in, wp, out, col, col_bytes, chunk_rows, chunks};
-  if (workers == 1 || units >= 2 * workers) {
-    run_units(x->pool, conv_unit, &job, units, workers);
-  } else {
-    conv_split_chunks(x, &job);
-  }
+                    sram + p.in, wp, out, col, col_bytes, chunk_rows, chunks, NULL};
+  if (workers > 1 && units < 2 * workers) return conv_split_chunks(x, &job);
+  job.pack = scratch(x, SCRATCH_PACK, (u128)GEMM_PACK_BYTES * workers);
+  if (!job.pack) return out_of_memory(x, (u128)GEMM_PACK_BYTES * workers);
+  run_units(x->pool, conv_unit, &job, units, workers);
   return NPU_STATUS_OK;
 }
