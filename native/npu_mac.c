@@ -45,7 +45,8 @@
  * for every vector width. A split over threads (gemm_split) gives each worker units of
  * about GEMM_MC rows by GEMM_NC columns, each with its own packed B: before, units were
  * whole columns of C, and each streamed all of A (1 MiB for 512^3, more than L2) once per
- * panel. Tiles cut by the right edge of C run on a copy; B is read GEMM_NR columns at a
+ * panel. A panel of GEMM_LANES columns or fewer at the right edge of C runs tiles of one
+ * vector; other tiles cut by the edge run on a copy; B is read GEMM_NR columns at a
  * time, so a B operand read in place needs GEMM_NR elements of readable slack past its
  * end (their lanes are computed and dropped). */
 #if defined(__BIGGEST_ALIGNMENT__) && __BIGGEST_ALIGNMENT__ >= 64
@@ -121,7 +122,23 @@ static inline gemm_f32_vec round_f16(gemm_f32_vec x) {
     }                                                                                  \
   }
 
-/* The tiles of 1..GEMM_MR rows of one element type, indexed by rows - 1. */
+/* NAME(k, a, b, ldb, c, ldc): a tile of ROWS rows by GEMM_LANES (one vector), for a
+ * panel of at most GEMM_LANES columns (the right edge of C): the same sums as the
+ * first vector of DEFINE_GEMM_TILE's. */
+#define DEFINE_GEMM_HALF_TILE(NAME, T, V, ROWS, STEP)                                  \
+  static void NAME(size_t k, const T* const* a, const T* b, size_t ldb, T* c,          \
+                   size_t ldc) {                                                       \
+    V acc0[ROWS];                                                                      \
+    for (int r = 0; r < ROWS; r++) acc0[r] = *(const V*)(c + r * ldc);                 \
+    for (size_t kk = 0; kk < k; kk++) {                                                \
+      V b0 = *(const V*)(b + kk * ldb);                                                \
+      for (int r = 0; r < ROWS; r++) STEP(acc0[r], a[r][kk], b0);                      \
+    }                                                                                  \
+    for (int r = 0; r < ROWS; r++) *(V*)(c + r * ldc) = acc0[r];                       \
+  }
+
+/* The tiles of 1..GEMM_MR rows of one element type, indexed by rows - 1: PREFIX_tiles
+ * (GEMM_NR columns) and PREFIX_half_tiles (GEMM_LANES). */
 #define DEFINE_GEMM_TILES(PREFIX, T, V, STEP)                                          \
   DEFINE_GEMM_TILE(PREFIX##_tile1, T, V, 1, STEP)                                      \
   DEFINE_GEMM_TILE(PREFIX##_tile2, T, V, 2, STEP)                                      \
@@ -129,26 +146,36 @@ static inline gemm_f32_vec round_f16(gemm_f32_vec x) {
   DEFINE_GEMM_TILE(PREFIX##_tile4, T, V, 4, STEP)                                      \
   DEFINE_GEMM_TILE(PREFIX##_tile5, T, V, 5, STEP)                                      \
   DEFINE_GEMM_TILE(PREFIX##_tile6, T, V, 6, STEP)                                      \
+  DEFINE_GEMM_HALF_TILE(PREFIX##_half1, T, V, 1, STEP)                                 \
+  DEFINE_GEMM_HALF_TILE(PREFIX##_half2, T, V, 2, STEP)                                 \
+  DEFINE_GEMM_HALF_TILE(PREFIX##_half3, T, V, 3, STEP)                                 \
+  DEFINE_GEMM_HALF_TILE(PREFIX##_half4, T, V, 4, STEP)                                 \
+  DEFINE_GEMM_HALF_TILE(PREFIX##_half5, T, V, 5, STEP)                                 \
+  DEFINE_GEMM_HALF_TILE(PREFIX##_half6, T, V, 6, STEP)                                 \
   static void (*const PREFIX##_tiles[GEMM_MR])(size_t, const T* const*, const T*,      \
                                                size_t, T*, size_t) = {                 \
       PREFIX##_tile1, PREFIX##_tile2, PREFIX##_tile3,                                  \
-      PREFIX##_tile4, PREFIX##_tile5, PREFIX##_tile6};
+      PREFIX##_tile4, PREFIX##_tile5, PREFIX##_tile6};                                 \
+  static void (*const PREFIX##_half_tiles[GEMM_MR])(size_t, const T* const*, const T*, \
+                                                    size_t, T*, size_t) = {            \
+      PREFIX##_half1, PREFIX##_half2, PREFIX##_half3,                                  \
+      PREFIX##_half4, PREFIX##_half5, PREFIX##_half6};
 _Static_assert(GEMM_MR == 6, "DEFINE_GEMM_TILES defines tiles of 1 to 6 rows");
 
 /* NAME(m, n, k, a, lda, b, ldb, c, ldc, pack): blocks of GEMM_NC columns by GEMM_KB of
  * k by GEMM_MC rows; in each, panels of GEMM_NR columns, tiles of rows. `pack` holds
  * GEMM_PACK_ELEMS elements: the block of B, as dense panels, when more than one tile
  * reads it. */
-#define DEFINE_GEMM(NAME, T, TILES)                                                    \
+#define DEFINE_GEMM(NAME, T)                                                           \
   static void NAME##_run_tile(size_t rows, size_t nr, size_t k, const T* const* a,     \
                           const T* b, size_t ldb, T* c, size_t ldc) {                  \
-    if (nr == GEMM_NR) {                                                               \
-      TILES[rows - 1](k, a, b, ldb, c, ldc);                                           \
+    if (nr == GEMM_NR || nr == GEMM_LANES) {                                           \
+      (nr == GEMM_NR ? NAME##_tiles : NAME##_half_tiles)[rows - 1](k, a, b, ldb, c, ldc); \
       return;                                                                          \
     }                                                                                  \
     T edge[GEMM_MR * GEMM_NR] = {0};                                                   \
     for (size_t r = 0; r < rows; r++) memcpy(edge + r * GEMM_NR, c + r * ldc, nr * sizeof(T)); \
-    TILES[rows - 1](k, a, b, ldb, edge, GEMM_NR);                                      \
+    (nr < GEMM_LANES ? NAME##_half_tiles : NAME##_tiles)[rows - 1](k, a, b, ldb, edge, GEMM_NR); \
     for (size_t r = 0; r < rows; r++) memcpy(c + r * ldc, edge + r * GEMM_NR, nr * sizeof(T)); \
   }                                                                                    \
                                                                                        \
@@ -200,10 +227,10 @@ DEFINE_GEMM_TILES(gemm_f32, float, gemm_f32_vec, FMA_STEP)
 DEFINE_GEMM_TILES(gemm_i32, int32_t, gemm_i32_vec, FMA_STEP)
 DEFINE_GEMM_TILES(gemm_f16_sum, float, gemm_f32_vec, F16_STEP)
 DEFINE_GEMM_TILES(gemm_bf16_sum, float, gemm_f32_vec, BF16_STEP)
-DEFINE_GEMM(gemm_f32, float, gemm_f32_tiles)
-DEFINE_GEMM(gemm_i32, int32_t, gemm_i32_tiles)
-DEFINE_GEMM(gemm_f16_sum, float, gemm_f16_sum_tiles)
-DEFINE_GEMM(gemm_bf16_sum, float, gemm_bf16_sum_tiles)
+DEFINE_GEMM(gemm_f32, float)
+DEFINE_GEMM(gemm_i32, int32_t)
+DEFINE_GEMM(gemm_f16_sum, float)
+DEFINE_GEMM(gemm_bf16_sum, float)
 
 /* ---- matrix-vector kernel: c[j] += sum over kk of a[kk] * b[j * ldb + kk] ----------
  * An f32 matmul with m = 1 and a transposed B (an LSTM step: B's rows, one per output
