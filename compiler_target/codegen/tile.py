@@ -324,6 +324,22 @@ def store_instrs(dram: Buffer, starts: list[int], counts: list[int], sram: Buffe
     return dma_instrs("dma.store", dram, origin, sram, 0, dims, note)
 
 
+def window_extent(outputs: int, stride: int, kernel: int, dilation: int) -> int:
+    """The input rows (or columns) a window of `outputs` output rows reads."""
+    return (outputs - 1) * stride + (kernel - 1) * dilation + 1
+
+
+def window_columns(cols: int, all_cols: int, stride: int, kernel: int, dilation: int,
+                   pad_left: int, width: int) -> int:
+    """The input columns a window of `cols` output columns loads. A window over all
+    `all_cols` reaches to the input row's end (`pad_left + width`) even where a stride
+    leaves its last column unread, so that it loads whole DRAM rows: the rows of a
+    padded input's channel then merge into one run, where rows one element short each
+    began their own bursts."""
+    needed = window_extent(cols, stride, kernel, dilation)
+    return max(needed, pad_left + width) if cols == all_cols else needed
+
+
 def load_window(src: Buffer, buf: Buffer, n: int, c0: int, cc: int, iy: int, ix: int,
                 hi: int, wi: int, pad_bits: int, note: str):
     """Loads the window rows [iy, iy+hi) x cols [ix, ix+wi) of channels [c0, c0+cc) of

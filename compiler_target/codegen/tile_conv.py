@@ -35,7 +35,8 @@ from .vector import Operand
 from .npu_ir import Buffer, Instr, busy_cycles, mac_flags, mac_operands_supported
 from .tile import (Dim, Slots, Sram, Streamed, TiledProgram, block_candidates, ceil_div,
                    Pipeline, dma_instrs, fitting, footprint, load_window,
-                   split_candidates, store_instrs)
+                   split_candidates, store_instrs, window_columns,
+                   window_extent)
 from .tiler import Candidate, Tiler, cheapest
 
 
@@ -64,10 +65,10 @@ class ConvShape:
         return self.f // self.groups
 
     def in_rows(self, rows: int) -> int:
-        return (rows - 1) * self.sh + (self.kh - 1) * self.dh + 1
+        return window_extent(rows, self.sh, self.kh, self.dh)
 
     def in_cols(self, cols: int) -> int:
-        return (cols - 1) * self.sw + (self.kw - 1) * self.dw + 1
+        return window_columns(cols, self.wo, self.sw, self.kw, self.dw, self.pl, self.w)
 
 
 @dataclass(frozen=True)

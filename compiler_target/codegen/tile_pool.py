@@ -24,7 +24,7 @@ from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr, dtype_bytes, value_bits
 from .vector import Operand, unary
 from .tile import (SRAM_ALIGN, Pipeline, Slots, Sram, TiledProgram, aligned, ceil_div,
-                   load_window, split_candidates)
+                   load_window, split_candidates, window_columns, window_extent)
 from .tile_elementwise import view
 from .tiler import Candidate
 
@@ -46,10 +46,10 @@ class PoolGeometry:
         self.pt, self.pl = op.pads[0], op.pads[1]
 
     def in_rows(self, rows):
-        return (rows - 1) * self.sh + (self.kh - 1) * self.dh + 1
+        return window_extent(rows, self.sh, self.kh, self.dh)
 
     def in_cols(self, cols):
-        return (cols - 1) * self.sw + (self.kw - 1) * self.dw + 1
+        return window_columns(cols, self.wo, self.sw, self.kw, self.dw, self.pl, self.w)
 
 
 def batch_as_channels(lowered: Lowered) -> Lowered:
