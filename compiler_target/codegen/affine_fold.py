@@ -4,16 +4,20 @@ weights and the bias.
 
 The chain is acc·A + B with per-channel A and B. The vector engine computes them over
 the F channels once per dispatch, A from 1 and B from 0 through the chain's steps; the
-weights are scaled by A (a convolution's once, a contraction's B tiles as they are
-loaded) and B is the bias the MAC adds (the im2col matmul's bias column, dwconv2d's and
-matmul's BIAS operand). The operands are buffers at run time (IREE passes weights and
-BatchNormalization parameters as bindings), so the fold runs on the NPU rather than in
-the compiler; it changes the rounding by a few ulps.
+weights are scaled by A (a convolution's once, a contraction's B tiles, or A tiles when
+the channel is M, as they are loaded) and B is the bias the MAC adds (the im2col
+matmul's bias column, dwconv2d's and matmul's BIAS operand, or the start of a
+contraction's accumulator tiles). The operands are buffers at run time (IREE passes
+weights and BatchNormalization parameters as bindings), so the fold runs on the NPU
+rather than in the compiler; it changes the rounding by a few ulps. The per-channel
+operands are a few hundred bytes each, near each other in the constant pool: those
+whose gaps move in less time than a DMA latency are one load of the bytes they span.
 """
 from executable_format.isa import f32_bits
+from executable_format.machine import MachineConfig
 
 from .epilogue import BINARY
-from .npu_ir import Buffer, Instr, dtype_bytes
+from .npu_ir import Buffer, Instr
 from .tile import Dim, Sram, dma_instrs, fill_instrs
 from .vector import Operand, binary, unary
 
@@ -24,10 +28,10 @@ class AffineFold:
     like the output) that is the channel."""
 
     def __init__(self, sram: Sram, steps: list, tensors: dict[str, Buffer], f: int,
-                 channel_dim: int = 1):
+                 machine: MachineConfig, channel_dim: int = 1):
         self.steps, self.tensors, self.f, self.channel_dim = steps, tensors, f, channel_dim
         self.scale = sram.alloc("affine.scale", "f32", (f,))
-        self.operands, self.loads = self._channel_operands(sram)
+        self.operands, self.loads = self._channel_operands(sram, machine)
 
     def instrs(self, bias: Operand, weights: Operand, k: int) -> list[Instr]:
         """A and B computed, B into `bias` (f elements at stride bias.strides[2]), and the
@@ -57,19 +61,23 @@ class AffineFold:
                 instrs.append(unary("vscale", "f32", a, a, box, note, -1.0, 0.0))
         return instrs
 
-    def _channel_operands(self, sram: Sram) -> tuple[list[Operand], list[Instr]]:
+    def _channel_operands(self, sram: Sram,
+                          machine: MachineConfig) -> tuple[list[Operand], list[Instr]]:
         """Each step's per-channel operand in SRAM (the F values of an epilogue input, or
         a constant cell read with stride 0), and the instructions filling them. Inputs
-        whose F values lie back to back in one binding (as the constant pool holds
-        them) are one load."""
-        f, loads, located = self.f, [], {}
-        for group in self._contiguous_inputs():
+        near each other in one binding, as the constant pool holds them, are one load of
+        the bytes they span (`_spans`)."""
+        loads, located = [], {}
+        for group in self._spans(machine):
             first = self.tensors[f"epilogue.{group[0]}"]
-            buf = sram.alloc(f"affine.{group[0]}", "f32", (len(group) * f,))
-            stride = first.strides[self.channel_dim] if len(group) == 1 else 1
-            loads += dma_instrs("dma.load", first, 0, buf, 0, [Dim(len(group) * f, stride, 1)],
+            count = (max(self._end(k) for k in group) - first.offset) // 4
+            buf = sram.alloc(f"affine.{group[0]}", "f32", (count,))
+            loads += dma_instrs("dma.load", first, 0, buf, 0, [Dim(count, 1, 1)],
                                 "affine operands " + ", ".join(map(str, group)))
-            located.update({k: Operand(buf, (0, 0, 1), i * f) for i, k in enumerate(group)})
+            for k in group:
+                tensor = self.tensors[f"epilogue.{k}"]
+                located[k] = Operand(buf, (0, 0, tensor.strides[self.channel_dim]),
+                                     (tensor.offset - first.offset) // 4)
         operands = []
         for _, node, _ in self.steps:
             if node[0] == "const":
@@ -80,22 +88,30 @@ class AffineFold:
                 operands.append(located[node[1]])
         return operands, loads
 
-    def _contiguous_inputs(self) -> list[list[int]]:
-        """The chain's epilogue inputs in runs whose F values follow each other in DRAM."""
+    def _end(self, k: int) -> int:
+        """The byte after the last of epilogue input k's F values."""
+        tensor = self.tensors[f"epilogue.{k}"]
+        return tensor.offset + ((self.f - 1) * tensor.strides[self.channel_dim] + 1) * 4
+
+    def _spans(self, machine: MachineConfig) -> list[list[int]]:
+        """The chain's epilogue inputs in groups, each loaded as the bytes it spans: an
+        input joins the group before it in the same binding when the gap between them
+        moves in no longer than the DMA latency a load of its own would pay."""
         def tensor(k):
             return self.tensors[f"epilogue.{k}"]
 
-        def follows(a, b) -> bool:
-            c = self.channel_dim
-            return a.binding == b.binding and a.strides[c] == 1 == b.strides[c] and \
-                b.offset == a.offset + self.f * dtype_bytes(a.dtype)
-
+        gap_bytes = machine.dma_latency_cycles * machine.dram_bytes_per_cycle
         inputs = sorted({node[1] for _, node, _ in self.steps if node[0] == "input"},
                         key=lambda k: (tensor(k).binding, tensor(k).offset))
-        runs: list[list[int]] = []
+        groups: list[list[int]] = []
         for k in inputs:
-            if runs and follows(tensor(runs[-1][-1]), tensor(k)):
-                runs[-1].append(k)
-            else:
-                runs.append([k])
-        return runs
+            if groups:
+                first = tensor(groups[-1][0])
+                end = max(self._end(j) for j in groups[-1])
+                if first.binding == tensor(k).binding and \
+                        (tensor(k).offset - first.offset) % 4 == 0 and \
+                        tensor(k).offset - end <= gap_bytes:
+                    groups[-1].append(k)
+                    continue
+            groups.append([k])
+        return groups

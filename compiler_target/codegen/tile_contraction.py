@@ -488,7 +488,8 @@ class ContractionEmitter:
             channel_dim = len(tiler.extents("batch")) + (len(tiler.extents("m"))
                                                          if role == "n" else 0)
             channels = tiler.layout.count(role)
-            self.affine = AffineFold(sram, tiler.affine, self.tensors, channels, channel_dim)
+            self.affine = AffineFold(sram, tiler.affine, self.tensors, channels, tiler.m,
+                                     channel_dim)
             self.folded_bias = sram.alloc("affine.bias", "f32", (channels,))
         self.epi = EpilogueInputs(sram, self.tensors, tiler.used, tiler.epilogue_count,
                                   counts, tiler.acc_dtype, tiler.m)

@@ -98,7 +98,7 @@ class DepthwiseEmitter:
         self.bias = None if job.bias_index is None else Streamed(
             sram, self.tensors[f"epilogue.{job.bias_index}"], [1, s.c, 1, 1], 1,
             compute_dtype=job.acc_dtype)
-        self.affine = AffineFold(sram, job.affine, self.tensors, s.c) if job.affine else None
+        self.affine = AffineFold(sram, job.affine, self.tensors, s.c, job.m) if job.affine else None
         self.folded_bias = sram.alloc("affine.bias", "f32", (s.c,)) if job.affine else None
         self.outs = Slots(sram, "acc", job.acc_dtype, (out_elems,), 3)
         tile = [1, t.cb, t.rows, t.cols]

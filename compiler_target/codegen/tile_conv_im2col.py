@@ -139,7 +139,7 @@ class Im2colEmitter:
                                   tile_counts=[1, s.f, t.rows, t.cols],
                                   extra_outputs=job.lowered.extra_outputs)
         self.epi.keep_only(self.output.tile_inputs)
-        self.affine = AffineFold(sram, job.affine, self.tensors, s.f) if job.affine else None
+        self.affine = AffineFold(sram, job.affine, self.tensors, s.f, job.m) if job.affine else None
         self.weight_instrs: list[Instr] = []   # W's load (and fold), in the first tile
 
     def run(self) -> TiledProgram:

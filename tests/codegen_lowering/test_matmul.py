@@ -187,3 +187,31 @@ def test_batchnorm_folds_into_each_a_tile_when_m_and_n_swap(rng):
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
     assert compiled.estimated_cycles == stats.total_cycles
     assert compiled.roofline.fraction(MACHINE, stats.total_cycles) >= 0.75
+
+
+def test_batchnorm_operands_near_each_other_are_one_load(rng):
+    """BatchNormalization's per-channel operands as the constant pool holds them: a few
+    hundred bytes each, with gaps, in one binding. Five loads would each pay the DMA
+    latency; the bytes they span (2 KB) are one load."""
+    b = Bindings()
+    m, n, k = 300, 70, 90
+    a = rng.standard_normal((1, m, k)).astype(np.float32)
+    w = rng.standard_normal((1, k, n)).astype(np.float32)
+    ar, br = b.add(a), b.add(w)
+    acc = np.einsum("bmk,bkn->bmn", a.astype(np.float64), w.astype(np.float64))
+    values = [rng.uniform(0.5, 1.5, (1, 1, n)).astype(np.float32) for _ in range(5)]
+    pool, refs = None, []
+    for v in values:
+        ref = b.add(v, offset_elems=40, binding=pool)
+        pool = ref.binding
+        refs.append(TensorRef("f32", acc.shape, (0, 0, 1), binding=pool, offset=ref.offset))
+    out = b.output(acc.shape)
+    op = Matmul(ar, br, out, epilogue=BATCHNORM_HARDSWISH, epilogue_inputs=refs)
+    expected = reference.expression(BATCHNORM_HARDSWISH,
+                                    [np.broadcast_to(v, acc.shape) for v in values], acc)
+    compiled, stats = compile_and_run(op, b)
+    pool_loads = [line for line in compiled.asm.splitlines()
+                  if line.lstrip().startswith("dma.load") and f"binding={pool}," in line]
+    assert len(pool_loads) == 1
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+    assert compiled.estimated_cycles == stats.total_cycles
