@@ -104,8 +104,25 @@ def mismatched_onnx() -> bytes:
         .SerializeToString()
 
 
+def lstm_onnx(peepholes: float) -> bytes:
+    """One LSTM (hidden 2, input 3, 4 steps) whose peephole weights P are `peepholes`."""
+    w, r = [helper.make_tensor(name, TensorProto.FLOAT, [1, 8, n], [0.1] * 8 * n)
+            for name, n in (("w", 3), ("r", 2))]
+    p = helper.make_tensor("p", TensorProto.FLOAT, [1, 6], [peepholes] * 6)
+    node = helper.make_node("LSTM", ["x", "w", "r", "", "", "", "", "p"], ["y"],
+                            hidden_size=2, name="lstm")
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 1, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 1, 1, 2])],
+        initializer=[w, r, p])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]) \
+        .SerializeToString()
+
+
 @pytest.mark.parametrize("args, message", [
     (["missing.mlir"], "cannot open input file 'missing.mlir': No such file or directory"),
+    (["{peephole_onnx}"], "peephole.onnx: LSTM node 'lstm' has peephole weights (input P, "
+     "'p'), which the ONNX importer of iree-base-compiler 3.13.0 does not apply"),
     (["{bad_mlir}"], "bad.mlir:2:8: Dialect `foo' not found for custom op 'foo.bar'"),
     (["{bad_onnx}"], "bad.onnx: not a valid ONNX model: "),
     (["{mismatched_onnx}"], "mismatched.onnx: imported ONNX module does not verify: "
@@ -120,6 +137,7 @@ def test_errors_are_one_line_without_traceback(tmp_path, args, message):
     paths = {"bad_mlir": write(tmp_path, "bad.mlir", "func.func @f() {\n  %0 = foo.bar : f32\n}\n"),
              "bad_onnx": write(tmp_path, "bad.onnx", b"\x08\x07garbage"),
              "mismatched_onnx": write(tmp_path, "mismatched.onnx", mismatched_onnx()),
+             "peephole_onnx": write(tmp_path, "peephole.onnx", lstm_onnx(0.5)),
              "add_mlir": write(tmp_path, "add.mlir", models.ADD_MLIR)}
     args = [a.format(**paths) for a in args]
     result = run_cli("--iree-hal-target-backends=npu", *args, "-o", tmp_path / "out.vmfb",
@@ -129,6 +147,15 @@ def test_errors_are_one_line_without_traceback(tmp_path, args, message):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("iree-compile: error: ") and message in lines[0]
     assert not (tmp_path / "out.vmfb").exists()
+
+
+def test_lstm_with_zero_peepholes_compiles(tmp_path):
+    """P all zeros is the LSTM without peepholes, which the importer does compute."""
+    path = write(tmp_path, "lstm.onnx", lstm_onnx(0.0))
+    result = run_cli("--iree-hal-target-backends=npu", path, "-o", tmp_path / "out.vmfb",
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out.vmfb").exists()
 
 
 def test_bad_machine_flag_is_one_error_line(tmp_path):
