@@ -18,7 +18,7 @@ from executable_format.machine import MachineConfig
 
 from .epilogue import BINARY
 from .npu_ir import Buffer, Instr
-from .tile import Dim, Sram, dma_instrs, fill_instrs
+from .tile import Sram, fill_instrs, gathered_loads
 from .vector import Operand, binary, unary
 
 
@@ -64,20 +64,17 @@ class AffineFold:
     def _channel_operands(self, sram: Sram,
                           machine: MachineConfig) -> tuple[list[Operand], list[Instr]]:
         """Each step's per-channel operand in SRAM (the F values of an epilogue input, or
-        a constant cell read with stride 0), and the instructions filling them. Inputs
-        near each other in one binding, as the constant pool holds them, are one load of
-        the bytes they span (`_spans`)."""
-        loads, located = [], {}
-        for group in self._spans(machine):
-            first = self.tensors[f"epilogue.{group[0]}"]
-            count = (max(self._end(k) for k in group) - first.offset) // 4
-            buf = sram.alloc(f"affine.{group[0]}", "f32", (count,))
-            loads += dma_instrs("dma.load", first, 0, buf, 0, [Dim(count, 1, 1)],
-                                "affine operands " + ", ".join(map(str, group)))
-            for k in group:
-                tensor = self.tensors[f"epilogue.{k}"]
-                located[k] = Operand(buf, (0, 0, tensor.strides[self.channel_dim]),
-                                     (tensor.offset - first.offset) // 4)
+        a constant cell read with stride 0), and the instructions filling them; inputs
+        near each other in one binding, as the constant pool holds them, are one load
+        (tile.gathered_loads)."""
+        inputs = sorted({node[1] for _, node, _ in self.steps if node[0] == "input"})
+        tensors = [self.tensors[f"epilogue.{k}"] for k in inputs]
+        strides = [t.strides[self.channel_dim] for t in tensors]
+        placed, loads = gathered_loads(
+            sram, [(t, (self.f - 1) * s + 1) for t, s in zip(tensors, strides)], machine,
+            "affine", "affine operands " + ", ".join(map(str, inputs)))
+        located = {k: Operand(buf, (0, 0, s), offset)
+                   for k, s, (buf, offset) in zip(inputs, strides, placed)}
         operands = []
         for _, node, _ in self.steps:
             if node[0] == "const":
@@ -87,31 +84,3 @@ class AffineFold:
             else:
                 operands.append(located[node[1]])
         return operands, loads
-
-    def _end(self, k: int) -> int:
-        """The byte after the last of epilogue input k's F values."""
-        tensor = self.tensors[f"epilogue.{k}"]
-        return tensor.offset + ((self.f - 1) * tensor.strides[self.channel_dim] + 1) * 4
-
-    def _spans(self, machine: MachineConfig) -> list[list[int]]:
-        """The chain's epilogue inputs in groups, each loaded as the bytes it spans: an
-        input joins the group before it in the same binding when the gap between them
-        moves in no longer than the DMA latency a load of its own would pay."""
-        def tensor(k):
-            return self.tensors[f"epilogue.{k}"]
-
-        gap_bytes = machine.dma_latency_cycles * machine.dram_bytes_per_cycle
-        inputs = sorted({node[1] for _, node, _ in self.steps if node[0] == "input"},
-                        key=lambda k: (tensor(k).binding, tensor(k).offset))
-        groups: list[list[int]] = []
-        for k in inputs:
-            if groups:
-                first = tensor(groups[-1][0])
-                end = max(self._end(j) for j in groups[-1])
-                if first.binding == tensor(k).binding and \
-                        (tensor(k).offset - first.offset) % 4 == 0 and \
-                        tensor(k).offset - end <= gap_bytes:
-                    groups[-1].append(k)
-                    continue
-            groups.append([k])
-        return groups

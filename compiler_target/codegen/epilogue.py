@@ -372,12 +372,12 @@ class OutputStage:
     results is never one vrequant."""
 
     def __init__(self, sram: Sram, expr, acc_dtype: str, out: Buffer, max_elements: int,
-                 input_dtypes=None, tensors=None, constants=None, tile_counts=None,
-                 extra_outputs=()):
+                 machine: MachineConfig, input_dtypes=None, tensors=None, constants=None,
+                 tile_counts=None, extra_outputs=()):
         self.out = out
         self.requant = None if extra_outputs else requant.plan(
             expr, sram, out, tensors, constants, max_elements, EpiloguePlan, acc_dtype,
-            input_dtypes, tile_counts or out.shape)
+            input_dtypes, tile_counts or out.shape, machine)
         if self.requant is not None:
             return
         final = len(expr) - 1

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from executable_format.isa import CONST_POOL, REQUANT_RECORD, Flag, f32_bits
+from executable_format.machine import MachineConfig
 
 from .lower import NotLowerable
 from .npu_ir import Buffer, Instr, dtype_bytes
 from .ops import LEAVES, live_nodes, reachable
-from .tile import Slots, Sram, dense_sram_strides, dma_instrs, fill_instrs, store_instrs, Dim
+from .tile import Slots, Sram, dense_sram_strides, fill_instrs, gathered_loads, store_instrs
 from .vector import Operand, convert, unary
 
 RECORD_WORDS = len(REQUANT_RECORD)
@@ -261,7 +262,7 @@ class Requant:
 
     def __init__(self, corrected, pattern: Pattern, records_count: int, sram: Sram,
                  out: Buffer, tensors: dict, constants, max_elements: int, plan_class,
-                 acc_dtype: str, input_dtypes):
+                 acc_dtype: str, input_dtypes, machine: MachineConfig):
         self.pattern, self.out, self.records_count = pattern, out, records_count
         zero = pattern.operands["zero"]
         zero_inputs = _zero_inputs(pattern)
@@ -269,9 +270,11 @@ class Requant:
         q = np.arange(pattern.lo, pattern.hi + 1, dtype=np.float32)
         q_dram = Buffer("requant.q", "f32", (entries,), "dram", binding=CONST_POOL,
                         offset=constants.intern(q.tobytes()), strides=(1,))
-        q_sram = sram.alloc("requant.q", "f32", (entries,))
-        scalars = [sram.alloc(f"requant.scalar{j}", "f32", (1,))
-                   for j in range(len(pattern.table_inputs))]
+        placed, setup = gathered_loads(
+            sram, [(q_dram, entries)] + [(tensors[f"epilogue.{k}"], 1)
+                                         for k in pattern.table_inputs],
+            machine, "requant.in", "requant values and table scalars")
+        (q_sram, q_offset), scalars = placed[0], placed[1:]
         table_plan = plan_class(pattern.rest, sram, "f32", entries, name="table",
                                 input_dtypes=["f32"] * (1 + len(scalars)))
         result = table_plan.result_dtype
@@ -283,16 +286,11 @@ class Requant:
                                   (self.records_count * RECORD_WORDS,))
         box = (1, 1, entries)
         flat = (0, 0, 1)
-        setup = dma_instrs("dma.load", q_dram, 0, q_sram, 0, [Dim(entries, 1, 1)],
-                           "requant values")
-        for k, scalar in zip(pattern.table_inputs, scalars):
-            setup += dma_instrs("dma.load", tensors[f"epilogue.{k}"], 0, scalar, 0,
-                                [Dim(1, 1, 1)], "requant table scalar")
         setup += table_plan.setup
         setup += table_plan.emit(box, Operand(staging, flat),
-                                 [Operand(q_sram, flat)] +
-                                 [Operand(scalar, (0, 0, 0)) for scalar in scalars], None,
-                                 "requant table")
+                                 [Operand(q_sram, flat, q_offset)] +
+                                 [Operand(buf, (0, 0, 0), offset) for buf, offset in scalars],
+                                 None, "requant table")
         if staging is not self.table:
             setup.append(convert(Operand(self.table, flat), Operand(staging, flat), box,
                                  "requant table"))
@@ -393,7 +391,8 @@ class Requant:
 
 
 def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_elements: int,
-         plan_class, acc_dtype: str, input_dtypes, tile_counts) -> Requant | None:
+         plan_class, acc_dtype: str, input_dtypes, tile_counts,
+         machine: MachineConfig) -> Requant | None:
     """The vrequant plan of an integer accumulator's epilogue, or None (no match, or a
     record operand that varies along more than one dim)."""
     if acc_dtype != "i32" or tensors is None or constants is None or \
@@ -421,7 +420,7 @@ def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_ele
     if records_count * RECORD_WORDS > 2 * max_elements:
         return None
     return Requant(corrected, pattern, records_count, sram, out, tensors, constants,
-                   max_elements, plan_class, acc_dtype, input_dtypes)
+                   max_elements, plan_class, acc_dtype, input_dtypes, machine)
 
 
 def _inputs_of(expr) -> set[int]:

@@ -205,6 +205,44 @@ def dma_instrs(op: str, dram: Buffer, dram_elem_offset: int, sram: Buffer, sram_
     return instrs
 
 
+def gathered_loads(sram: Sram, runs: list[tuple[Buffer, int]], machine: MachineConfig,
+                   name: str, note: str) -> tuple[list[tuple[Buffer, int]], list[Instr]]:
+    """Loads of small DRAM runs, each a view and the elements it needs from its offset
+    (per-channel operands, table scalars): runs of one dtype in one binding whose gaps
+    move in no longer than a DMA latency, which a load of their own would pay, are one
+    load of the bytes they span. Returns each run's SRAM (buffer, element offset), in
+    the order given, and the loads."""
+    gap_bytes = machine.dma_latency_cycles * machine.dram_bytes_per_cycle
+
+    def end(i: int) -> int:
+        view, count = runs[i]
+        return view.offset + count * dtype_bytes(view.dtype)
+
+    groups: list[list[int]] = []
+    for i in sorted(range(len(runs)), key=lambda i: (runs[i][0].binding, runs[i][0].dtype,
+                                                     runs[i][0].offset)):
+        view = runs[i][0]
+        if groups:
+            first = runs[groups[-1][0]][0]
+            if (first.binding, first.dtype) == (view.binding, view.dtype) and \
+                    (view.offset - first.offset) % dtype_bytes(view.dtype) == 0 and \
+                    view.offset - max(end(j) for j in groups[-1]) <= gap_bytes:
+                groups[-1].append(i)
+                continue
+        groups.append([i])
+    placed: list[tuple[Buffer, int]] = [None] * len(runs)
+    instrs: list[Instr] = []
+    for group in groups:
+        first = runs[group[0]][0]
+        elem = dtype_bytes(first.dtype)
+        count = (max(end(j) for j in group) - first.offset) // elem
+        buf = sram.alloc(f"{name}.{group[0]}", first.dtype, (count,))
+        instrs += dma_instrs("dma.load", first, 0, buf, 0, [Dim(count, 1, 1)], note)
+        for j in group:
+            placed[j] = (buf, (runs[j][0].offset - first.offset) // elem)
+    return placed, instrs
+
+
 def fill_instrs(sram: Buffer, elem_offset: int, dims: list[tuple[int, int]], value_bits: int,
                 note: str, flags: int = 0) -> list[Instr]:
     """fill of an SRAM box given as (count, element stride) dims (`flags`: the fill's,

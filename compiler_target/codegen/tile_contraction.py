@@ -494,7 +494,7 @@ class ContractionEmitter:
         self.epi = EpilogueInputs(sram, self.tensors, tiler.used, tiler.epilogue_count,
                                   counts, tiler.acc_dtype, tiler.m)
         self.output = OutputStage(sram, tiler.expr, tiler.acc_dtype, self.tensors["out"],
-                                  mt * nt, input_dtypes=self.epi.dtypes,
+                                  mt * nt, tiler.m, input_dtypes=self.epi.dtypes,
                                   tensors=self.tensors, constants=tiler.constants,
                                   tile_counts=counts,
                                   extra_outputs=extra_outputs(tiler.op, self.tensors))

@@ -174,7 +174,7 @@ class ConvTransfers:
             if self.output is None:     # planned once, for the biggest tile
                 s = job.s
                 self.output = OutputStage(Sram(None), job.expr, job.acc_dtype, tensors["out"],
-                                          s.f * s.ho * s.wo, input_dtypes=inputs.dtypes,
+                                          s.f * s.ho * s.wo, job.m, input_dtypes=inputs.dtypes,
                                           tensors=tensors, constants=job.lowered.constants,
                                           extra_outputs=job.lowered.extra_outputs)
             inputs.keep_only(self.output.tile_inputs)
@@ -380,7 +380,8 @@ class ConvEmitter:
                                          len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype,
                                          job.m)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
-                                  t.fb * t.rows * t.cols, input_dtypes=self.epi_inputs.dtypes,
+                                  t.fb * t.rows * t.cols, job.m,
+                                  input_dtypes=self.epi_inputs.dtypes,
                                   tensors=self.tensors, constants=job.lowered.constants,
                                   tile_counts=tile,
                                   extra_outputs=job.lowered.extra_outputs)

@@ -105,6 +105,7 @@ class DepthwiseEmitter:
         self.epi = EpilogueInputs(sram, self.tensors, job.inputs_used,
                                   len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype, job.m)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"], out_elems,
+                                  job.m,
                                   input_dtypes=self.epi.dtypes, tensors=self.tensors,
                                   constants=job.lowered.constants, tile_counts=tile,
                                   extra_outputs=job.lowered.extra_outputs)

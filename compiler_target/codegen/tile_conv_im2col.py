@@ -134,7 +134,7 @@ class Im2colEmitter:
                                   len(job.lowered.op.epilogue_inputs), [1, s.f, t.rows, t.cols],
                                   job.acc_dtype, job.m)
         self.output = OutputStage(sram, job.expr, job.acc_dtype, self.tensors["out"],
-                                  s.f * t.pixels, input_dtypes=self.epi.dtypes,
+                                  s.f * t.pixels, job.m, input_dtypes=self.epi.dtypes,
                                   tensors=self.tensors, constants=job.lowered.constants,
                                   tile_counts=[1, s.f, t.rows, t.cols],
                                   extra_outputs=job.lowered.extra_outputs)

@@ -136,7 +136,7 @@ class PoolEmitter:
                                   len(self.op.epilogue_inputs), [1, t.cb, t.rows, t.cols],
                                   self.dtype, m)
         self.output = OutputStage(sram, self.op.epilogue, self.dtype, self.tensors["out"],
-                                  t.cb * t.rows * t.cols,
+                                  t.cb * t.rows * t.cols, m,
                                   input_dtypes=self.epi.dtypes)
         self.pad_bits = value_bits(self.dtype, float("-inf")) if self.op.kind == "max" else 0
 

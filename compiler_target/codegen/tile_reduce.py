@@ -84,7 +84,7 @@ class ReduceEmitter:
         self.epi = EpilogueInputs(sram, self.tensors, used, len(self.op.epilogue_inputs), [ot],
                                   self.dtype, m)
         self.output = OutputStage(sram, self.op.epilogue, self.dtype, self.tensors["out"], ot,
-                                  input_dtypes=self.epi.dtypes)
+                                  m, input_dtypes=self.epi.dtypes)
 
     def run(self) -> TiledProgram:
         outer, inner = self.op.input.shape

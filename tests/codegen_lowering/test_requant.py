@@ -11,9 +11,9 @@ from compiler_target.codegen.epilogue import EpiloguePlan
 from compiler_target.codegen.lower import ConstantPool
 from compiler_target.codegen.npu_ir import Buffer
 from compiler_target.codegen.tile import Sram
-from compiler_target.codegen.ops import Conv2D, Matmul
+from compiler_target.codegen.ops import Conv2D, Matmul, TensorRef
 
-from .helpers import Bindings, compile_and_run
+from .helpers import MACHINE, Bindings, compile_and_run
 
 SILU_TAIL = [("const", 0.031), ("mul", (11, 12)), ("neg", (13,)), ("exp", (14,)),
              ("const", 1.0), ("add", (15, 16)), ("div", (16, 17)), ("mul", (13, 18)),
@@ -115,7 +115,8 @@ def test_per_pixel_correction_is_computed_into_the_accumulator(monkeypatch):
 
 def test_table_reads_scalar_inputs(monkeypatch):
     """After the rounding, PP-OCR's QDQ graphs scale by 0-d tensors IREE hoists into the
-    dispatch's bindings: the table reads them, loaded once per dispatch."""
+    dispatch's bindings: the table reads them, loaded once per dispatch; two of them a
+    few bytes apart in one binding are one load (tile.gathered_loads)."""
     expr = _stage_one([("input", 0)], 1) + [
         ("input", 2), ("mul", (11, 12)), ("const", 0.02), ("div", (13, 14)),
         ("input", 3), ("add", (15, 16)), ("round", (17,), -128.0, 127.0), ("ftoi", (18,), 8)]
@@ -128,16 +129,22 @@ def test_table_reads_scalar_inputs(monkeypatch):
         shape, channel, scalar = (1, 200, 48), (1, 1, 48), (1, 1, 1)
         zp = rng.integers(-3000, 3000, channel, dtype=np.int32)
         bias = rng.standard_normal(channel).astype(np.float32)
+        first = b.add(np.full(scalar, 0.019, np.float32))
+        second = b.add(np.full(scalar, -3.3, np.float32), offset_elems=5, binding=first.binding)
+        scalars = [TensorRef("f32", shape, (0, 0, 0), binding=r.binding, offset=r.offset)
+                   for r in (first, second)]
         op = Matmul(b.add(a), b.add(w), out, epilogue=expr, epilogue_inputs=[
-            b.add_broadcast(zp, shape), b.add_broadcast(bias, shape),
-            b.add_broadcast(np.full(scalar, 0.019, np.float32), shape),
-            b.add_broadcast(np.full(scalar, -3.3, np.float32), shape)])
+            b.add_broadcast(zp, shape), b.add_broadcast(bias, shape)] + scalars)
+        scalar_bindings.append(first.binding)
         return b, op, out
 
+    scalar_bindings = []
     (fused, compiled), (separate, _) = _run_both(make, monkeypatch)
     np.testing.assert_array_equal(fused, separate)
     assert len(np.unique(fused)) > 50           # not saturated
     assert "vrequant.i8" in compiled.asm
+    assert sum(line.lstrip().startswith("dma.load") and f"binding={scalar_bindings[0]}," in line
+               for line in compiled.asm.splitlines()) == 1
 
 
 @pytest.mark.parametrize("out_dtype", [np.int8, np.float32])
@@ -187,7 +194,7 @@ def test_records_are_per_channel_of_a_tile(shape, tile, records):
     tensors = {"out": out, "epilogue.0": Buffer("zp", "i32", **channel),
                "epilogue.1": Buffer("bias", "f32", **channel)}
     plan = requant.plan(expr, Sram(None), out, tensors, ConstantPool(), tile[1] * tile[2],
-                        EpiloguePlan, "i32", ["i32", "f32"], tile)
+                        EpiloguePlan, "i32", ["i32", "f32"], tile, MACHINE)
     assert plan is not None and plan.records_count == records
 
 
