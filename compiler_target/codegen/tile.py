@@ -368,14 +368,14 @@ def window_extent(outputs: int, stride: int, kernel: int, dilation: int) -> int:
 
 
 def window_columns(cols: int, all_cols: int, stride: int, kernel: int, dilation: int,
-                   pad_left: int, width: int) -> int:
+                   pad_left: int, width: int, height: int) -> int:
     """The input columns a window of `cols` output columns loads. A window over all
-    `all_cols` reaches to the input row's end (`pad_left + width`) even where a stride
-    leaves its last column unread, so that it loads whole DRAM rows: the rows of a
-    padded input's channel then merge into one run, where rows one element short each
-    began their own bursts."""
+    `all_cols` of an image of several rows reaches to the row's end (`pad_left + width`)
+    even where a stride leaves its last column unread, so that it loads whole DRAM rows:
+    the rows of a padded input's channel then merge into one run, where rows one element
+    short each began their own bursts. (Of a single row, there is nothing to merge.)"""
     needed = window_extent(cols, stride, kernel, dilation)
-    return max(needed, pad_left + width) if cols == all_cols else needed
+    return max(needed, pad_left + width) if cols == all_cols and height > 1 else needed
 
 
 def load_window(src: Buffer, buf: Buffer, n: int, c0: int, cc: int, iy: int, ix: int,

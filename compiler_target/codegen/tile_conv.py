@@ -68,7 +68,8 @@ class ConvShape:
         return window_extent(rows, self.sh, self.kh, self.dh)
 
     def in_cols(self, cols: int) -> int:
-        return window_columns(cols, self.wo, self.sw, self.kw, self.dw, self.pl, self.w)
+        return window_columns(cols, self.wo, self.sw, self.kw, self.dw, self.pl, self.w,
+                              self.h)
 
 
 @dataclass(frozen=True)

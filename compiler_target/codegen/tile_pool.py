@@ -49,7 +49,8 @@ class PoolGeometry:
         return window_extent(rows, self.sh, self.kh, self.dh)
 
     def in_cols(self, cols):
-        return window_columns(cols, self.wo, self.sw, self.kw, self.dw, self.pl, self.w)
+        return window_columns(cols, self.wo, self.sw, self.kw, self.dw, self.pl, self.w,
+                              self.h)
 
 
 def batch_as_channels(lowered: Lowered) -> Lowered:

@@ -6,6 +6,7 @@ import pytest
 from compiler_target.codegen.analysis.expressions import pruned, simplified
 from compiler_target.codegen.backend import NotLowerable, compile_op
 from compiler_target.codegen.ops import Conv2D, TensorRef
+from compiler_target.codegen.tile import window_columns
 from executable_format.machine import MachineConfig
 
 from . import reference
@@ -218,6 +219,16 @@ REAL_DEPTHWISE = {
                                           pads=(1, 1, 1, 1)), 0.70),
     "conv_40x40x48x3x3 stride 2": (dict(c=48, h=82, w=82, kh=3, kw=3, stride=(2, 2)), 0.88),
 }
+
+
+def test_windows_reach_the_row_end_only_where_rows_merge():
+    """PP-OCRv4 det's 3x3 stride-2 conv over 82 columns reads 81: its windows load all 82
+    so that rows merge; openWakeWord's STFT (one row of 1,760 samples, 512-wide kernel,
+    stride 160) reads 1,632 and has no rows to merge: 128 more columns would only be more
+    bytes. A window over part of the row is what it reads."""
+    assert window_columns(40, 40, 2, 3, 1, 0, 82, 82) == 82
+    assert window_columns(8, 8, 160, 512, 1, 0, 1760, 1) == 1632
+    assert window_columns(20, 40, 2, 3, 1, 0, 82, 82) == 41
 
 
 @pytest.mark.parametrize("name", REAL_DEPTHWISE)
