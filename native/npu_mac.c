@@ -137,21 +137,20 @@ static inline gemm_f32_vec round_f16(gemm_f32_vec x) {
     for (int r = 0; r < ROWS; r++) *(V*)(c + r * ldc) = acc0[r];                       \
   }
 
+/* The tile of ROWS rows by GEMM_NR (PREFIX_tileROWS) and by GEMM_LANES (PREFIX_halfROWS). */
+#define DEFINE_GEMM_ROW_TILES(PREFIX, T, V, ROWS, STEP)                                \
+  DEFINE_GEMM_TILE(PREFIX##_tile##ROWS, T, V, ROWS, STEP)                              \
+  DEFINE_GEMM_HALF_TILE(PREFIX##_half##ROWS, T, V, ROWS, STEP)
+
 /* The tiles of 1..GEMM_MR rows of one element type, indexed by rows - 1: PREFIX_tiles
  * (GEMM_NR columns) and PREFIX_half_tiles (GEMM_LANES). */
 #define DEFINE_GEMM_TILES(PREFIX, T, V, STEP)                                          \
-  DEFINE_GEMM_TILE(PREFIX##_tile1, T, V, 1, STEP)                                      \
-  DEFINE_GEMM_TILE(PREFIX##_tile2, T, V, 2, STEP)                                      \
-  DEFINE_GEMM_TILE(PREFIX##_tile3, T, V, 3, STEP)                                      \
-  DEFINE_GEMM_TILE(PREFIX##_tile4, T, V, 4, STEP)                                      \
-  DEFINE_GEMM_TILE(PREFIX##_tile5, T, V, 5, STEP)                                      \
-  DEFINE_GEMM_TILE(PREFIX##_tile6, T, V, 6, STEP)                                      \
-  DEFINE_GEMM_HALF_TILE(PREFIX##_half1, T, V, 1, STEP)                                 \
-  DEFINE_GEMM_HALF_TILE(PREFIX##_half2, T, V, 2, STEP)                                 \
-  DEFINE_GEMM_HALF_TILE(PREFIX##_half3, T, V, 3, STEP)                                 \
-  DEFINE_GEMM_HALF_TILE(PREFIX##_half4, T, V, 4, STEP)                                 \
-  DEFINE_GEMM_HALF_TILE(PREFIX##_half5, T, V, 5, STEP)                                 \
-  DEFINE_GEMM_HALF_TILE(PREFIX##_half6, T, V, 6, STEP)                                 \
+  DEFINE_GEMM_ROW_TILES(PREFIX, T, V, 1, STEP)                                         \
+  DEFINE_GEMM_ROW_TILES(PREFIX, T, V, 2, STEP)                                         \
+  DEFINE_GEMM_ROW_TILES(PREFIX, T, V, 3, STEP)                                         \
+  DEFINE_GEMM_ROW_TILES(PREFIX, T, V, 4, STEP)                                         \
+  DEFINE_GEMM_ROW_TILES(PREFIX, T, V, 5, STEP)                                         \
+  DEFINE_GEMM_ROW_TILES(PREFIX, T, V, 6, STEP)                                         \
   static void (*const PREFIX##_tiles[GEMM_MR])(size_t, const T* const*, const T*,      \
                                                size_t, T*, size_t) = {                 \
       PREFIX##_tile1, PREFIX##_tile2, PREFIX##_tile3,                                  \
