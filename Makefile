@@ -24,6 +24,8 @@ $(NATIVE_STAMP): $(INSTALLED) $(NATIVE_SRC)
 
 install: $(INSTALLED) $(NATIVE_STAMP)
 
+native: $(NATIVE_STAMP)
+
 demo: install
 	$(PY) samples/demo.py
 
