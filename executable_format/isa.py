@@ -91,6 +91,12 @@ class Flag(enum.IntFlag):
     PUSH_CONSTANT = 1    # the value is push constant number `value` (32-bit dtypes)
     # VSELGT
     OR_EQUAL = 1         # lhs >= rhs picks lhs (else lhs > rhs)
+    # VCMP: the outcomes of comparing lhs with rhs that give 1 (the others give 0); the
+    # sixteen subsets are arith.cmpf's sixteen predicates
+    CMP_LESS = 1
+    CMP_EQUAL = 2
+    CMP_GREATER = 4
+    CMP_UNORDERED = 8    # either operand NaN
 
 
 @dataclass(frozen=True)
@@ -174,6 +180,12 @@ OPCODE_LIST = (
     _op(54, "vfma", Engine.VECTOR, "binary", _FLOAT + (DType.I32,)),
     # dst = lhs > rhs ? lhs : dst, >= with flag or_equal (ordered compares: NaN keeps dst)
     _op(55, "vselgt", Engine.VECTOR, "binary", _FLOAT),
+    # dst = lhs != 0 ? rhs : dst (arith.select on a condition held as 0 or 1)
+    _op(56, "vselect", Engine.VECTOR, "binary", _FLOAT + (DType.I32,)),
+    # dst = 1 if lhs compares with rhs as a flag says (less, equal, greater, unordered), else 0
+    _op(57, "vcmp", Engine.VECTOR, "binary", _FLOAT + (DType.I32,)),
+    # dst = lhs & rhs, bitwise (an i1 truncation's low bit, arith.andi)
+    _op(58, "vand", Engine.VECTOR, "binary", (DType.I32,)),
     _unary(64, "vcopy", _ALL),
     _unary(65, "vrelu", _FLOAT + (DType.I32,)),
     _unary(66, "vclamp"),             # p0 = min, p1 = max (f32 bits)
@@ -248,6 +260,8 @@ OPCODE_FLAGS = {
                  "half_away": Flag.ROUND_HALF_AWAY},
     "fill": {"push_constant": Flag.PUSH_CONSTANT},
     "vselgt": {"or_equal": Flag.OR_EQUAL},
+    "vcmp": {"lt": Flag.CMP_LESS, "eq": Flag.CMP_EQUAL, "gt": Flag.CMP_GREATER,
+             "unordered": Flag.CMP_UNORDERED},
 }
 
 # Fields in an opcode's list that it does not read (the unary vector ops share one field

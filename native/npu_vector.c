@@ -42,6 +42,15 @@ static void binary_f32(int op, unsigned flags, float* restrict d, const float* r
         for (size_t i = 0; i < n; i++) d[i] = l[i] > r[i] ? l[i] : d[i];
       }
       break;
+    /* d holds the other value: select(lhs != 0, rhs, d), a NaN lhs true */
+    case OP_VSELECT: for (size_t i = 0; i < n; i++) d[i] = l[i] != 0.0f ? r[i] : d[i]; break;
+    case OP_VCMP:
+      for (size_t i = 0; i < n; i++) {
+        unsigned outcome = l[i] < r[i] ? FLAG_CMP_LESS : l[i] == r[i] ? FLAG_CMP_EQUAL
+                         : l[i] > r[i] ? FLAG_CMP_GREATER : FLAG_CMP_UNORDERED;
+        d[i] = (flags & outcome) ? 1.0f : 0.0f;
+      }
+      break;
     case OP_VADD: for (size_t i = 0; i < n; i++) d[i] = l[i] + r[i]; break;
     case OP_VSUB: for (size_t i = 0; i < n; i++) d[i] = l[i] - r[i]; break;
     case OP_VMUL: for (size_t i = 0; i < n; i++) d[i] = l[i] * r[i]; break;
@@ -52,9 +61,18 @@ static void binary_f32(int op, unsigned flags, float* restrict d, const float* r
 }
 
 /* i32 arithmetic wraps; division truncates, x / 0 = 0 and INT32_MIN / -1 wraps. */
-static void binary_i32(int op, int32_t* restrict d, const int32_t* restrict l,
+static void binary_i32(int op, unsigned flags, int32_t* restrict d, const int32_t* restrict l,
                        const int32_t* restrict r, size_t n) {
   switch (op) {
+    case OP_VSELECT: for (size_t i = 0; i < n; i++) d[i] = l[i] != 0 ? r[i] : d[i]; break;
+    case OP_VCMP:
+      for (size_t i = 0; i < n; i++) {
+        unsigned outcome = l[i] < r[i] ? FLAG_CMP_LESS : l[i] == r[i] ? FLAG_CMP_EQUAL
+                                                                     : FLAG_CMP_GREATER;
+        d[i] = (flags & outcome) ? 1 : 0;
+      }
+      break;
+    case OP_VAND: for (size_t i = 0; i < n; i++) d[i] = l[i] & r[i]; break;
     case OP_VFMA: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] * (uint32_t)r[i] + (uint32_t)d[i]); break;
     case OP_VADD: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] + (uint32_t)r[i]); break;
     case OP_VSUB: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)l[i] - (uint32_t)r[i]); break;
@@ -92,13 +110,14 @@ int exec_binary(exec_t* x, const instr_t* in) {
         if (in->dtype == DT_I32) {
           load_i32(DT_I32, lp + lof, lhs.strides[2], len, l.i);
           load_i32(DT_I32, rp + rof, rhs.strides[2], len, r.i);
-          if (in->opcode == OP_VFMA) load_i32(DT_I32, dp + dof, dst.strides[2], len, d.i);
-          binary_i32(in->opcode, d.i, l.i, r.i, len);
+          if (in->opcode == OP_VFMA || in->opcode == OP_VSELECT)
+            load_i32(DT_I32, dp + dof, dst.strides[2], len, d.i);
+          binary_i32(in->opcode, in->flags, d.i, l.i, r.i, len);
           store_i32(dp + dof, dst.strides[2], len, d.i);
         } else {
           load_f32(in->dtype, lp + lof, lhs.strides[2], len, l.f);
           load_f32(in->dtype, rp + rof, rhs.strides[2], len, r.f);
-          if (in->opcode == OP_VFMA || in->opcode == OP_VSELGT)
+          if (in->opcode == OP_VFMA || in->opcode == OP_VSELGT || in->opcode == OP_VSELECT)
             load_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);
           binary_f32(in->opcode, in->flags, d.f, l.f, r.f, len);
           store_f32(in->dtype, dp + dof, dst.strides[2], len, d.f);

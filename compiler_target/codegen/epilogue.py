@@ -23,18 +23,19 @@ from .vector import Operand, binary, convert, unary
 
 BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax",
           "min": "vmin"}
-INT_BINARY = {"iadd": "vadd", "isub": "vsub", "imul": "vmul", "imax": "vmax", "imin": "vmin"}
+INT_BINARY = {"iadd": "vadd", "isub": "vsub", "imul": "vmul", "imax": "vmax", "imin": "vmin",
+              "iand": "vand"}
 CONVERT = ("itof", "ftoi", "ftou")  # vcvt between a node's i32 and f32
 ROUNDINGS = {"floor": Flag.ROUND_FLOOR, "ceil": Flag.ROUND_CEIL,
              "roundaway": Flag.ROUND_HALF_AWAY}        # vround with its rounding flag
 INTS = ("i8", "i32", "u8")
 # Nodes whose instructions may need a scratch tile.
-SCRATCH_NODES = ("abs", "fma", "ifma", "selgt", "selge")
+SCRATCH_NODES = ("abs", "fma", "ifma", "selgt", "selge", "select")
 # Nodes of three operands whose instruction reads the third from its destination, and
 # its flags: ("fma", (a, b, c)) a·b + c (vfma), ("selgt"/"selge", (a, b, c)) a > b ? a : c
-# and a >= b ? a : c (vselgt).
+# and a >= b ? a : c (vselgt), ("select", (c, a, b)) c != 0 ? a : b (vselect).
 INTO_DESTINATION = {"fma": ("vfma", 0), "ifma": ("vfma", 0), "selgt": ("vselgt", 0),
-                    "selge": ("vselgt", int(Flag.OR_EQUAL))}
+                    "selge": ("vselgt", int(Flag.OR_EQUAL)), "select": ("vselect", 0)}
 UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
          "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround",
@@ -46,7 +47,7 @@ def check_vector_nodes(expr, also: tuple[str, ...] = ()) -> None:
     """Raises NotLowerable naming the first node (other than a leaf or one of `also`)
     that no vector instruction computes."""
     for node in expr:
-        if node[0] not in LEAVES + also and node[0] not in BINARY and \
+        if node[0] not in LEAVES + also + ("cmp",) and node[0] not in BINARY and \
                 node[0] not in UNARY and node[0] not in INT_BINARY and \
                 node[0] not in CONVERT and node[0] not in INTO_DESTINATION:
             raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
@@ -263,6 +264,8 @@ def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], 
     (`abs` needs a `scratch` operand of the box's size)."""
     if kind in BINARY:
         return [binary(BINARY[kind], dtype, target, args[0], args[1], box, note)]
+    if kind == "cmp":
+        return [binary("vcmp", dtype, target, args[0], args[1], box, note, flags=params[0])]
     if kind in INTO_DESTINATION:
         return into_destination(*INTO_DESTINATION[kind], dtype, target, args, box, scratch, note)
     if kind in INT_BINARY:
@@ -290,9 +293,9 @@ def load_dtype(dtype: str, compute_dtype: str) -> str:
 
 def into_destination(opcode: str, flags: int, dtype: str, target: Operand, args: list[Operand],
                      box, scratch: Operand | None, note: str) -> list[Instr]:
-    """A node (a, b, c) whose instruction (vfma, vselgt) reads c from its destination: c
-    goes there first; where the target is a or b itself (in place), through the
-    `scratch` operand."""
+    """A node (a, b, c) whose instruction (vfma, vselgt, vselect) reads c from its
+    destination: c goes there first; where the target is a or b itself (in place),
+    through the `scratch` operand."""
     a, b, c = args
     op = lambda dst: binary(opcode, dtype, dst, a, b, box, note, flags)  # noqa: E731
     if target == c:

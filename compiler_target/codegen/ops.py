@@ -38,6 +38,9 @@ class TensorRef:
 #                             LLVM does stock's fmul + fadd)
 #   ("selgt", (a, b, c))      a > b ? a : c, and selge a >= b ? a : c (a NaN compare is
 #                             false): softplus's threshold, PReLU
+#   ("cmp", (a, b), outcomes) 1 where a compares with b as `outcomes` (vcmp's flags:
+#                             less, equal, greater, unordered) say, else 0 (arith.cmpf)
+#   ("select", (c, a, b))     c != 0 ? a : b, c a 0/1 condition (arith.select)
 #   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, sqrt, rsqrt (1/sqrt), erf, log,
 #                             log1p (ln(1 + a)), neg, abs, floor, ceil, roundaway
 #                             (math.round: ties away from zero), clamp(lo, hi),
@@ -49,7 +52,8 @@ class TensorRef:
 #   ("iconst", value)         an i32 scalar
 #   ("pconst", k)             the dispatch's i32 push constant k (a scalar IREE passes per
 #                             call, such as a quantized input's sum)
-#   (iop, (a, b))             iadd isub imul imax imin: i32 arithmetic, wrapping
+#   (iop, (a, b))             iadd isub imul imax imin: i32 arithmetic, wrapping; iand:
+#                             bitwise and (an i1 truncation's low bit)
 #   ("ifma", (a, b, c))       a·b + c in i32, wrapping (code generation's, not the IR's)
 #   ("itof", (a,))            i32 -> f32, rounded to nearest even (arith.sitofp)
 #   ("ftoi", (a,), bits)      f32 -> i32 toward zero, saturating (arith.fptosi to `bits`
@@ -61,7 +65,7 @@ class TensorRef:
 # accumulator of an integer dtype are i32; every other node is of the float dtype.
 ExprNode = tuple
 LEAVES = ("input", "acc", "const", "iconst", "pconst")
-INT_NODES = frozenset({"iadd", "isub", "imul", "imax", "imin", "ifma", "ftoi", "ftou",
+INT_NODES = frozenset({"iadd", "isub", "imul", "imax", "imin", "iand", "ifma", "ftoi", "ftou",
                        "iconst", "pconst"})
 SCALARS = ("const", "iconst", "pconst")    # leaves held in a one-element SRAM cell
 

@@ -32,8 +32,9 @@ def binary(op, dtype, dst: Operand, lhs: Operand, rhs: Operand, box, note,
     _box(fields, box)
     for name, operand in (("dst", dst), ("lhs", lhs), ("rhs", rhs)):
         fields.update({f"{name}_s{i}": s for i, s in enumerate(operand.strides)})
-    # vfma's addend and vselgt's other value are in the destination
-    reads = (lhs.buffer, rhs.buffer) + ((dst.buffer,) if op in ("vfma", "vselgt") else ())
+    # vfma's addend and vselgt's and vselect's other value are in the destination
+    reads = (lhs.buffer, rhs.buffer) + \
+        ((dst.buffer,) if op in ("vfma", "vselgt", "vselect") else ())
     return Instr(op, dtype, fields, flags=flags, reads=reads, writes=(dst.buffer,), note=note)
 
 

@@ -45,7 +45,8 @@ def test_core_opcode_table_is_isa(core, info):
     """Name, dtypes, flag bits and the fields read (the rest must be zero) of every opcode
     in native/npu_core.c's table are those of isa.py."""
     at = f"instruction 0 ({info.name}): "
-    assert _encoding_error(core, info.code, flags=0x8000) == f"{at}invalid flags 0x8000"
+    assert _encoding_error(core, info.code, info.dtypes[0], flags=0x8000) == \
+        f"{at}invalid flags 0x8000"
     for dtype in isa.DType:
         rejected = _encoding_error(core, info.code, dtype) == \
             f"{at}dtype {isa.DTYPE_NAMES[dtype]} is not allowed"

@@ -486,6 +486,84 @@ def test_vselgt_keeps_the_destination_unless_lhs_is_greater(core, rng, dtype, or
                                   np.where(L >= R if or_equal else L > R, L, A))
 
 
+# arith.cmpf's predicates as vcmp flags: the outcomes (less, equal, greater, unordered)
+# each makes true, against numpy's comparisons (NaN compares false in numpy).
+CMPF = {"oeq": F.CMP_EQUAL, "one": F.CMP_LESS | F.CMP_GREATER,
+        "ugt": F.CMP_GREATER | F.CMP_UNORDERED, "ole": F.CMP_LESS | F.CMP_EQUAL,
+        "uno": F.CMP_UNORDERED, "true": F.CMP_LESS | F.CMP_EQUAL | F.CMP_GREATER |
+        F.CMP_UNORDERED}
+CMPF_NUMPY = {"oeq": lambda a, b: a == b, "one": lambda a, b: (a < b) | (a > b),
+              "ugt": lambda a, b: ~(a <= b), "ole": lambda a, b: a <= b,
+              "uno": lambda a, b: np.isnan(a) | np.isnan(b),
+              "true": lambda a, b: np.ones(a.shape, bool)}
+
+
+def _compare_operands(rng, dtype, n):
+    """lhs, rhs with equal pairs, NaNs and infinities among random values."""
+    lhs, rhs = random_values(rng, dtype, n), random_values(rng, dtype, n)
+    rhs[::4] = lhs[::4]
+    if dtype != "i32":
+        special = from_f32(np.array([np.nan, 1.0, np.nan, np.inf, -np.inf, 0.0], np.float32), dtype)
+        lhs[1:7], rhs[1:7] = special, from_f32(
+            np.array([0.0, np.nan, np.nan, np.inf, 1.0, -0.0], np.float32), dtype)
+    return lhs, rhs
+
+
+@pytest.mark.parametrize("predicate", list(CMPF))
+@pytest.mark.parametrize("dtype", FLOATS + ["i32"])
+def test_vcmp_gives_one_for_the_outcomes_its_flags_name(core, rng, dtype, predicate):
+    """dst = 1 where lhs compares with rhs as one of the flagged outcomes, else 0: with
+    NaNs (unordered), equal values, infinities and -0.0 == 0.0."""
+    n = 300
+    lhs, rhs = _compare_operands(rng, dtype, n)
+    image = SramImage()
+    l_addr, r_addr, d_addr = image.put(lhs), image.put(rhs), image.reserve(n * 4)
+    result = run_on_sram(core, image, instr(
+        "vcmp", dtype, dst=d_addr, lhs=l_addr, rhs=r_addr, n0=1, n1=1, n2=n, dst_s2=1,
+        lhs_s2=1, rhs_s2=1, flags=CMPF[predicate]))
+    out = result.view(d_addr, dtype, (n,))
+    L, R = (v if dtype == "i32" else to_f32(v, dtype) for v in (lhs, rhs))
+    expected = CMPF_NUMPY[predicate](L, R)
+    got = out if dtype == "i32" else to_f32(out, dtype)
+    np.testing.assert_array_equal(got, expected.astype(got.dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + ["i32"])
+def test_vselect_takes_rhs_where_lhs_is_nonzero(core, rng, dtype):
+    """dst = lhs != 0 ? rhs : dst, for 0/1 conditions and others (a NaN or -0.0
+    condition: NaN is nonzero, -0.0 is zero)."""
+    n = 300
+    cond = from_f32(rng.integers(0, 2, n).astype(np.float32), dtype) if dtype != "i32" \
+        else rng.integers(0, 2, n).astype(np.int32)
+    if dtype != "i32":
+        cond[:3] = from_f32(np.array([np.nan, -0.0, 2.5], np.float32), dtype)
+    else:
+        cond[:2] = [-7, 1 << 30]
+    rhs, keep = random_values(rng, dtype, n), random_values(rng, dtype, n)
+    image = SramImage()
+    c_addr, r_addr, d_addr = image.put(cond), image.put(rhs), image.put(keep)
+    result = run_on_sram(core, image, instr(
+        "vselect", dtype, dst=d_addr, lhs=c_addr, rhs=r_addr, n0=1, n1=1, n2=n, dst_s2=1,
+        lhs_s2=1, rhs_s2=1))
+    C = cond if dtype == "i32" else to_f32(cond, dtype)
+    expected = np.where((C != 0) | np.isnan(C.astype(np.float64)), rhs, keep)
+    np.testing.assert_array_equal(result.view(d_addr, dtype, (n,)), expected)
+
+
+def test_vand_is_bitwise_and(core, rng):
+    """dst = lhs & rhs on i32 (an i8 mask's low bit: m & 1), negative values included."""
+    n = 300
+    lhs = random_values(rng, "i32", n)
+    rhs = random_values(rng, "i32", n)
+    rhs[::2] = 1
+    image = SramImage()
+    l_addr, r_addr, d_addr = image.put(lhs), image.put(rhs), image.reserve(n * 4)
+    result = run_on_sram(core, image, instr(
+        "vand", "i32", dst=d_addr, lhs=l_addr, rhs=r_addr, n0=1, n1=1, n2=n, dst_s2=1,
+        lhs_s2=1, rhs_s2=1))
+    np.testing.assert_array_equal(result.view(d_addr, "i32", (n,)), lhs & rhs)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_hswish_has_the_bits_of_scale_clamp_mul(core, rng, dtype):
     """vhswish in one pass computes what vscale, vclamp [0, 1] and vmul compute as three

@@ -7,6 +7,8 @@ import math
 import numpy as np
 from iree.compiler import ir
 
+from executable_format.isa import Flag
+
 from ..ops import LEAVES, SCALARS, TensorRef, reachable
 from .errors import NotSupported
 from .indexing import row_major
@@ -19,11 +21,14 @@ UNARY = {"arith.negf": "neg", "math.absf": "abs", "math.tanh": "tanh", "math.exp
          "math.sqrt": "sqrt", "math.rsqrt": "rsqrt", "math.floor": "floor", "math.ceil": "ceil",
          "math.round": "roundaway", "math.erf": "erf", "math.log": "log",
          "math.log1p": "log1p"}
-# arith.cmpf predicates: the comparison is `lhs > rhs` or `lhs < rhs` (NaN order ignored).
-CMPF_GREATER = {2, 3, 9, 10}   # ogt oge ugt uge
-CMPF_LESS = {4, 5, 11, 12}     # olt ole ult ule
-CMPF_STRICT = {2, 4, 9, 11}    # ogt olt ugt ult
-CMPF_ORDERED = {2, 3, 4, 5}    # ogt oge olt ole: false where an operand is NaN
+# arith.cmpf's predicates (false, oeq, ogt, oge, olt, ole, one, ord, ueq, ugt, uge, ult,
+# ule, une, uno, true) as the outcomes of comparing lhs with rhs that make each true:
+# vcmp's flags.
+_LT, _EQ, _GT, _UN = (int(f) for f in (Flag.CMP_LESS, Flag.CMP_EQUAL, Flag.CMP_GREATER,
+                                       Flag.CMP_UNORDERED))
+CMPF_OUTCOMES = (0, _EQ, _GT, _GT | _EQ, _LT, _LT | _EQ, _LT | _GT, _LT | _EQ | _GT,
+                 _EQ | _UN, _GT | _UN, _GT | _EQ | _UN, _LT | _UN, _LT | _EQ | _UN,
+                 _LT | _GT | _UN, _UN, _LT | _EQ | _GT | _UN)
 # Integer arithmetic on the vector engine's i32 values (i8/i16 values are held as i32;
 # arithmetic narrower than 32 bits is taken only where it provably cannot wrap).
 INT_BINARY = {"arith.addi": "iadd", "arith.subi": "isub", "arith.muli": "imul",
@@ -58,6 +63,8 @@ def constant(op):
     attribute = op.attributes["value"]
     if isinstance(attribute, (ir.FloatAttr, ir.IntegerAttr)):
         return Scalar(attribute.value)
+    if isinstance(attribute, ir.BoolAttr):          # an i1 `true` or `false`
+        return Scalar(int(attribute.value))
     if isinstance(attribute, (ir.DenseFPElementsAttr, ir.DenseIntElementsAttr)):
         shape = tuple(ir.ShapedType(attribute.type).shape)
         dtype = str(ir.ShapedType(attribute.type).element_type)

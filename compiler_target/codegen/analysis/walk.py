@@ -21,13 +21,14 @@ from iree.compiler import ir
 from ..ops import INT_NODES, LEAVES, Elementwise, NpuOp, TensorRef
 from . import contraction, convolution, elementwise, gather, pooling, reduction
 from .errors import NotSupported
-from .expressions import (BINARY, CMPF_GREATER, CMPF_LESS, CMPF_ORDERED, CMPF_STRICT,
-                          INT_BINARY, UNARY, constant, index_arithmetic, pruned, pruned_to,
-                          reduction_kind, simplified, splat, zero_extended)
+from .expressions import (BINARY, CMPF_OUTCOMES, INT_BINARY, UNARY, constant,
+                          index_arithmetic, pruned, pruned_to, reduction_kind, simplified,
+                          splat, zero_extended)
 from .indexing import (ELEMENT_BYTES, Generic, Operand, linear, logical_strides, row_major,
                        single_loop, strides_over_loops, view_ref)
 from .main_op import MainOp
-from .values import Compare, Deferred, Empty, Padded, PushConstant, Result, Scalar, View
+from .values import (Compare, Deferred, Empty, LowBit, Padded, PushConstant, Result, Scalar,
+                     View)
 
 NUMPY_FLOATS = {"f32": np.float32, "f16": np.float16}
 IGNORED_OPS = {"func.return", "arith.constant"}
@@ -123,6 +124,8 @@ class Walk:
             self.values[op.results[0]] = Empty()
         elif kind == "tensor.pad":
             self.values[op.results[0]] = self.pad(op)
+        elif kind == "arith.trunci":
+            self.values[op.results[0]] = self.low_bit(op, name)
         elif kind == "linalg.generic" and op in self.deferred:
             self.defer(self.describe(op, name))
         elif kind == "linalg.generic":
@@ -193,6 +196,16 @@ class Walk:
         if not isinstance(value, Scalar):
             raise NotSupported("tensor.pad with a non-constant pad value")
         return Padded(source.ref, low, high, float(value.value))
+
+    def low_bit(self, op, name: str) -> LowBit:
+        """A tensor's truncation to i1 (IREE keeps a bool tensor as i8 bytes and
+        truncates where it is read)."""
+        source = self.values.get(op.operands[0])
+        if not isinstance(source, View) or \
+                _int_bits(ir.ShapedType(op.results[0].type).element_type) != 1:
+            raise NotSupported(f"op {name}: arith.trunci of a computed tensor or to more "
+                               "than one bit")
+        return LowBit(source.ref)
 
     # -- structured ops
 
@@ -292,6 +305,9 @@ class Walk:
         arrays: dict = {}     # body value -> its value at every loop position (index arithmetic)
 
         def node_of(value) -> int:
+            if isinstance(nodes.get(value), Compare):    # read other than by a select
+                compare = nodes[value]
+                nodes[value] = self.add(("cmp", (compare.lhs, compare.rhs), compare.outcomes))
             if value in nodes:
                 return nodes[value]
             if value in arrays:
@@ -373,6 +389,8 @@ class Walk:
             if _int_bits(op.results[0].type) is not None:
                 return self.add(("iconst", int(constant(op).value)))
             return self.add(("const", float(constant(op).value)))
+        if kind in BOOLEAN and _int_bits(op.results[0].type) == 1:
+            return self.boolean(op, node_of, name)
         if kind in INT_BINARY or kind in INT_CONVERSIONS:
             return self.integer_op(op, node_of, name)
         if kind == "math.roundeven":
@@ -383,14 +401,14 @@ class Walk:
             return self.add((UNARY[kind], (node_of(op.operands[0]),)))
         if kind == "arith.cmpf":
             predicate = ir.IntegerAttr(op.attributes["predicate"]).value
-            if predicate not in CMPF_GREATER | CMPF_LESS:
-                raise NotSupported(f"{name}: arith.cmpf predicate {predicate}")
-            return Compare(predicate in CMPF_GREATER, node_of(op.operands[0]),
-                           node_of(op.operands[1]), predicate in CMPF_STRICT,
-                           predicate in CMPF_ORDERED)
+            return Compare(node_of(op.operands[0]), node_of(op.operands[1]),
+                           CMPF_OUTCOMES[predicate])
         if kind == "arith.select":
-            return self.select(nodes.get(op.operands[0]), node_of(op.operands[1]),
-                               node_of(op.operands[2]), name)
+            condition = nodes.get(op.operands[0])
+            if not isinstance(condition, Compare):
+                condition = node_of(op.operands[0])
+            return self.select(condition, node_of(op.operands[1]), node_of(op.operands[2]),
+                               name)
         if kind in ("math.fpowi", "math.powf"):
             return self.power(node_of(op.operands[0]), self.values.get(op.operands[1]), name)
         raise NotSupported(f"{name}: {kind} in an elementwise body has no NPU equivalent")
@@ -403,6 +421,9 @@ class Walk:
         bits = _int_bits(op.results[0].type)
         if kind == "arith.sitofp":
             return self.add(("itof", (self.signed_node(op.operands[0], node_of, name),)))
+        if kind == "arith.uitofp" and _int_bits(op.operands[0].type) == 1 and \
+                not self.is_integer(node_of(op.operands[0])):
+            return node_of(op.operands[0])      # a compare's 0 or 1, already a float
         if kind == "arith.uitofp":
             return self.add(("itof", (self.unsigned_node(op.operands[0], node_of, name),)))
         if kind in ("arith.fptosi", "arith.fptoui"):
@@ -412,6 +433,11 @@ class Walk:
                              (node_of(op.operands[0]),), bits))
         if bits is None or bits > 32:
             raise NotSupported(f"{name}: {kind} on {op.results[0].type}")
+        if kind == "arith.trunci" and bits == 1:    # the low bit
+            return self.add(("iand", (self.signed_node(op.operands[0], node_of, name),
+                                      self.add(("iconst", 1)))))
+        if kind == "arith.trunci":
+            raise NotSupported(f"{name}: arith.trunci to i{bits}")
         if kind == "arith.extsi":
             return self.signed_node(op.operands[0], node_of, name)
         if kind == "arith.extui":
@@ -477,6 +503,9 @@ class Walk:
             return INT_RANGES.get(f"i{rest[1]}", INT_RANGES["i32"])
         if kind == "ftou":
             return 0, (1 << rest[1]) - 1
+        if kind == "iand":        # and with a non-negative value: at most that value
+            highs = [hi for lo, hi in map(self.int_range, rest[0]) if lo >= 0]
+            return (0, min(highs)) if highs else INT_RANGES["i32"]
         if kind in ("iadd", "isub", "imul", "imax", "imin"):
             (a_lo, a_hi), (b_lo, b_hi) = (self.int_range(a) for a in rest[0])
             if kind == "iadd":
@@ -512,18 +541,36 @@ class Walk:
         return result
 
     def select(self, condition, if_true: int, if_false: int, name: str) -> int:
+        """arith.select: by an order compare of the selected values a max or min, or a
+        selgt/selge node (`ordered_select`); else a ("select", (c, a, b)) node, c != 0 ?
+        a : b (vselect), on a condition held as 0 or 1: a ("cmp", (x, y), outcomes)
+        node (vcmp) or an integer 0/1 (an i1 truncation's low bit) converted to float."""
+        if if_true == if_false:
+            return if_true
+        if isinstance(condition, Compare):
+            if condition.order is not None:
+                picked = self.ordered_select(condition, if_true, if_false)
+                if picked is not None:
+                    return picked
+            condition = self.add(("cmp", (condition.lhs, condition.rhs), condition.outcomes))
+        if self.is_integer(if_true) or self.is_integer(if_false):
+            raise NotSupported(f"{name}: arith.select of integer values")
+        if self.is_integer(condition):
+            condition = self.add(("itof", (condition,)))
+        return self.add(("select", (condition, if_true, if_false)))
+
+    def ordered_select(self, condition: Compare, if_true: int, if_false: int) -> int | None:
         """select(a > b, a, b) = max(a, b); the other orders are max or min likewise.
         With an ordered compare, a select that picks a compared value when it is the
         larger is a ("selgt"/"selge", (a, b, c)) node, a > b ? a : c or a >= b ? a : c
         (vselgt): softplus's threshold, x > 20 ? x : ..., and PReLU's
         x < 0 ? x·slope : x, which is x >= 0 ? x : x·slope. (NaN order ignored, as for
-        max and min.)"""
-        if not isinstance(condition, Compare) or if_true == if_false:
-            raise NotSupported(f"{name}: arith.select other than a max/min or a > b ? a : c")
+        max and min.) None for another select."""
+        greater = condition.order == "greater"
         if {condition.lhs, condition.rhs} == {if_true, if_false}:
-            picks_larger = condition.greater == (if_true == condition.lhs)
+            picks_larger = greater == (if_true == condition.lhs)
             return self.add(("max" if picks_larger else "min", (if_true, if_false)))
-        larger, smaller = (condition.lhs, condition.rhs) if condition.greater else \
+        larger, smaller = (condition.lhs, condition.rhs) if greater else \
             (condition.rhs, condition.lhs)
         if condition.ordered and if_true == larger:
             return self.add(("selgt" if condition.strict else "selge",
@@ -531,7 +578,23 @@ class Walk:
         if condition.ordered and if_false == smaller:   # not (larger > smaller)
             return self.add(("selge" if condition.strict else "selgt",
                              (smaller, larger, if_true)))
-        raise NotSupported(f"{name}: arith.select other than a max/min or a > b ? a : c")
+        return None
+
+    def is_integer(self, node: int) -> bool:
+        """Whether the node computes in i32 (ops.py): an integer node or input."""
+        kind, *rest = self.nodes[node]
+        return kind in INT_NODES or kind == "input" and self.inputs[rest[0]].dtype in INT_RANGES
+
+    def boolean(self, op, node_of, name: str) -> int:
+        """arith.andi, ori, xori of i1 values held as 0 or 1 (compares, in float): their
+        product, maximum, and whether they differ (vcmp's one)."""
+        a, b = (node_of(v) for v in op.operands)
+        a, b = (self.add(("itof", (n,))) if self.is_integer(n) else n for n in (a, b))
+        if op.name == "arith.andi":
+            return self.add(("mul", (a, b)))
+        if op.name == "arith.ori":
+            return self.add(("max", (a, b)))
+        return self.add(("cmp", (a, b), CMPF_OUTCOMES[6]))    # one: a != b
 
     def operand_node(self, operand: Operand, generic: Generic, loop_to_logical) -> int:
         value = operand.value
@@ -551,9 +614,11 @@ class Walk:
             if isinstance(value, View) and value.ref.dtype in INT_RANGES:
                 return self.add(("iconst", int(splat(value).value)))
             return self.add(("const", float(splat(value).value)))
-        if isinstance(value, View):
-            return self.add(("input", self.add_input(value.ref, operand, generic.extents,
+        if isinstance(value, View | LowBit):
+            node = self.add(("input", self.add_input(value.ref, operand, generic.extents,
                                                      loop_to_logical)))
+            return node if isinstance(value, View) else \
+                self.add(("iand", (node, self.add(("iconst", 1)))))
         raise NotSupported(f"{generic.name} reads an undefined or padded tensor")
 
     def add_input(self, ref: TensorRef, operand: Operand, extents, loop_to_logical) -> int:
@@ -789,7 +854,8 @@ def block_ops(op) -> list:
 
 
 INT_CONVERSIONS = {"arith.extsi", "arith.sitofp", "arith.fptosi",
-                   "arith.extui", "arith.uitofp", "arith.fptoui"}
+                   "arith.extui", "arith.uitofp", "arith.fptoui", "arith.trunci"}
+BOOLEAN = ("arith.andi", "arith.ori", "arith.xori")
 INT_RANGES = {"i8": (-2 ** 7, 2 ** 7 - 1), "u8": (0, 2 ** 8 - 1), "i16": (-2 ** 15, 2 ** 15 - 1),
               "i32": (-2 ** 31, 2 ** 31 - 1)}
 
