@@ -183,6 +183,33 @@ EXP_UNIT static void sigmoid_run(float* restrict v, size_t n) {
   for (size_t i = 0; i < n; i++) v[i] = npu_sigmoid(v[i]);
 }
 
+/* The tanh unit: MLIR's polynomial approximation of tanh, which IREE's CPU code
+ * generator emits for f32 math.tanh, step for step, so that npu-sim's tanh has the bits
+ * of stock llvm-cpu's: x clamped to ±7.99881172 (tanh is then 1 in f32), |x| < 4e-4
+ * returned as is, otherwise p(x) / q(x) with an odd numerator x·P(x²) of degree 13 and
+ * an even denominator Q(x²) of degree 6, both in fused multiply-adds, one division.
+ * NaN passes through (quieted, payload kept); ±inf give ±1. */
+EXP_UNIT static inline float npu_tanh(float x) {
+  float c = NPU_MIN(NPU_MAX(x, exp_bits(0xC0FFF644u)), exp_bits(0x40FFF644u));
+  float c2 = c * c;
+  float p = fmaf(c2, exp_bits(0xA59F25C0u), exp_bits(0x2A61337Eu));   /* -2.76e-16, 2.00e-13 */
+  p = fmaf(c2, p, exp_bits(0xAEBD37FFu));                               /* -8.60e-11 */
+  p = fmaf(c2, p, exp_bits(0x335C0041u));                               /* 5.12e-8 */
+  p = fmaf(c2, p, exp_bits(0x3779434Au));                               /* 1.49e-5 */
+  p = fmaf(c2, p, exp_bits(0x3A270DEDu));                               /* 6.37e-4 */
+  p = fmaf(c2, p, exp_bits(0x3BA059DCu));                               /* 4.89352456e-3 */
+  p = c * p;
+  float q = fmaf(c2, exp_bits(0x35A0D3D8u), exp_bits(0x38F895D6u));   /* 1.20e-6, 1.19e-4 */
+  q = fmaf(c2, q, exp_bits(0x3B14AA05u));                               /* 2.27e-3 */
+  q = fmaf(c2, q, exp_bits(0x3BA059DDu));                               /* 4.89352519e-3 */
+  return fabsf(x) < 4.0e-4f ? c : p / q;
+}
+
+/* Whole rows of vtanh, vectorized as exp_run is (every step an exact IEEE operation). */
+EXP_UNIT static void tanh_run(float* restrict v, size_t n) {
+  for (size_t i = 0; i < n; i++) v[i] = npu_tanh(v[i]);
+}
+
 /* vround's rounding (isa.Flag.ROUND_*): to nearest with ties to even by default. */
 static float round_by(unsigned flags, float x) {
   if (flags & FLAG_ROUND_FLOOR) return floorf(x);
@@ -211,7 +238,7 @@ static void unary_f32(int op, int dtype, unsigned flags, float p0, float p1,
       break;
     case OP_VLEAKYRELU: for (size_t i = 0; i < n; i++) v[i] = v[i] < 0 ? p0 * v[i] : v[i]; break;
     case OP_VSIGMOID: sigmoid_run(v, n); break;
-    case OP_VTANH: for (size_t i = 0; i < n; i++) v[i] = tanhf(v[i]); break;
+    case OP_VTANH: tanh_run(v, n); break;
     case OP_VEXP: exp_run(v, n); break;
     case OP_VSQRT: for (size_t i = 0; i < n; i++) v[i] = sqrtf(v[i]); break;
     /* two f32 roundings, the square root then the division: 1 / sqrt(x) in f32 */

@@ -192,6 +192,51 @@ def test_exp_and_sigmoid_bit_exact(core, rng):
                                       np.array(expected, np.float32).view(np.uint32))
 
 
+def _stock_tanh(x: np.ndarray) -> np.ndarray:
+    """math.tanh of f32 `x` by stock IREE llvm-cpu (its polynomial approximation)."""
+    import iree.compiler
+    import iree.runtime
+    mlir = (f"func.func @t(%x: tensor<{x.size}xf32>) -> tensor<{x.size}xf32> {{\n"
+            f"  %y = math.tanh %x : tensor<{x.size}xf32>\n"
+            f"  return %y : tensor<{x.size}xf32>\n}}\n")
+    vmfb = iree.compiler.compile_str(mlir, target_backends=["llvm-cpu"],
+                                     extra_args=["--iree-llvmcpu-target-cpu=host"])
+    return iree.runtime.load_vm_flatbuffer(vmfb, driver="local-task").t(x).to_host()
+
+
+def test_tanh_has_stock_bits(core, rng):
+    """vtanh's f32 bits are stock llvm-cpu's math.tanh: a dense sweep around 0, every
+    value near the tiny-|x| cutoff (4e-4), 1 and the clamp (7.9988), a dense sweep of
+    ±1..±9, values over many magnitudes, random bit patterns (NaN payloads included),
+    ±0, ±inf. Stock's runtime flushes subnormal inputs to ±0; the vector engine keeps
+    them (tanh x = x)."""
+    def around(c, k):
+        v = np.arange(-k, k, dtype=np.int64) + int(np.float32(c).view(np.int32))
+        return v.astype(np.int32).view(np.float32)
+    parts = [np.linspace(-1e-2, 1e-2, 20001), np.linspace(1e-4, 1e-3, 10001),
+             np.linspace(1, 9, 40001)]
+    parts += [around(c, 2000) for c in (4e-4, 1.0, 7.99881172180175781, 8.0)]
+    parts += [rng.uniform(-1, 1, 1000) * 10.0 ** e for e in range(-8, 4)]
+    parts += [rng.integers(0, 1 << 32, 10000, dtype=np.uint64).astype(np.uint32)
+              .view(np.float32)]
+    parts += [np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFC12345, 0x00000001,
+                        0x80400000], np.uint32).view(np.float32)]
+    parts += [np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3.4e38, 1e-45])]
+    half = np.concatenate([np.asarray(p).astype(np.float32) for p in parts])
+    x = np.concatenate([half, -half])
+    image = SramImage()
+    s_addr, d_addr = image.put(x), image.reserve(x.nbytes)
+    box = dict(n0=1, n1=1, n2=x.size, dst_s0=0, dst_s1=0, dst_s2=1, src_s0=0, src_s1=0,
+               src_s2=1)
+    got = run_on_sram(core, image, instr("vtanh", "f32", dst=d_addr, src=s_addr, **box)) \
+        .view(d_addr, "f32", x.size)
+    subnormal = (x != 0) & (np.abs(x) < np.finfo(np.float32).tiny)
+    expected = np.where(subnormal, x, _stock_tanh(x))
+    bad = np.nonzero(got.view(np.uint32) != expected.view(np.uint32))[0]
+    assert bad.size == 0, f"{bad.size} of {x.size} differ from stock, e.g. " + ", ".join(
+        f"tanh({x[i]!r}) = {got[i]!r}, stock {expected[i]!r}" for i in bad[:4])
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_sqrt_and_rsqrt_bit_exact(core, rng, dtype):
     """Every f16 value, or f32/bf16 values of random bits and the special ones (±0, ±inf,
