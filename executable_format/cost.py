@@ -12,7 +12,8 @@ BARRIER aligns every engine to the latest; END ends the program at the latest en
 from dataclasses import dataclass, field
 
 from .isa import (DTYPE_BYTES, ELEMENTS_PER_SRAM_BYTE, ENGINE_NAMES, MACS_PER_SRAM_BYTE, Flag,
-                  OPCODES, TRANSCENDENTAL, DType, Engine, operand_fields, unpack_pair)
+                  OPCODES, TRANSCENDENTAL, DType, Engine, operand_fields,
+                  requant_src_dtype, unpack_pair)
 from .machine import MachineConfig
 
 
@@ -94,8 +95,8 @@ def instruction_cycles(m: MachineConfig, opcode: int, dtype: int, a, flags: int)
             ceil_div(kh * kw, _k_lanes(m, dtype))
     if name == "vcvt":
         elem = max(elem, DTYPE_BYTES[DType(f["src_dtype"])])
-    if name == "vrequant":              # reads i32: the larger element size, as vcvt
-        elem = max(elem, DTYPE_BYTES[DType.I32])
+    if name == "vrequant":              # the larger element size, as vcvt
+        elem = max(elem, DTYPE_BYTES[requant_src_dtype(flags)])
     if OPCODES[opcode].engine == Engine.VECTOR:
         factor = m.transcendental_factor if name in TRANSCENDENTAL else 1
         return _vector_cycles(m, instruction_elements(opcode, a), elem, factor)

@@ -85,6 +85,10 @@ class Flag(enum.IntFlag):
     ROUND_FLOOR = 1      # math.floor
     ROUND_CEIL = 2       # math.ceil
     ROUND_HALF_AWAY = 4  # math.round: to nearest, ties away from zero
+    # VREQUANT: its source's dtype (default i32); at most one
+    SRC_I8 = 8
+    SRC_U8 = 16
+    SRC_F32 = 32         # v = src: no zero point subtracted (the record's zero is not read)
     # VCVT
     TRUNCATE = 1         # to an integer: toward zero (arith.fptosi), else half to even
     # FILL
@@ -218,6 +222,15 @@ BYTE_INTS = (DType.I8, DType.U8)
 HALF_FLOATS = (DType.F16, DType.BF16)
 
 
+ROUNDING_FLAGS = Flag.ROUND_FLOOR | Flag.ROUND_CEIL | Flag.ROUND_HALF_AWAY
+REQUANT_SOURCES = {Flag.SRC_I8: DType.I8, Flag.SRC_U8: DType.U8, Flag.SRC_F32: DType.F32}
+
+
+def requant_src_dtype(flags: int) -> DType:
+    """The dtype of a vrequant's source: its SRC flag's, else i32."""
+    return next((d for f, d in REQUANT_SOURCES.items() if flags & f), DType.I32)
+
+
 def mac_b_dtype(dtype: DType, flags: int) -> DType:
     """The dtype of a MAC instruction's B operand (matmul) or weights (conv2d, dwconv2d):
     the instruction's, or with MIXED_SIGN the other byte integer."""
@@ -257,7 +270,8 @@ OPCODE_FLAGS = {
     "vround": {"floor": Flag.ROUND_FLOOR, "ceil": Flag.ROUND_CEIL,
                "half_away": Flag.ROUND_HALF_AWAY},
     "vrequant": {"floor": Flag.ROUND_FLOOR, "ceil": Flag.ROUND_CEIL,
-                 "half_away": Flag.ROUND_HALF_AWAY},
+                 "half_away": Flag.ROUND_HALF_AWAY, "src_i8": Flag.SRC_I8,
+                 "src_u8": Flag.SRC_U8, "src_f32": Flag.SRC_F32},
     "fill": {"push_constant": Flag.PUSH_CONSTANT},
     "vselgt": {"or_equal": Flag.OR_EQUAL},
     "vcmp": {"lt": Flag.CMP_LESS, "eq": Flag.CMP_EQUAL, "gt": Flag.CMP_GREATER,

@@ -190,7 +190,8 @@ def _vreduce(name, rows, f, dtype, flags, elem):
 def _vrequant(name, rows, f, dtype, flags, elem):
     params = box_extent([f[f"n{i}"] for i in range(3)], [f[f"par_s{i}"] for i in range(3)],
                         REQUANT_RECORD_BYTES)
-    return [_box(rows, f, "src", "n", "src_s", 3, DTYPE_BYTES[DType.I32], False),
+    src_elem = np.where(flags & (Flag.SRC_I8 | Flag.SRC_U8), 1, 4)    # i8/u8, else i32/f32
+    return [_box(rows, f, "src", "n", "src_s", 3, src_elem, False),
             _span("params", "sram", rows, f["params"], params, 4, False),
             _box(rows, f, "dst", "n", "dst_s", 3, elem, True)]
 

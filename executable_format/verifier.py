@@ -14,8 +14,8 @@ from .errors import FormatError, excerpt
 from .generated import npu_executable_generated as fb
 from .isa import (BYTE_INTS, CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE,
                   ENGINE_NAMES, HALF_FLOATS, INSTRUCTION_BYTES, INSTRUCTION_DTYPE,
-                  MACS_PER_SRAM_BYTE, OPCODE_FLAGS,
-                  OPCODES, UNUSED_FIELDS, Engine, Flag, unpack_pair)
+                  MACS_PER_SRAM_BYTE, OPCODE_FLAGS, OPCODES, ROUNDING_FLAGS,
+                  UNUSED_FIELDS, Engine, Flag, unpack_pair)
 from .machine import MachineConfig
 from .ranges import Access, Accesses, instruction_accesses, program_accesses
 from .structure import check_structure
@@ -441,8 +441,10 @@ def _check_vcvt(fields: dict, flags: int, dtype: int) -> None:
 
 def _check_vround(fields: dict, flags: int, dtype: int) -> None:
     _positive(fields, "n0", "n1", "n2")
-    if bin(flags).count("1") > 1:
+    if bin(flags & ROUNDING_FLAGS).count("1") > 1:
         raise FormatError("flags floor, ceil and half_away exclude each other")
+    if bin(flags & ~ROUNDING_FLAGS).count("1") > 1:
+        raise FormatError("flags src_i8, src_u8 and src_f32 exclude each other")
 
 
 def _check_vpool(fields: dict, flags: int, dtype: int) -> None:

@@ -60,6 +60,12 @@ static inline int vector_n0_field(int layout) {
   return layout == LAYOUT_BINARY ? BINARY_N0 : UNARY_N0;
 }
 
+/* Bytes of a vrequant's source elements: i8/u8 with flag SRC_I8/SRC_U8, else 4 (i32, or
+ * f32 with SRC_F32). */
+static inline unsigned requant_src_bytes(uint32_t flags) {
+  return (flags & (FLAG_SRC_I8 | FLAG_SRC_U8)) ? 1 : 4;
+}
+
 /* A conv2d or dwconv2d's operands and shape. A dwconv2d is the conv2d with
  * f = groups = c: it computes the same sums in the same order, so the same bits. */
 typedef struct conv_args_t {

@@ -7,6 +7,8 @@
  *   q = clamp(round(v), r.lo, r.hi)    the flags' rounding (vround's), then
  *                                      maxnumf/minnumf (a NaN becomes lo)
  *   dst = table[q - r.lo]              the record's table of hi - lo + 1 dtype elements
+ * The source is i32, or with flag SRC_I8/SRC_U8 bytes widened to i32, or with SRC_F32
+ * f32 values v that the steps start from (no zero point: a quantize of a float tensor).
  * Each step is one IEEE f32 operation, so a chain of arith ops with these roundings (a
  * quantized epilogue up to its first rounding to an integer) gives the same bits; the
  * table holds the rest of the epilogue as a function of q. */
@@ -63,8 +65,26 @@ static int read_record(exec_t* x, uint32_t params, uint64_t index, int dtype, re
   return NPU_STATUS_OK;
 }
 
-static float requantize(const record_t* r, unsigned flags, int32_t s) {
-  float v = (float)(int32_t)((uint32_t)s - (uint32_t)r->zero);
+/* The source element at p as the f32 the record's steps start from: an integer less
+ * the record's zero (i32 wrapping, then rounded to f32), or an f32 source as it is. */
+static float source_value(const record_t* r, unsigned flags, const uint8_t* p) {
+  int32_t s;
+  if (flags & FLAG_SRC_F32) {
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+  }
+  if (flags & FLAG_SRC_I8) {
+    s = (int8_t)*p;
+  } else if (flags & FLAG_SRC_U8) {
+    s = *p;
+  } else {
+    memcpy(&s, p, 4);
+  }
+  return (float)(int32_t)((uint32_t)s - (uint32_t)r->zero);
+}
+
+static float requantize(const record_t* r, unsigned flags, float v) {
   v = v * r->mul;
   v = fmaf(v, r->fma_mul, r->fma_add);
   v = v / r->div;
@@ -78,8 +98,10 @@ int exec_vrequant(exec_t* x, const instr_t* in) {
   const uint32_t* src_s = a + VREQUANT_SRC_S0;
   const uint32_t* par_s = a + VREQUANT_PAR_S0;
   unsigned elem = DTYPE_BYTES[in->dtype];
+  unsigned src_elem = requant_src_bytes(in->flags);
   CHECK(check_sram(x, "dst", a[VREQUANT_DST], box_extent(counts, dst_s, 3, elem), elem));
-  CHECK(check_sram(x, "src", a[VREQUANT_SRC], box_extent(counts, src_s, 3, 4), 4));
+  CHECK(check_sram(x, "src", a[VREQUANT_SRC],
+                   box_extent(counts, src_s, 3, src_elem), src_elem));
   CHECK(check_sram(x, "params", a[VREQUANT_PARAMS],
                    box_extent(counts, par_s, 3, REQUANT_RECORD_BYTES), 4));
   uint8_t* sram = x->core->sram;
@@ -88,7 +110,7 @@ int exec_vrequant(exec_t* x, const instr_t* in) {
   for (uint64_t i0 = 0; i0 < counts[0]; i0++) {
     for (uint64_t i1 = 0; i1 < counts[1]; i1++) {
       uint8_t* d = sram + a[VREQUANT_DST] + (i0 * dst_s[0] + i1 * dst_s[1]) * elem;
-      const uint8_t* s = sram + a[VREQUANT_SRC] + (i0 * src_s[0] + i1 * src_s[1]) * 4;
+      const uint8_t* s = sram + a[VREQUANT_SRC] + (i0 * src_s[0] + i1 * src_s[1]) * src_elem;
       uint64_t row = i0 * par_s[0] + i1 * par_s[1];
       for (uint64_t i2 = 0; i2 < counts[2]; i2++) {
         uint64_t index = row + i2 * par_s[2];
@@ -96,8 +118,7 @@ int exec_vrequant(exec_t* x, const instr_t* in) {
           CHECK(read_record(x, a[VREQUANT_PARAMS], index, in->dtype, &r));
           current = index;
         }
-        int32_t v;
-        memcpy(&v, s + i2 * src_s[2] * 4, 4);
+        float v = source_value(&r, in->flags, s + i2 * src_s[2] * src_elem);
         float q = requantize(&r, in->flags, v);
         memcpy(d + i2 * dst_s[2] * elem, r.table + (size_t)(q - r.lo) * elem, elem);
       }

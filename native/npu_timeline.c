@@ -68,9 +68,11 @@ static uint64_t instruction_cycles(const npu_machine_config_t* m, const instr_t*
       return vector_cycles(m, (uint64_t)a[VCVT_N0] * a[VCVT_N1] * a[VCVT_N2],
                            elem > src ? elem : src, 1);
     }
-    case OP_VREQUANT:   /* reads i32: the larger element size, as vcvt */
+    case OP_VREQUANT: {   /* the larger element size, as vcvt */
+      unsigned src = requant_src_bytes(in->flags);
       return vector_cycles(m, (uint64_t)a[VREQUANT_N0] * a[VREQUANT_N1] * a[VREQUANT_N2],
-                           elem > 4 ? elem : 4, 1);
+                           elem > src ? elem : src, 1);
+    }
     default: {   /* binary and unary vector ops */
       const op_info_t* op = &OPS[in->opcode];
       int n0 = vector_n0_field(op->layout);

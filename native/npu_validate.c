@@ -276,11 +276,16 @@ int check_encoding(exec_t* x, const instr_t* in) {
       }
       return check_counts(x, in, VREDUCE_OUTER, 2);
     case OP_VROUND:
-    case OP_VREQUANT:
-      if (__builtin_popcount(in->flags) > 1) {
+    case OP_VREQUANT: {
+      unsigned rounding = FLAG_ROUND_FLOOR | FLAG_ROUND_CEIL | FLAG_ROUND_HALF_AWAY;
+      if (__builtin_popcount(in->flags & rounding) > 1) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags FLOOR, CEIL and HALF_AWAY are exclusive");
       }
+      if (__builtin_popcount(in->flags & ~rounding) > 1) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flags SRC_I8, SRC_U8 and SRC_F32 are exclusive");
+      }
       return check_counts(x, in, vector_n0_field(x->op->layout), 3);
+    }
     case OP_VCVT:
       if (in->a[VCVT_SRC_DTYPE] >= DT_COUNT) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid src_dtype %u", in->a[VCVT_SRC_DTYPE]);

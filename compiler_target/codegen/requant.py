@@ -32,6 +32,9 @@ FIELD = {name: i for i, name in enumerate(REQUANT_RECORD)}
 STEPS = ("mul", "fma", "div")          # the record's f32 steps, in its order
 TABLE_MAX = 256
 TABLE_INPUT = 1 << 16       # the table's value as an input of Pattern.after
+# The record operands whose steps leave an integer value as it is.
+IDENTITY_STEPS = {"zero": ("iconst", 0), "mul": ("const", 1.0), "fma_mul": ("const", 1.0),
+                  "fma_add": ("const", -0.0), "div": ("const", 1.0)}
 
 
 @dataclass
@@ -47,6 +50,8 @@ class Pattern:
     table_inputs: list              # table_inputs[j]
     after: list | None = None       # the epilogue after the table (None: the table is
                                     # the result), the table's value its input TABLE_INPUT
+    source: str = "i32"             # the source's dtype (an accumulator's i32, or an
+                                    # elementwise input's i8, u8, f32)
 
 
 def _users(expr, index: int) -> list[int]:
@@ -76,8 +81,29 @@ def match(expr, scalar_inputs=frozenset()) -> Pattern | None:
         current = users[0]
     if expr[current][0] != "itof":
         return None
-    operands = {"zero": ("iconst", 0), "mul": ("const", 1.0), "fma_mul": ("const", 1.0),
-                "fma_add": ("const", -0.0), "div": ("const", 1.0)}
+    chain = _steps(expr, current)
+    if chain is None:
+        return None
+    operands, lo, hi, rounded = chain
+    table, after = _table_expression(expr, rounded, scalar_inputs), None
+    if table is None:
+        cut = _table_cut(expr, rounded, scalar_inputs)
+        if cut is None:
+            return None
+        table = _table_expression(expr, rounded, scalar_inputs, cut)
+        after = live_nodes([(("input", TABLE_INPUT) if i == cut else node)
+                            for i, node in enumerate(expr)])
+        if table is None or any(node[0] in ("acc", "pconst") for node in after):
+            return None
+    rest, table_inputs = table
+    return Pattern(correction, operands, float(lo), float(hi), rest, table_inputs, after)
+
+
+def _steps(expr, current: int):
+    """(record operands, lo, hi, the rounding node) of the chain of f32 steps (mul, the
+    contracted fma, add, div, in the record's order) from node `current` to its rounding
+    clamped to at most TABLE_MAX integers; None if the nodes are not such a chain."""
+    operands = dict(IDENTITY_STEPS)
     done = -1
     while True:
         users = _users(expr, current)
@@ -91,7 +117,7 @@ def match(expr, scalar_inputs=frozenset()) -> Pattern | None:
             if not (math.isfinite(lo) and math.isfinite(hi) and lo == int(lo) and
                     hi == int(hi) and 0 <= hi - lo < TABLE_MAX):
                 return None
-            break
+            return operands, lo, hi, user
         if kind == "fma" and args[2] != current and current in args[:2]:
             step, fields = 1, {"fma_mul": others[0], "fma_add": args[2]}
         elif kind == "mul" and len(others) == 1:
@@ -107,18 +133,38 @@ def match(expr, scalar_inputs=frozenset()) -> Pattern | None:
             return None
         operands.update({name: _operand(expr, i) for name, i in fields.items()})
         done, current = step, user
-    table, after = _table_expression(expr, user, scalar_inputs), None
+
+
+INTEGER_SOURCES = {"i8": (-128, 127), "u8": (0, 255)}
+SOURCE_FLAGS = {"i8": Flag.SRC_I8, "u8": Flag.SRC_U8, "f32": Flag.SRC_F32}   # vrequant's
+
+
+def match_source(expr, source: int, dtype: str, scalar_inputs=frozenset()) -> Pattern | None:
+    """An elementwise expression of one tensor input, `source` (of `dtype`), and scalars
+    as vrequant's record and table, or None. A byte source has at most 256 values: the
+    whole expression is the table (the record's steps the identity, q the byte itself,
+    read as i32 by the table's expression). An f32 source must start with the record's
+    steps and a rounding (a quantize, x / scale rounded), the rest being the table."""
+    nodes = [i for i, node in enumerate(expr) if node == ("input", source)]
+    if len(nodes) != 1 or any(node[0] in ("acc", "pconst") for node in expr):
+        return None
+    if dtype in INTEGER_SOURCES:
+        lo, hi = INTEGER_SOURCES[dtype]
+        operands, table = dict(IDENTITY_STEPS), _table_expression(expr, nodes[0], scalar_inputs)
+    elif dtype == "f32":
+        chain = _steps(expr, nodes[0])
+        if chain is None:
+            return None
+        operands, lo, hi, rounded = chain
+        if any(operand[0] != "const" for name, operand in operands.items() if name != "zero"):
+            return None
+        table = _table_expression(expr, rounded, scalar_inputs)
+    else:
+        return None
     if table is None:
-        cut = _table_cut(expr, user, scalar_inputs)
-        if cut is None:
-            return None
-        table = _table_expression(expr, user, scalar_inputs, cut)
-        after = live_nodes([(("input", TABLE_INPUT) if i == cut else node)
-                            for i, node in enumerate(expr)])
-        if table is None or any(node[0] in ("acc", "pconst") for node in after):
-            return None
+        return None
     rest, table_inputs = table
-    return Pattern(correction, operands, float(lo), float(hi), rest, table_inputs, after)
+    return Pattern(None, operands, float(lo), float(hi), rest, table_inputs, source=dtype)
 
 
 def _table_cut(expr, rounded: int, scalar_inputs) -> int | None:
@@ -267,8 +313,11 @@ class Requant:
         zero = pattern.operands["zero"]
         zero_inputs = _zero_inputs(pattern)
         entries = int(pattern.hi - pattern.lo) + 1
-        q = np.arange(pattern.lo, pattern.hi + 1, dtype=np.float32)
-        q_dram = Buffer("requant.q", "f32", (entries,), "dram", binding=CONST_POOL,
+        # q, the rounded value (the byte itself of a byte source, read as an integer)
+        q_dtype = "i32" if pattern.source in INTEGER_SOURCES else "f32"
+        q = np.arange(pattern.lo, pattern.hi + 1).astype(np.int32 if q_dtype == "i32" else
+                                                        np.float32)
+        q_dram = Buffer("requant.q", q_dtype, (entries,), "dram", binding=CONST_POOL,
                         offset=constants.intern(q.tobytes()), strides=(1,))
         placed, setup = gathered_loads(
             sram, [(q_dram, entries)] + [(tensors[f"epilogue.{k}"], 1)
@@ -276,7 +325,7 @@ class Requant:
             machine, "requant.in", "requant values and table scalars")
         (q_sram, q_offset), scalars = placed[0], placed[1:]
         table_plan = plan_class(pattern.rest, sram, "f32", entries, name="table",
-                                input_dtypes=["f32"] * (1 + len(scalars)))
+                                input_dtypes=[q_dtype] + ["f32"] * len(scalars))
         result = table_plan.result_dtype
         self.value_dtype = out.dtype if pattern.after is None else result
         self.table = sram.alloc("requant.table", self.value_dtype, (entries,))
@@ -369,13 +418,15 @@ class Requant:
                 dtype = "i32" if name == "zero" else "f32"
                 instrs.append(unary("vcopy", dtype, dst, operand, reduced, note + f" {name}"))
         value, _ = self.values.acquire(None)
-        fields = {"dst": value.addr, "src": acc.buffer.addr + acc.elem_offset * 4,
+        fields = {"dst": value.addr,
+                  "src": acc.buffer.addr + acc.elem_offset * dtype_bytes(acc.buffer.dtype),
                   "params": self.records.addr}
         fields.update({f"n{i}": n for i, n in enumerate(box)})
         fields.update({f"dst_s{i}": s for i, s in enumerate(acc.strides)})
         fields.update({f"src_s{i}": s for i, s in enumerate(acc.strides)})
         fields.update({f"par_s{i}": s for i, s in enumerate(strides or (0, 0, 0))})
         instrs.append(Instr("vrequant", self.value_dtype, fields,
+                            flags=int(SOURCE_FLAGS.get(self.pattern.source, 0)),
                             reads=(acc.buffer, self.records, self.table),
                             writes=(value,), note=note))
         if self.after is not None:
@@ -421,6 +472,19 @@ def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_ele
         return None
     return Requant(corrected, pattern, records_count, sram, out, tensors, constants,
                    max_elements, plan_class, acc_dtype, input_dtypes, machine)
+
+
+def plan_elementwise(expr, source: int, source_dtype: str, sram: Sram, out: Buffer,
+                     scalars: dict, constants, max_elements: int, plan_class,
+                     machine: MachineConfig) -> Requant:
+    """The vrequant plan of an elementwise expression of input `source` (match_source
+    matched it) and the scalar inputs `scalars` (input index -> DRAM buffer), stored to
+    `out`."""
+    pattern = match_source(expr, source, source_dtype,
+                           {k for k, t in scalars.items() if t.dtype == "f32"})
+    tensors = {f"epilogue.{k}": tensor for k, tensor in scalars.items()}
+    return Requant(None, pattern, 1, sram, out, tensors, constants, max_elements, plan_class,
+                   "f32", None, machine)
 
 
 def _inputs_of(expr) -> set[int]:

@@ -21,6 +21,7 @@ import itertools
 
 from executable_format.machine import MachineConfig
 
+from . import requant
 from .epilogue import EpiloguePlan, float_dtype, load_dtype, temp_count, used_inputs
 from .hoist import Hoisted, hoist
 from .lower import Lowered, NotLowerable
@@ -176,6 +177,11 @@ class ElementwiseTiler:
                           for (dram, _), st in zip(self.outputs, strides)]
         self.in_views = {k: view(ins[k], self.shape, st)
                          for k, st in zip(used, strides[len(self.outputs):])}
+        self.constants = lowered.constants
+        self.table_source = self._table_source(ins, used)
+        if self.table_source is not None:
+            self._budget_table(ins[self.table_source])
+            return
         self.expr, self.hoisted = op.expr, []
         if len(self.outputs) == 1:
             live = {k: frozenset(d for d, s in enumerate(v.strides) if s)
@@ -205,6 +211,30 @@ class ElementwiseTiler:
         if self.budget < 1:
             raise NotLowerable("does not fit SRAM even tiled")
         self.stored_as_loaded = self._stored_as_loaded()
+
+    def _table_source(self, ins: list[Buffer], used: list[int]) -> int | None:
+        """The input the expression is a vrequant table of (requant.match_source: a byte
+        input, any expression of it; an f32 input, quantized): the only input read per
+        element, not broadcast, all others scalars; None otherwise. One pass per tile,
+        where the expression takes a vector pass per node."""
+        tensors = [k for k in used if any(self.in_views[k].strides)]
+        if len(self.outputs) != 1 or len(tensors) != 1 or \
+                0 in self.in_views[tensors[0]].strides:
+            return None
+        k = tensors[0]
+        scalars = {j for j in used if j != k and ins[j].dtype == "f32"}
+        if len(scalars) != len(used) - 1 or requant.match_source(
+                self.op.expr, k, ins[k].dtype, scalars) is None:
+            return None
+        return k
+
+    def _budget_table(self, source: Buffer) -> None:
+        """The SRAM budget of a table plan: two tiles of the source and two of the result,
+        beside the table, its inputs and its temporaries."""
+        per_element = 2 * (dtype_bytes(source.dtype) + dtype_bytes(self.dtype))
+        fixed = 16 * requant.TABLE_MAX * 4
+        self.budget = (self.m.sram_bytes - fixed) // per_element
+        self.expr, self.hoisted, self.resident, self.stored_as_loaded = self.op.expr, [], set(), None
 
     def _stored_as_loaded(self) -> int | None:
         """The input a copy stores as it was loaded (IREE's slow_memcpy into a padded
@@ -248,6 +278,11 @@ class ElementwiseTiler:
                    if k not in self.resident)
         whole = sum(_transfer(m, "dma.load", self.in_views[k], self.shape) for k in self.resident)
         store = sum(_transfer(m, "dma.store", v, counts) for v in self.out_views)
+        if self.table_source is not None:       # one vrequant of the wider element
+            elem = max(dtype_bytes(self.dtype),
+                       dtype_bytes(self.in_views[self.table_source].dtype))
+            vector = m.vector_latency_cycles + ceil_div(elems * elem, m.vector_bytes_per_cycle)
+            return max(tiles * load, tiles * store, tiles * vector) + load + store + vector
         vector = 0 if self.stored_as_loaded is not None else sum(
             passes * self._pass_cycles(box)
             for passes, box in [(_operations(self.expr), counts)] +
@@ -263,6 +298,8 @@ class ElementwiseTiler:
             elems * dtype_bytes(self.out_views[0].dtype), m.vector_bytes_per_cycle)
 
     def emit(self, split_: tuple[int, int]) -> TiledProgram:
+        if self.table_source is not None:
+            return self._emit_table(split_)
         op, shape, (k, chunk) = self.op, self.shape, split_
         tile_counts = self.tile_counts(k, chunk)
         tile_elems = prod(tile_counts)
@@ -289,7 +326,43 @@ class ElementwiseTiler:
             for node, name in names.items()}
         instrs = [i for h in hoisted for i in h.plan.setup] + plan.setup + [
             i for r in residents.values() for i in r.loads]
-        outer = shape[:k]
+        for starts, counts, note in self._tiles(k, chunk):
+            loaded = {}
+            for i, stream in streams.items():
+                buf, st, loads = stream.load(starts, counts, note)
+                instrs += loads
+                loaded[i] = (buf, st, 0)
+            for i, resident in residents.items():
+                loaded[i] = resident.at(starts)
+            for j, h in enumerate(hoisted):
+                loaded[len(op.inputs) + j], computes = h.compute(starts, counts, loaded,
+                                                                 len(op.inputs), note)
+                instrs += computes
+            dense = dense_sram_strides(counts)
+            if self.stored_as_loaded is not None:
+                buffer = loaded[self.stored_as_loaded][0]
+                instrs += store_instrs(self.out_views[0], starts, counts, buffer, dense, note)
+                continue
+            dsts = {node: slots.acquire(None)[0] for node, slots in outs.items()}
+            computed = {node: results[node].acquire(None)[0] if node in results else dst
+                        for node, dst in dsts.items()}
+            instrs += _compute(plan, counts, computed, dense, loaded,
+                               len(op.inputs) + len(hoisted), note)
+            for node in results:   # e.g. a quantized i8 output of an i32 result
+                instrs.append(convert(Operand.flat(dsts[node]), Operand.flat(computed[node]),
+                                      (1, 1, prod(counts)), note + " convert"))
+            for out_view, (_, node) in zip(self.out_views, self.outputs):
+                instrs += store_instrs(out_view, starts, counts, dsts[node], dense, note)
+        return self._program(instrs, sram, tile_counts)
+
+    def _program(self, instrs: list, sram: Sram, tile_counts: list[int]) -> TiledProgram:
+        tiles = "x".join(map(str, tile_counts))
+        return TiledProgram(instrs, sram.buffers,
+                            f"tiles {tiles} (of {'x'.join(map(str, self.shape))})", 2)
+
+    def _tiles(self, k: int, chunk: int):
+        """(starts, counts, note) of each tile of a split, in order."""
+        shape, outer = self.shape, self.shape[:k]
         for index in range(prod(outer)):
             prefix = []
             for extent in reversed(outer):
@@ -298,33 +371,24 @@ class ElementwiseTiler:
             for start in range(0, shape[k], chunk):
                 starts = prefix + [start] + [0] * (len(shape) - k - 1)
                 counts = [1] * k + [min(chunk, shape[k] - start)] + shape[k + 1:]
-                note = "at " + ",".join(map(str, starts)) + " size " + "x".join(map(str, counts))
-                loaded = {}
-                for i, stream in streams.items():
-                    buf, st, loads = stream.load(starts, counts, note)
-                    instrs += loads
-                    loaded[i] = (buf, st, 0)
-                for i, resident in residents.items():
-                    loaded[i] = resident.at(starts)
-                for j, h in enumerate(hoisted):
-                    loaded[len(op.inputs) + j], computes = h.compute(starts, counts, loaded,
-                                                                     len(op.inputs), note)
-                    instrs += computes
-                dense = dense_sram_strides(counts)
-                if self.stored_as_loaded is not None:
-                    buffer = loaded[self.stored_as_loaded][0]
-                    instrs += store_instrs(self.out_views[0], starts, counts, buffer, dense, note)
-                    continue
-                dsts = {node: slots.acquire(None)[0] for node, slots in outs.items()}
-                computed = {node: results[node].acquire(None)[0] if node in results else dst
-                            for node, dst in dsts.items()}
-                instrs += _compute(plan, counts, computed, dense, loaded,
-                                   len(op.inputs) + len(hoisted), note)
-                for node in results:   # e.g. a quantized i8 output of an i32 result
-                    instrs.append(convert(Operand.flat(dsts[node]), Operand.flat(computed[node]),
-                                          (1, 1, prod(counts)), note + " convert"))
-                for out_view, (_, node) in zip(self.out_views, self.outputs):
-                    instrs += store_instrs(out_view, starts, counts, dsts[node], dense, note)
-        tiles = "x".join(map(str, tile_counts))
-        return TiledProgram(instrs, sram.buffers,
-                            f"tiles {tiles} (of {'x'.join(map(str, shape))})", 2)
+                yield starts, counts, "at " + ",".join(map(str, starts)) + " size " + \
+                    "x".join(map(str, counts))
+
+    def _emit_table(self, split_: tuple[int, int]) -> TiledProgram:
+        """Each tile of the source loaded as it is and looked up by one vrequant."""
+        tile_counts = self.tile_counts(*split_)
+        tile_elems = prod(tile_counts)
+        sram = Sram(self.m.sram_bytes)
+        source = self.in_views[self.table_source]
+        stream = Streamed(sram, source, tile_counts, 2, source.dtype)
+        scalars = {j: v for j, v in self.in_views.items() if j != self.table_source}
+        plan = requant.plan_elementwise(self.op.expr, self.table_source, source.dtype, sram,
+                                        self.out_views[0], scalars, self.constants,
+                                        tile_elems, EpiloguePlan, self.m)
+        instrs = list(plan.setup)
+        for starts, counts, note in self._tiles(*split_):
+            buffer, _, loads = stream.load(starts, counts, note)
+            elems = prod(counts)
+            instrs += loads + plan.emit((1, 1, elems), Operand.flat(buffer), [], starts, counts,
+                                        dense_sram_strides(counts), note)
+        return self._program(instrs, sram, tile_counts)

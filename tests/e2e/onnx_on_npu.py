@@ -17,11 +17,14 @@ class NpuCall:
     report: str               # --iree-npu-dispatch-report
 
 
-def call_on_npu(source: Path, function: str, *inputs: np.ndarray) -> NpuCall:
-    """Compiles `source` (.onnx or imported MLIR) and calls `function` once."""
+def call_on_npu(source: Path, function: str, *inputs: np.ndarray,
+                dump_asm: Path | None = None) -> NpuCall:
+    """Compiles `source` (.onnx or imported MLIR) and calls `function` once; with
+    `dump_asm`, the NPU programs' assembly is written there."""
     report = source.with_suffix(".report.txt")
+    dumps = [f"--iree-npu-dump-asm={dump_asm}"] if dump_asm is not None else []
     vmfb = compile_file(str(source), target_backends=["npu"],
-                        extra_args=[f"--iree-npu-dispatch-report={report}"])
+                        extra_args=[f"--iree-npu-dispatch-report={report}", *dumps])
     module = rt.load_vm_flatbuffer(vmfb, driver="npu-sim")
     try:
         result = getattr(module, function)(*inputs)

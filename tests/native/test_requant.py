@@ -85,6 +85,38 @@ def test_vrequant_matches_numpy(core, rng, dtype, flags):
     np.testing.assert_array_equal(result.view(d_addr, dtype, src.shape), expected)
 
 
+@pytest.mark.parametrize("source", ["i8", "u8", "f32"])
+def test_vrequant_reads_byte_and_float_sources(core, rng, source):
+    """With flag src_i8/src_u8 the source is bytes widened to i32 (then less the zero
+    point, as an i32 source); with src_f32 the steps start from the f32 value itself
+    (a quantize: x / scale rounded, then a table), the record's zero not read."""
+    n = 400
+    if source == "f32":
+        src = (rng.standard_normal(n) * 3).astype(np.float32)
+        src[:4] = [np.nan, np.inf, -np.inf, 0.5]
+    else:
+        info = np.iinfo(NP_DTYPES[source])
+        src = rng.integers(info.min, info.max + 1, n).astype(NP_DTYPES[source])
+    p = {"zero": 0 if source == "f32" else 7, "mul": 0.75, "fma_mul": 1.0, "fma_add": -0.0,
+         "div": 0.0625, "lo": -100.0, "hi": 90.0}
+    table = rng.standard_normal(191).astype(np.float32)
+    image = SramImage()
+    s_addr = image.put(src)
+    p_addr = _records(image, [dict(p, zero=12345) if source == "f32" else p], [table])
+    d_addr = image.reserve(n * 4)
+    flag = {"i8": F.SRC_I8, "u8": F.SRC_U8, "f32": F.SRC_F32}[source]
+    result = run_on_sram(core, image, instr(
+        "vrequant", "f32", int(flag), dst=d_addr, src=s_addr, n0=1, n1=1, n2=n, dst_s2=1,
+        src_s2=1, params=p_addr))
+    if source == "f32":
+        v = src * np.float32(p["mul"]) / np.float32(p["div"])
+        q = np.clip(np.nan_to_num(np.rint(v), nan=p["lo"]), p["lo"], p["hi"])
+        expected = table[(q - p["lo"]).astype(np.int64)]
+    else:
+        expected = _reference(src.astype(np.int32), p, table, 0)
+    np.testing.assert_array_equal(result.view(d_addr, "f32", (n,)), expected)
+
+
 def test_vrequant_channel_on_the_innermost_dim(core, rng):
     """A matmul tile [m][n] with the channel along n: records indexed by par_s2."""
     m, n = 6, 40
