@@ -9,11 +9,14 @@ strides, 0 where it broadcasts. The last node writes the destination operand; th
 tiles, never temporaries), where later nodes read them.
 """
 import math
+from dataclasses import dataclass
 
 from executable_format.isa import ACCUMULATOR, DTYPE_NAMES, Flag
 from executable_format.machine import MachineConfig
 
 from . import requant
+from .lookup import LOOKUPS, LookupTables, tabulated
+from .requant import INTEGER_SOURCES
 from .lower import NotLowerable
 from .ops import INT_NODES, LEAVES, SCALARS, live_nodes, reachable
 from .npu_ir import DTYPES, FLOATS, Buffer, Instr, dtype_bytes, value_bits
@@ -41,6 +44,21 @@ UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround",
          "floor": "vround", "ceil": "vround", "roundaway": "vround", "hswish": "vhswish",
          "erf": "verf", "log": "vlog", "log1p": "vlog1p"}
+
+
+@dataclass(frozen=True)
+class Lookups:
+    """What an EpiloguePlan needs to compute parts of its expression as table lookups
+    (lookup.py): the constant pool, the machine, and its byte inputs' ranges (input ->
+    (lo, hi))."""
+    constants: object
+    machine: MachineConfig
+    byte_inputs: dict
+
+
+def byte_ranges(dtypes: dict[int, str]) -> dict[int, tuple[int, int]]:
+    """The value range of each byte input among `dtypes` (input -> its DRAM dtype)."""
+    return {k: INTEGER_SOURCES[d] for k, d in dtypes.items() if d in INTEGER_SOURCES}
 
 
 def check_vector_nodes(expr, also: tuple[str, ...] = ()) -> None:
@@ -191,18 +209,25 @@ class EpiloguePlan:
     writes to operands it is given."""
 
     def __init__(self, expr, sram: Sram, dtype: str, max_elements: int, name: str = "epi",
-                 stored=frozenset(), input_dtypes=None):
-        check_vector_nodes(expr)
+                 stored=frozenset(), input_dtypes=None, lookups: "Lookups | None" = None):
         copies = all(node[0] in LEAVES for node in expr)   # in the op's dtype, whatever it is
         floats = dtype if copies else float_dtype(dtype)
-        self.expr, self.dtype = expr, floats
         if input_dtypes is None:
             input_dtypes = [dtype] * (1 + max((n[1] for n in expr if n[0] == "input"), default=0))
+        self.tables = None
+        if lookups is not None and not stored and floats == "f32":
+            expr, tables = tabulated(expr, lookups.byte_inputs,
+                                     {k for k, d in enumerate(input_dtypes) if d in INTS})
+            if tables:
+                self.tables = LookupTables(tables, sram, name, lookups.constants,
+                                           lookups.machine, EpiloguePlan)
+        check_vector_nodes(expr, LOOKUPS)
+        self.expr, self.dtype = expr, floats
         self.dtypes = node_dtypes(expr, input_dtypes, dtype, floats)
         if "i32" in self.dtypes and floats != "f32" and any(
                 self.dtypes[i] != "i32" for i in reachable(expr)):
             raise NotLowerable(f"integer arithmetic with {floats} values")
-        self.setup: list[Instr] = []
+        self.setup: list[Instr] = self.tables.setup if self.tables is not None else []
         self.consts: dict[int, Buffer] = {}
         for index, node in enumerate(expr):
             if node[0] in SCALARS:
@@ -253,6 +278,8 @@ class EpiloguePlan:
 
     def _node(self, kind, params, dtype, target: Operand, args: list[Operand], box,
               note) -> list[Instr]:
+        if kind in LOOKUPS:
+            return [self.tables.instr(params[0], dtype, target, args[0], box, note)]
         scratch = Operand(self.scratch, tuple(dense_sram_strides(list(box)))) \
             if self.scratch is not None else None
         return node_instrs(kind, params, dtype, target, args, box, scratch, note)
@@ -378,15 +405,18 @@ class OutputStage:
                  machine: MachineConfig, input_dtypes=None, tensors=None, constants=None,
                  tile_counts=None, extra_outputs=()):
         self.out = out
+        lookups = Lookups(constants, machine, byte_ranges(
+            {int(k.removeprefix("epilogue.")): t.dtype for k, t in tensors.items()
+             if k.startswith("epilogue.")})) if constants is not None and tensors else None
         self.requant = None if extra_outputs else requant.plan(
             expr, sram, out, tensors, constants, max_elements, EpiloguePlan, acc_dtype,
-            input_dtypes, tile_counts or out.shape, machine)
+            input_dtypes, tile_counts or out.shape, machine, lookups)
         if self.requant is not None:
             return
         final = len(expr) - 1
         stored = {node for _, node in extra_outputs if node != final}
         self.plan = EpiloguePlan(expr, sram, acc_dtype, max_elements, input_dtypes=input_dtypes,
-                                 stored=stored)
+                                 stored=stored, lookups=lookups)
         result = self.plan.result_dtype
         if out.dtype != result and not (out.dtype in FLOATS and result in FLOATS) and \
                 not (out.dtype in INTS and result in INTS):

@@ -47,6 +47,8 @@ class TensorRef:
 #                             leakyrelu(alpha), scale(mul, add),
 #                             hswish(mul, add): a·clamp(a·mul + add, 0, 1)
 #   ("reduce", (a,), kind)    Rowwise only: the row's sum or max of node a
+#   ("lookup", (a,), j)       code generation's: table j of the plan's lookups (lookup.py)
+#                             read at a's value, one vrequant; "ilookup" an i32 table
 # Integer nodes (quantized graphs) compute on i32 values; i8 and u8 inputs are read as i32
 # (an i8 tensor the IR zero-extends, arith.extui/uitofp, is a u8 input):
 #   ("iconst", value)         an i32 scalar
@@ -66,7 +68,7 @@ class TensorRef:
 ExprNode = tuple
 LEAVES = ("input", "acc", "const", "iconst", "pconst")
 INT_NODES = frozenset({"iadd", "isub", "imul", "imax", "imin", "iand", "ifma", "ftoi", "ftou",
-                       "iconst", "pconst"})
+                       "ilookup", "iconst", "pconst"})
 SCALARS = ("const", "iconst", "pconst")    # leaves held in a one-element SRAM cell
 
 

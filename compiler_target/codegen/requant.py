@@ -81,16 +81,16 @@ def match(expr, scalar_inputs=frozenset()) -> Pattern | None:
         current = users[0]
     if expr[current][0] != "itof":
         return None
-    chain = _steps(expr, current)
+    chain = steps_to_rounding(expr, current)
     if chain is None:
         return None
     operands, lo, hi, rounded = chain
-    table, after = _table_expression(expr, rounded, scalar_inputs), None
+    table, after = table_expression(expr, rounded, scalar_inputs), None
     if table is None:
-        cut = _table_cut(expr, rounded, scalar_inputs)
+        cut = table_cut(expr, rounded, scalar_inputs)
         if cut is None:
             return None
-        table = _table_expression(expr, rounded, scalar_inputs, cut)
+        table = table_expression(expr, rounded, scalar_inputs, cut)
         after = live_nodes([(("input", TABLE_INPUT) if i == cut else node)
                             for i, node in enumerate(expr)])
         if table is None or any(node[0] in ("acc", "pconst") for node in after):
@@ -99,7 +99,7 @@ def match(expr, scalar_inputs=frozenset()) -> Pattern | None:
     return Pattern(correction, operands, float(lo), float(hi), rest, table_inputs, after)
 
 
-def _steps(expr, current: int):
+def steps_to_rounding(expr, current: int):
     """(record operands, lo, hi, the rounding node) of the chain of f32 steps (mul, the
     contracted fma, add, div, in the record's order) from node `current` to its rounding
     clamped to at most TABLE_MAX integers; None if the nodes are not such a chain."""
@@ -150,15 +150,15 @@ def match_source(expr, source: int, dtype: str, scalar_inputs=frozenset()) -> Pa
         return None
     if dtype in INTEGER_SOURCES:
         lo, hi = INTEGER_SOURCES[dtype]
-        operands, table = dict(IDENTITY_STEPS), _table_expression(expr, nodes[0], scalar_inputs)
+        operands, table = dict(IDENTITY_STEPS), table_expression(expr, nodes[0], scalar_inputs)
     elif dtype == "f32":
-        chain = _steps(expr, nodes[0])
+        chain = steps_to_rounding(expr, nodes[0])
         if chain is None:
             return None
         operands, lo, hi, rounded = chain
         if any(operand[0] != "const" for name, operand in operands.items() if name != "zero"):
             return None
-        table = _table_expression(expr, rounded, scalar_inputs)
+        table = table_expression(expr, rounded, scalar_inputs)
     else:
         return None
     if table is None:
@@ -167,7 +167,7 @@ def match_source(expr, source: int, dtype: str, scalar_inputs=frozenset()) -> Pa
     return Pattern(None, operands, float(lo), float(hi), rest, table_inputs, source=dtype)
 
 
-def _table_cut(expr, rounded: int, scalar_inputs) -> int | None:
+def table_cut(expr, rounded: int, scalar_inputs) -> int | None:
     """The one node of the values computed from `rounded` and scalars alone that the rest
     of the expression reads (a residual add reads a per-pixel tensor after it), or None."""
     def scalar(i):
@@ -182,7 +182,7 @@ def _table_cut(expr, rounded: int, scalar_inputs) -> int | None:
     return read.pop() if len(read) == 1 else None
 
 
-def _table_expression(expr, rounded: int, scalar_inputs, last: int | None = None):
+def table_expression(expr, rounded: int, scalar_inputs, last: int | None = None):
     """(the nodes after `rounded` up to `last` (default: the final node) as an expression
     of ("input", 0) = its value and ("input", 1 + j) = scalar input table_inputs[j],
     table_inputs) if they read nothing else but constants and scalar inputs; else None."""
@@ -301,6 +301,36 @@ def split_correction(expr, pattern: Pattern, tensors: dict):
     return (live_nodes(nodes, corrected) if corrected != acc else None), zero_operand
 
 
+def record_fills(records: Buffer, count: int, operands: dict, lo: float, hi: float,
+                 table: Buffer, note: str) -> list[Instr]:
+    """Fills of `count` records (every RECORD_WORDS words of `records`) with the constant
+    operands (record field -> ("const", v) or ("iconst", v)), the bounds and the table's
+    address."""
+    words = {name: int(np.int32(operand[1]).view(np.uint32)) if name == "zero" else
+             f32_bits(operand[1]) for name, operand in operands.items()
+             if operand[0] in ("const", "iconst")}
+    words.update(lo=f32_bits(lo), hi=f32_bits(hi), table=table.addr)
+    return [i for name, bits in words.items()
+            for i in fill_instrs(records, FIELD[name], [(count, RECORD_WORDS)], bits,
+                                 f"{note} {name}")]
+
+
+def vrequant(dtype: str, dst: Operand, src: Operand, box, records: Buffer,
+             par_strides: tuple[int, int, int], table: Buffer, source: str,
+             note: str) -> Instr:
+    """One vrequant of `box` from `src` (of the `source` dtype's flag: SOURCE_FLAGS, none
+    for i32) into `dst` through the records (par_strides apart) and their table."""
+    fields = {"dst": dst.buffer.addr + dst.elem_offset * dtype_bytes(dst.buffer.dtype),
+              "src": src.buffer.addr + src.elem_offset * dtype_bytes(src.buffer.dtype),
+              "params": records.addr}
+    fields.update({f"n{i}": n for i, n in enumerate(box)})
+    fields.update({f"dst_s{i}": s for i, s in enumerate(dst.strides)})
+    fields.update({f"src_s{i}": s for i, s in enumerate(src.strides)})
+    fields.update({f"par_s{i}": s for i, s in enumerate(par_strides)})
+    return Instr("vrequant", dtype, fields, flags=int(SOURCE_FLAGS.get(source, 0)),
+                 reads=(src.buffer, records, table), writes=(dst.buffer,), note=note)
+
+
 class Requant:
     """The plan of one matched epilogue: the table and records in SRAM (`setup`, once per
     dispatch) and per tile the record copies, the correction if any, and one vrequant
@@ -308,7 +338,7 @@ class Requant:
 
     def __init__(self, corrected, pattern: Pattern, records_count: int, sram: Sram,
                  out: Buffer, tensors: dict, constants, max_elements: int, plan_class,
-                 acc_dtype: str, input_dtypes, machine: MachineConfig):
+                 acc_dtype: str, input_dtypes, machine: MachineConfig, lookups=None):
         self.pattern, self.out, self.records_count = pattern, out, records_count
         zero = pattern.operands["zero"]
         zero_inputs = _zero_inputs(pattern)
@@ -343,17 +373,8 @@ class Requant:
         if staging is not self.table:
             setup.append(convert(Operand(self.table, flat), Operand(staging, flat), box,
                                  "requant table"))
-        fields = {name: operand for name, operand in pattern.operands.items()
-                  if operand[0] in ("const", "iconst")}
-        for name, operand in fields.items():
-            bits = int(np.int32(operand[1]).view(np.uint32)) if name == "zero" else \
-                f32_bits(operand[1])
-            setup += fill_instrs(self.records, FIELD[name], [(self.records_count, RECORD_WORDS)],
-                                 bits, f"requant {name}")
-        for name, bits in (("lo", f32_bits(pattern.lo)), ("hi", f32_bits(pattern.hi)),
-                           ("table", self.table.addr)):
-            setup += fill_instrs(self.records, FIELD[name], [(self.records_count, RECORD_WORDS)],
-                                 bits, f"requant {name}")
+        setup += record_fills(self.records, self.records_count, pattern.operands, pattern.lo,
+                              pattern.hi, self.table, "requant")
         self.zero = self.zero_input = None
         if zero[0] == "expr":
             self.zero = plan_class(zero[1], sram, "i32", self.records_count, name="zero",
@@ -381,7 +402,8 @@ class Requant:
             after = [table_input if node == ("input", TABLE_INPUT) else node
                      for node in pattern.after]
             self.after = plan_class(after, sram, acc_dtype, max_elements, name="after",
-                                    input_dtypes=list(input_dtypes) + [self.value_dtype])
+                                    input_dtypes=list(input_dtypes) + [self.value_dtype],
+                                    lookups=lookups)
             setup += self.after.setup
             result = self.after.result_dtype
             self.after_result = Slots(sram, "after", result, (max_elements,))
@@ -418,17 +440,9 @@ class Requant:
                 dtype = "i32" if name == "zero" else "f32"
                 instrs.append(unary("vcopy", dtype, dst, operand, reduced, note + f" {name}"))
         value, _ = self.values.acquire(None)
-        fields = {"dst": value.addr,
-                  "src": acc.buffer.addr + acc.elem_offset * dtype_bytes(acc.buffer.dtype),
-                  "params": self.records.addr}
-        fields.update({f"n{i}": n for i, n in enumerate(box)})
-        fields.update({f"dst_s{i}": s for i, s in enumerate(acc.strides)})
-        fields.update({f"src_s{i}": s for i, s in enumerate(acc.strides)})
-        fields.update({f"par_s{i}": s for i, s in enumerate(strides or (0, 0, 0))})
-        instrs.append(Instr("vrequant", self.value_dtype, fields,
-                            flags=int(SOURCE_FLAGS.get(self.pattern.source, 0)),
-                            reads=(acc.buffer, self.records, self.table),
-                            writes=(value,), note=note))
+        instrs.append(vrequant(self.value_dtype, Operand(value, acc.strides), acc, box,
+                               self.records, strides or (0, 0, 0), self.table,
+                               self.pattern.source, note))
         if self.after is not None:
             result, _ = self.after_result.acquire(None)
             instrs += self.after.emit(box, Operand(result, acc.strides),
@@ -443,9 +457,10 @@ class Requant:
 
 def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_elements: int,
          plan_class, acc_dtype: str, input_dtypes, tile_counts,
-         machine: MachineConfig) -> Requant | None:
+         machine: MachineConfig, lookups=None) -> Requant | None:
     """The vrequant plan of an integer accumulator's epilogue, or None (no match, or a
-    record operand that varies along more than one dim)."""
+    record operand that varies along more than one dim); `lookups` (epilogue.Lookups)
+    lets the epilogue after the table use lookups of its own."""
     if acc_dtype != "i32" or tensors is None or constants is None or \
             out.dtype not in ("i8", "u8", "i32", "f32"):
         return None
@@ -471,7 +486,7 @@ def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_ele
     if records_count * RECORD_WORDS > 2 * max_elements:
         return None
     return Requant(corrected, pattern, records_count, sram, out, tensors, constants,
-                   max_elements, plan_class, acc_dtype, input_dtypes, machine)
+                   max_elements, plan_class, acc_dtype, input_dtypes, machine, lookups)
 
 
 def plan_elementwise(expr, source: int, source_dtype: str, sram: Sram, out: Buffer,

@@ -22,8 +22,10 @@ import itertools
 from executable_format.machine import MachineConfig
 
 from . import requant
-from .epilogue import EpiloguePlan, float_dtype, load_dtype, temp_count, used_inputs
+from .epilogue import (INTS, EpiloguePlan, Lookups, byte_ranges, float_dtype, load_dtype,
+                       temp_count, used_inputs)
 from .hoist import Hoisted, hoist
+from .lookup import LOOKUPS, tabulated
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, busy_cycles, dtype_bytes
 from .ops import LEAVES
@@ -33,6 +35,8 @@ from .tile import (SRAM_ALIGN, Dim, dma_instrs, Resident, Slots, Sram, Streamed,
 from .tiler import Candidate
 
 TILE_COUNTS = [1 << i for i in range(9)]
+# SRAM of one lookup table: its values, the table, its record and its temporaries.
+LOOKUP_BYTES = 16 * requant.TABLE_MAX * 4
 
 def simplify(shape: tuple[int, ...], strides: list[tuple[int, ...]]):
     """(shape, per-tensor strides) without unit dims, contiguous neighbours merged."""
@@ -196,10 +200,19 @@ class ElementwiseTiler:
         if self.hoisted:
             self.outputs = [(self.outputs[0][0], len(self.expr) - 1)]
             self.stored = {len(self.expr) - 1}
+        self.lookups = Lookups(self.constants, m, byte_ranges(
+            {k: v.dtype for k, v in self.in_views.items()}))
+        # The expression as its plan computes it: parts worth a table each one vrequant.
+        self.computed = tabulated(self.expr, self.lookups.byte_inputs,
+                                  {k for k, d in enumerate(self.load_dtypes) if d in INTS}
+                                  )[0] if len(self.stored) == 1 and self.floats == "f32" \
+            else self.expr
+        tables = sum(node[0] in LOOKUPS for node in self.computed)
         # Small broadcast inputs (per-channel operands) are loaded whole, once.
         self.resident = {k for k, v in self.in_views.items()
                          if 0 in v.strides and worth_resident(v, m)}
-        fixed = hoisted_bytes + sum(self._whole_bytes(k, elem) for k in self.resident)
+        fixed = hoisted_bytes + sum(self._whole_bytes(k, elem) for k in self.resident) + \
+            tables * LOOKUP_BYTES
         result_tiles = 2 if self.floats != out.dtype else 0    # converted to the output's
         per_element = elem * ((2 + result_tiles) * len(self.stored) +
                               temp_count(self.expr, self.stored)) + sum(
@@ -232,7 +245,7 @@ class ElementwiseTiler:
         """The SRAM budget of a table plan: two tiles of the source and two of the result,
         beside the table, its inputs and its temporaries."""
         per_element = 2 * (dtype_bytes(source.dtype) + dtype_bytes(self.dtype))
-        fixed = 16 * requant.TABLE_MAX * 4
+        fixed = LOOKUP_BYTES
         self.budget = (self.m.sram_bytes - fixed) // per_element
         self.expr, self.hoisted, self.resident, self.stored_as_loaded = self.op.expr, [], set(), None
 
@@ -285,7 +298,7 @@ class ElementwiseTiler:
             return max(tiles * load, tiles * store, tiles * vector) + load + store + vector
         vector = 0 if self.stored_as_loaded is not None else sum(
             passes * self._pass_cycles(box)
-            for passes, box in [(_operations(self.expr), counts)] +
+            for passes, box in [(_operations(self.computed), counts)] +
             [(_operations(h.expr), hoisted_counts(h, counts)) for h in self.hoisted])
         return max(tiles * load + whole, tiles * store, tiles * vector) + \
             whole + load + store + vector
@@ -311,14 +324,18 @@ class ElementwiseTiler:
                    for i, v in self.in_views.items() if i not in self.resident}
         residents = {i: Resident(sram, self.in_views[i], f"input {i} whole", self.load_dtypes[i])
                      for i in sorted(self.resident)}
-        names: dict[int, str] = {}            # stored node -> its first output's name
-        for dram, node in self.outputs:
-            names.setdefault(node, dram.name)
         hoisted = [HoistedPlan(h, sram, self.floats, tile_counts, self.load_dtypes, j)
                    for j, h in enumerate(self.hoisted)]
         plan = EpiloguePlan(self.expr, sram, self.floats, tile_elems,
                             stored=self.stored - {len(self.expr) - 1},
-                            input_dtypes=self.load_dtypes + [h.plan.result_dtype for h in hoisted])
+                            input_dtypes=self.load_dtypes + [h.plan.result_dtype for h in hoisted],
+                            lookups=self.lookups)
+        # The plan's last node is the last stored one (lookups may have shortened it).
+        outputs = [(dram, len(plan.expr) - 1 if node == len(self.expr) - 1 else node)
+                   for dram, node in self.outputs]
+        names: dict[int, str] = {}            # stored node -> its first output's name
+        for dram, node in outputs:
+            names.setdefault(node, dram.name)
         results = {node: Slots(sram, f"{name}.res", plan.dtypes[node], (tile_elems,))
                    for node, name in names.items() if plan.dtypes[node] != self.dtype}
         outs = {} if self.stored_as_loaded is not None else {
@@ -351,7 +368,7 @@ class ElementwiseTiler:
             for node in results:   # e.g. a quantized i8 output of an i32 result
                 instrs.append(convert(Operand.flat(dsts[node]), Operand.flat(computed[node]),
                                       (1, 1, prod(counts)), note + " convert"))
-            for out_view, (_, node) in zip(self.out_views, self.outputs):
+            for out_view, (_, node) in zip(self.out_views, outputs):
                 instrs += store_instrs(out_view, starts, counts, dsts[node], dense, note)
         return self._program(instrs, sram, tile_counts)
 

@@ -6,7 +6,7 @@ epilogue as separate vector instructions (the path that matches stock IREE)."""
 import numpy as np
 import pytest
 
-from compiler_target.codegen import requant
+from compiler_target.codegen import epilogue, requant
 from compiler_target.codegen.epilogue import EpiloguePlan
 from compiler_target.codegen.lower import ConstantPool
 from compiler_target.codegen.npu_ir import Buffer
@@ -35,13 +35,19 @@ def _shifted(tail: list, by: int) -> list:
             (node[0], tuple(a + by for a in node[1])) + tuple(node[2:]) for node in tail]
 
 
+def separate_instructions(monkeypatch) -> None:
+    """From now on epilogues are separate vector instructions: no vrequant, no lookups."""
+    monkeypatch.setattr(requant, "plan", lambda *args, **kwargs: None)
+    monkeypatch.setattr(epilogue, "tabulated", lambda expr, *args: (expr, []))
+
+
 def _run_both(make_op, monkeypatch):
     """Compiles and runs the op (`make_op(rng)`, the same data twice) with vrequant and
     with the epilogue as separate instructions."""
     results = []
     for use in (True, False):
         if not use:
-            monkeypatch.setattr(requant, "plan", lambda *args, **kwargs: None)
+            separate_instructions(monkeypatch)
         b, op, out = make_op(np.random.default_rng(7))
         compiled, stats = compile_and_run(op, b)
         assert compiled.estimated_cycles == stats.total_cycles

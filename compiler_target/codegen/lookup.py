@@ -1,0 +1,166 @@
+"""Parts of an expression computed as one table lookup each: a vrequant per tile.
+
+A value that is a function of at most 256 integers is a table. Two such integers:
+- a byte input's value (a quantized residual's i8, which its load widens to i32);
+- a rounding clamped to at most 256 integers, together with the f32 steps before it
+  that vrequant's record performs (mul, the contracted fma, div: IREE's own operations,
+  each one rounding), from an f32 value or from an i32 one converted (itof).
+The nodes after it that read only that integer and constants (a dequantize, an
+activation, a quantize again) are computed once per dispatch over the possible values,
+by the same vector instructions, so a lookup has their bits; each tile then takes one
+vrequant instead of a vector pass per node. A QDQ graph's fake quantization (x / s
+rounded, clamped, times s) becomes one pass instead of three, a residual's dequantize
+(isub, itof, mul) one instead of three.
+
+requant.py does this for a whole epilogue read from an integer accumulator, with
+per-channel records; this module finds such parts anywhere in an expression (an
+elementwise dispatch's, or what is left after a requantization), with constant records.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from executable_format.isa import CONST_POOL
+from executable_format.machine import MachineConfig
+
+from .npu_ir import Buffer, Instr
+from .ops import INT_NODES, LEAVES, SCALARS, live_nodes, reachable
+from .requant import (IDENTITY_STEPS, RECORD_WORDS, record_fills, steps_to_rounding,
+                      table_expression, vrequant)
+from .tile import Sram, gathered_loads
+from .vector import Operand
+
+LOOKUPS = ("lookup", "ilookup")       # node kinds: a float or an integer table's value
+
+
+@dataclass(frozen=True)
+class Table:
+    """One lookup: the record's steps from its source and its table's expression."""
+    source: str             # the source's dtype as vrequant reads it: i32 or f32
+    record: dict            # record field -> ("const", v) or ("iconst", v)
+    lo: float
+    hi: float
+    rest: list              # the table's expression of ("input", 0) = q
+    q_dtype: str            # q's dtype in `rest`: i32 (a byte's value) or f32 (a rounding)
+
+
+def tabulated(expr, byte_inputs: dict[int, tuple[int, int]],
+              int_inputs: set[int]) -> tuple[list, list[Table]]:
+    """The expression with each part worth a table replaced by a ("lookup" or "ilookup",
+    (source,), j) node, tables[j] its table. `byte_inputs`: input -> (lo, hi), the
+    inputs of at most 256 integer values; `int_inputs`: the inputs read as i32."""
+    tables: list[Table] = []
+    changed = True
+    while changed:
+        changed = False
+        for start, found in _candidates(expr, byte_inputs, int_inputs):
+            replaced = _replaced(expr, start, found, len(tables))
+            if replaced is not None:
+                expr = replaced[0]
+                tables.append(replaced[1])
+                changed = True
+                break
+    return expr, tables
+
+
+def _candidates(expr, byte_inputs, int_inputs):
+    """(the node q is, (source node, Table without rest)) of every possible table: byte
+    inputs first, then roundings reached by record steps."""
+    def integer(i):
+        node = expr[i]
+        return node[0] in INT_NODES or node[0] == "input" and node[1] in int_inputs
+
+    for i, node in enumerate(expr):
+        if node[0] == "input" and node[1] in byte_inputs:
+            lo, hi = byte_inputs[node[1]]
+            yield i, (i, Table("i32", dict(IDENTITY_STEPS), lo, hi, [], "i32"))
+    for i, node in enumerate(expr):
+        if node[0] in SCALARS or integer(i):
+            continue
+        chain = steps_to_rounding(expr, i)
+        if chain is None:
+            continue
+        record, lo, hi, rounded = chain
+        if any(operand[0] not in ("const", "iconst") for operand in record.values()):
+            continue
+        convert = node[0] == "itof" and integer(node[1][0])    # vrequant converts an i32
+        source = node[1][0] if convert else i
+        yield rounded, (source, Table("i32" if convert else "f32", record, lo, hi, [], "f32"))
+
+
+def _replaced(expr, start: int, found, index: int):
+    """(the expression with the table's part replaced, the Table) when the nodes that read
+    only `start` and constants are read elsewhere through one node, and replacing them
+    saves at least one vector pass; else None."""
+    source, table = found
+    cut = _cut(expr, start)
+    if cut is None or cut == start:
+        return None
+    part = table_expression(expr, start, set(), cut)
+    if part is None or part[1]:
+        return None
+    rest = part[0]
+    kind = "ilookup" if rest[-1][0] in INT_NODES or (
+        rest[-1][0] == "input" and table.q_dtype == "i32") else "lookup"
+    replaced = live_nodes([(kind, (source,), index) if i == cut else node
+                           for i, node in enumerate(expr)])
+    if _passes(replaced) >= _passes(live_nodes(expr)):
+        return None
+    return replaced, Table(table.source, table.record, table.lo, table.hi, rest,
+                           table.q_dtype)
+
+
+def _cut(expr, start: int) -> int | None:
+    """The one node of those computed from `start` and constants alone that the rest of
+    the expression reads, or that is its result; None if there are several."""
+    cone = {start}
+    for i in range(start + 1, len(expr)):
+        if expr[i][0] not in LEAVES and all(
+                a in cone or expr[a][0] in ("const", "iconst") for a in expr[i][1]):
+            cone.add(i)
+    live = reachable(expr)
+    read = {a for i in live if i not in cone and expr[i][0] not in LEAVES
+            for a in expr[i][1] if a in cone}
+    if len(expr) - 1 in cone:
+        read.add(len(expr) - 1)
+    return read.pop() if len(read) == 1 else None
+
+
+def _passes(expr) -> int:
+    return sum(1 for node in expr if node[0] not in LEAVES)
+
+
+class LookupTables:
+    """The tables of one expression in SRAM: computed once per dispatch (`setup`) by
+    `plan_class` over their values, loaded from the constant pool; `instr` is a node's
+    vrequant."""
+
+    def __init__(self, tables: list[Table], sram: Sram, name: str, constants,
+                 machine: MachineConfig, plan_class):
+        self.tables, self.setup = tables, []
+        self.buffers: list[tuple[Buffer, Buffer]] = []      # (records, table) per table
+        for j, table in enumerate(tables):
+            entries = int(table.hi - table.lo) + 1
+            values = np.arange(table.lo, table.hi + 1).astype(
+                np.int32 if table.q_dtype == "i32" else np.float32)
+            dram = Buffer(f"{name}.lut{j}.q", table.q_dtype, (entries,), "dram",
+                          binding=CONST_POOL, offset=constants.intern(values.tobytes()),
+                          strides=(1,))
+            [(q, offset)], loads = gathered_loads(sram, [(dram, entries)], machine,
+                                                  f"{name}.lut{j}.in", "lookup values")
+            plan = plan_class(table.rest, sram, "f32", entries, name=f"{name}.lut{j}",
+                              input_dtypes=[table.q_dtype])
+            buffer = sram.alloc(f"{name}.lut{j}", plan.result_dtype, (entries,))
+            records = sram.alloc(f"{name}.lut{j}.record", "i32", (RECORD_WORDS,))
+            flat = (0, 0, 1)
+            self.setup += loads + plan.setup + plan.emit(
+                (1, 1, entries), Operand(buffer, flat), [Operand(q, flat, offset)], None,
+                "lookup table") + record_fills(records, 1, table.record, table.lo, table.hi,
+                                               buffer, "lookup")
+            self.buffers.append((records, buffer))
+
+    def instr(self, j: int, dtype: str, target: Operand, source: Operand, box,
+              note: str) -> Instr:
+        records, buffer = self.buffers[j]
+        return vrequant(dtype, target, source, box, records, (0, 0, 0), buffer,
+                        self.tables[j].source, note)
