@@ -179,8 +179,9 @@ class Rowwise:
     """An expression over an (O, I) space (rows of I elements) whose ("reduce", (a,),
     kind) nodes, kind "sum" or "max", are row values r[o] = combine over i of node a[o][i],
     read broadcast along I by the nodes after them (softmax, layer-norm rows, x - mean).
-    inputs and out are (O, I) views; stride 0 along I means one value per row (an input
-    broadcast along I, or an out holding one result per row)."""
+    inputs and out are (O, I) views, or (B, O, I) views when the kept dims do not
+    flatten into one (B batches of rows); stride 0 along I means one value per row (an
+    input broadcast along I, or an out holding one result per row)."""
     out: TensorRef
     inputs: list[TensorRef]
     expr: list[ExprNode]

@@ -1,7 +1,8 @@
 """Tiling of Rowwise (softmax, layer-norm rows, x - mean(x), reductions of computed
 values): tiles of whole rows on the vector engine.
 
-A tile holds `rows` rows of every input, dense [row][i] in SRAM (an input broadcast
+A tile holds `rows` rows of every input (of one batch, in a (B, O, I) space), dense
+[row][i] in SRAM (an input broadcast
 along I is one value per row, one broadcast along the rows one row), so `vreduce` can
 reduce a tile's values row by row. Each expression node is one vector instruction per
 tile: nodes varying along I over the box rows x I, per-row nodes (reductions and what is
@@ -42,7 +43,7 @@ class RowwisePlan:
 
 def plan(expr, inputs, load_dtypes: list[str], floats: str) -> RowwisePlan:
     """`load_dtypes`: the dtype each input is loaded as; `floats`: the float nodes'."""
-    varies = varies_along_rows(expr, [row_varying(ref) for ref in inputs])
+    varies = varies_along_rows(expr, [row_varying(ref, len(ref.shape) - 1) for ref in inputs])
     dtypes = node_dtypes(expr, load_dtypes, None, floats)
     for node in expr:
         check_vector_nodes([node], also=("reduce",))
@@ -78,18 +79,25 @@ def plan(expr, inputs, load_dtypes: list[str], floats: str) -> RowwisePlan:
                        sparse_reduced or any(node[0] in SCRATCH_NODES for node in expr))
 
 
+def batches(op) -> int:
+    """B of a (B, O, I) space, 1 for an (O, I) one."""
+    return op.out.shape[0] if len(op.out.shape) == 3 else 1
+
+
 class RowwiseEmitter:
     def __init__(self, lowered: Lowered, m: MachineConfig, plan_: RowwisePlan, rows: int):
         op = lowered.op
         self.op, self.m, self.plan, self.rows = op, m, plan_, rows
         self.dtype = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs))
-        self.columns = op.out.shape[1]
+        self.columns = op.out.shape[-1]
+        self.batch = [1] * (len(op.out.shape) - 2)      # a (B, O, I) space's unit B count
         self.tensors = lowered.tensors
         sram = Sram(m.sram_bytes)
         self.sram = sram
         full, row = rows * self.columns, rows
         used = sorted({node[1] for node in op.expr if node[0] == "input"})
-        self.streams = {k: Streamed(sram, self.tensors[f"in.{k}"], [rows, self.columns],
+        self.streams = {k: Streamed(sram, self.tensors[f"in.{k}"],
+                                    self.batch + [rows, self.columns],
                                     compute_dtype=load_dtype(op.inputs[k].dtype, self.dtype))
                         for k in used}
         self.temps = {(varies, dtype, i): sram.alloc(
@@ -97,7 +105,7 @@ class RowwiseEmitter:
             dtype, (full if varies else row,))
             for (varies, dtype), count in plan_.slots.items() for i in range(count)}
         self.scratch = sram.alloc("scratch", self.dtype, (full,)) if plan_.scratch else None
-        out_varies = op.out.strides[1] != 0
+        out_varies = op.out.strides[-1] != 0
         result = plan_.dtypes[-1]
         self.outs = Slots(sram, "out", op.out.dtype, (full if out_varies else row,))
         self.results = Slots(sram, "res", result, (full if out_varies else row,)) \
@@ -113,15 +121,18 @@ class RowwiseEmitter:
 
     def run(self) -> TiledProgram:
         instrs = list(self.setup)
-        total = self.op.out.shape[0]
-        for r0 in range(0, total, self.rows):
-            instrs += self.tile(r0, min(self.rows, total - r0))
+        total = self.op.out.shape[-2]
+        for b in range(batches(self.op)):
+            for r0 in range(0, total, self.rows):
+                instrs += self.tile(b, r0, min(self.rows, total - r0))
         return TiledProgram(instrs, self.sram.buffers,
                             f"tiles {self.rows}x{self.columns} (rows x row length)", 2)
 
-    def tile(self, r0: int, rows: int) -> list[Instr]:
+    def tile(self, b: int, r0: int, rows: int) -> list[Instr]:
+        """Rows r0 .. r0 + rows - 1 (of batch b)."""
         expr, columns = self.op.expr, self.columns
-        note = f"rows {r0}+{rows}"
+        at = [b] * len(self.batch)
+        note = f"rows {r0}+{rows}" + (f" of batch {b}" if self.batch else "")
         full_box, row_box = (1, rows, columns), (1, rows, 1)
         instrs: list[Instr] = []
         values: dict[int, Operand] = {}
@@ -131,9 +142,11 @@ class RowwiseEmitter:
         for index, node in enumerate(expr):
             kind = node[0]
             if kind == "input":
-                buf, strides, loads = self.streams[node[1]].load([r0, 0], [rows, columns], note)
+                buf, strides, loads = self.streams[node[1]].load(at + [r0, 0],
+                                                                 self.batch + [rows, columns],
+                                                                 note)
                 instrs += loads
-                values[index] = Operand(buf, (0, strides[0], strides[1]))
+                values[index] = Operand(buf, (0, strides[-2], strides[-1]))
             elif kind in SCALARS:
                 values[index] = Operand(self.consts[index], (0, 0, 0))
             elif kind == "reduce":
@@ -156,9 +169,9 @@ class RowwiseEmitter:
         if out is not stored:   # an integer result to a narrower integer output
             instrs.append(convert(Operand.flat(stored), Operand.flat(out),
                                   (1, 1, counts[0] * counts[1]), note + " convert"))
-        sram_strides = [columns, 1] if self.out_varies else [1, 0]
-        return instrs + store_instrs(self.tensors["out"], [r0, 0], counts, stored, sram_strides,
-                                     note)
+        sram_strides = [0] * len(self.batch) + ([columns, 1] if self.out_varies else [1, 0])
+        return instrs + store_instrs(self.tensors["out"], at + [r0, 0], self.batch + counts,
+                                     stored, sram_strides, note)
 
     def row_value(self, index: int, rows: int) -> Operand:
         key = (False, self.plan.dtypes[index], self.plan.slot[index])
@@ -207,7 +220,7 @@ class RowwiseTiler:
     def candidates(self) -> list[Candidate]:
         """1/1, 1/2, ... 1/256 of the rows, those whose tile the emitter can write (its
         buffers fit SRAM)."""
-        total, columns = self.lowered.op.out.shape
+        total, columns = self.lowered.op.out.shape[-2:]
         candidates = []
         for rows in sorted({ceil_div(total, 1 << i) for i in range(9)}, reverse=True):
             try:
@@ -221,9 +234,9 @@ class RowwiseTiler:
 
     def estimate(self, rows: int) -> int:
         """From the instructions of the first tile as the emitter writes them."""
-        total = self.lowered.op.out.shape[0]
-        first = RowwiseEmitter(self.lowered, self.m, self.plan, rows).tile(0, min(rows, total))
-        return pipelined_cycles(self.m, first, ceil_div(total, rows))
+        total = self.lowered.op.out.shape[-2]
+        first = RowwiseEmitter(self.lowered, self.m, self.plan, rows).tile(0, 0, min(rows, total))
+        return pipelined_cycles(self.m, first, batches(self.lowered.op) * ceil_div(total, rows))
 
     def emit(self, rows: int) -> TiledProgram:
         return RowwiseEmitter(self.lowered, self.m, self.plan, rows).run()

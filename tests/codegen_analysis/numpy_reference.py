@@ -49,9 +49,9 @@ def evaluate(expr, acc, inputs, shape) -> list[np.ndarray]:
             value = acc
         elif kind == "const":
             value = np.float64(node[1])
-        elif kind == "reduce":       # Rowwise: along the rows (axis 1) of an (O, I) value
+        elif kind == "reduce":       # Rowwise: along the rows (I, the last axis) of (B,) O, I
             value = {"sum": np.sum, "max": np.max}[node[2]](
-                np.broadcast_to(values[node[1][0]], shape), axis=1, keepdims=True)
+                np.broadcast_to(values[node[1][0]], shape), axis=-1, keepdims=True)
         else:
             args = [values[a] for a in node[1]]
             value = OPS[kind](*args, *node[2:])

@@ -73,9 +73,9 @@ def expression(expr, inputs, acc=None):
             values.append(acc)
         elif kind == "const":
             values.append(np.float64(node[1]))
-        elif kind == "reduce":          # Rowwise: along the rows (axis 1) of (O, I) values
+        elif kind == "reduce":          # Rowwise: along the rows (I, the last axis) of (B,) O, I
             values.append({"sum": np.sum, "max": np.max}[node[2]](
-                values[node[1][0]], axis=1, keepdims=True))
+                values[node[1][0]], axis=-1, keepdims=True))
         elif kind in BINARY:
             values.append(BINARY[kind](values[node[1][0]], values[node[1][1]]))
         elif kind == "fma":

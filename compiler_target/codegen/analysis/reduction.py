@@ -58,14 +58,34 @@ class ReductionMain(MainOp):
             raise NotSupported(f"{self.name}: an i32 sum within a row-wise expression")
         self.built = "rowwise " + " ".join(node[2] if node[0] == "reduce" else node[0]
                                            for node in expr if node[0] not in LEAVES)
-        return Rowwise(self._matrix(out), [self._matrix(ref) for ref in inputs], expr)
+        refs = [out] + list(inputs)
+        split = next((k for k in range(max(self.kept_rank, 1)) if all(
+            self._flattens(ref, k) for ref in refs)), None)
+        if split is None:
+            raise NotSupported(f"{self.name}: reduction operand dims cannot be flattened")
+        return Rowwise(self._space(out, split), [self._space(ref, split) for ref in inputs],
+                       expr)
+
+    def _flattens(self, ref: TensorRef, split: int) -> bool:
+        try:
+            self._space(ref, split)
+        except NotSupported:
+            return False
+        return True
+
+    def _space(self, ref: TensorRef, split: int) -> TensorRef:
+        """`ref` over the (O, I) space, each flattened; with `split` > 0, over the (B, O, I)
+        space, B the kept dims before `split` (a softmax over a middle dim, YOLOv8's
+        distribution focal loss: the kept dims around it do not flatten together)."""
+        rank = self.kept_rank
+        groups = ([range(split)] if split else []) + [range(split, rank),
+                                                      range(rank, len(ref.shape))]
+        sizes, strides = zip(*(flattened(ref, dims, self.name) for dims in groups))
+        return view_ref(ref, sizes, strides)
 
     def _matrix(self, ref: TensorRef) -> TensorRef:
         """`ref` over the (O, I) space, each flattened."""
-        rank = self.kept_rank
-        (rows, row_stride), (columns, column_stride) = (
-            flattened(ref, dims, self.name) for dims in (range(rank), range(rank, len(ref.shape))))
-        return view_ref(ref, (rows, columns), (row_stride, column_stride))
+        return self._space(ref, 0)
 
     def _reduce(self, out, expr, inputs, at: int) -> Reduce:
         """A plain reduction of one input with a per-row epilogue: the classic Reduce."""
