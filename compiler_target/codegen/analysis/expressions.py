@@ -55,7 +55,9 @@ INDEX_ARITHMETIC = {"arith.index_cast": _same, "arith.index_castui": _same, "ari
                     "arith.addf": _float(np.add), "arith.subf": _float(np.subtract),
                     "arith.mulf": _float(np.multiply), "arith.divf": _float(np.divide),
                     "arith.maximumf": _float(np.maximum), "arith.minimumf": _float(np.minimum),
-                    "math.floor": lambda a: np.floor(np.float32(a))}
+                    "math.floor": lambda a: np.floor(np.float32(a)),
+                    "math.ceil": lambda a: np.ceil(np.float32(a)),
+                    "arith.select": lambda c, a, b: np.where(c, a, b)}
 
 
 def constant(op):
@@ -86,6 +88,12 @@ def index_arithmetic(op, array_of, position) -> np.ndarray | None:
         return position(ir.IntegerAttr(op.attributes["dim"]).value)
     if op.name == "arith.constant" and isinstance(op.attributes["value"], ir.IntegerAttr):
         return np.array(ir.IntegerAttr(op.attributes["value"]).value)
+    if op.name == "arith.cmpf":
+        args = [array_of(value) for value in op.operands]
+        if any(arg is None for arg in args):
+            return None
+        return _compared(*(np.float32(arg) for arg in args),
+                         CMPF_OUTCOMES[ir.IntegerAttr(op.attributes["predicate"]).value])
     if op.name in INDEX_ARITHMETIC:
         args = [array_of(value) for value in op.operands]
         if all(arg is not None for arg in args):
@@ -96,6 +104,16 @@ def index_arithmetic(op, array_of, position) -> np.ndarray | None:
             bits = _integer_bits(op.results[0].type)
             return result if bits is None else _wrapped(result, bits)
     return None
+
+
+def _compared(a: np.ndarray, b: np.ndarray, outcomes: int) -> np.ndarray:
+    """Where comparing a with b gives one of the `outcomes` (vcmp's flags), as 0/1."""
+    result = np.zeros(np.broadcast_shapes(np.shape(a), np.shape(b)), bool)
+    for flag, outcome in ((_LT, a < b), (_EQ, a == b), (_GT, a > b),
+                          (_UN, np.isnan(a) | np.isnan(b))):
+        if outcomes & flag:
+            result |= outcome
+    return result.astype(np.int64)
 
 
 # Ops that read their integer operands as unsigned.
