@@ -35,6 +35,32 @@ def import_onnx_file(path: str, context):
 
 
 def _check_importable(path: str, graph: onnx.GraphProto) -> None:
+    _check_typed(path, graph)
+    _check_lstm_peepholes(path, graph)
+
+
+def _check_typed(path: str, graph: onnx.GraphProto) -> None:
+    """A node of another domain than ONNX's (onnxruntime's contrib ops, com.microsoft.*)
+    whose output another node reads but ONNX shape inference could not type: the
+    importer gives that value no type (`!torch.none`), and the compile then fails at the
+    node that reads it, naming that node. The error names the node that causes it."""
+    typed = {value.name for value in (*graph.value_info, *graph.input, *graph.output)} | \
+        {tensor.name for tensor in graph.initializer}
+    read = {name for node in graph.node for name in node.input}
+    for node in graph.node:
+        if node.domain in ("", "ai.onnx"):
+            continue
+        untyped = [name for name in node.output if name in read and name not in typed]
+        if untyped:
+            raise CompileError(
+                f"{path}: node '{node.name}' is {node.domain}.{node.op_type}, an operator "
+                f"outside the ONNX standard whose output '{untyped[0]}' ONNX shape "
+                "inference cannot type; the ONNX importer of iree-base-compiler 3.13.0 "
+                "cannot lower it (an onnxruntime contrib op: export or quantize the model "
+                "with standard ONNX operators)")
+
+
+def _check_lstm_peepholes(path: str, graph: onnx.GraphProto) -> None:
     """The LSTM lowering of iree-base-compiler 3.13.0's importer leaves out the peephole
     weights (input 7, P): madmom's beats BLSTM then compiled, for the npu and for
     llvm-cpu alike, into a network whose cell states were off by up to 91 (onnxruntime

@@ -119,8 +119,22 @@ def lstm_onnx(peepholes: float) -> bytes:
         .SerializeToString()
 
 
+def contrib_op_onnx() -> bytes:
+    """onnxruntime's com.microsoft.Gelu, untyped, read by a Relu."""
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], domain="com.microsoft", name="gelu"),
+             helper.make_node("Relu", ["g"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid("com.microsoft", 1)]) \
+        .SerializeToString()
+
+
 @pytest.mark.parametrize("args, message", [
     (["missing.mlir"], "cannot open input file 'missing.mlir': No such file or directory"),
+    (["{contrib_onnx}"], "contrib.onnx: node 'gelu' is com.microsoft.Gelu, an operator "
+     "outside the ONNX standard whose output 'g' ONNX shape inference cannot type"),
     (["{peephole_onnx}"], "peephole.onnx: LSTM node 'lstm' has peephole weights (input P, "
      "'p'), which the ONNX importer of iree-base-compiler 3.13.0 does not apply"),
     (["{bad_mlir}"], "bad.mlir:2:8: Dialect `foo' not found for custom op 'foo.bar'"),
@@ -138,6 +152,7 @@ def test_errors_are_one_line_without_traceback(tmp_path, args, message):
              "bad_onnx": write(tmp_path, "bad.onnx", b"\x08\x07garbage"),
              "mismatched_onnx": write(tmp_path, "mismatched.onnx", mismatched_onnx()),
              "peephole_onnx": write(tmp_path, "peephole.onnx", lstm_onnx(0.5)),
+             "contrib_onnx": write(tmp_path, "contrib.onnx", contrib_op_onnx()),
              "add_mlir": write(tmp_path, "add.mlir", models.ADD_MLIR)}
     args = [a.format(**paths) for a in args]
     result = run_cli("--iree-hal-target-backends=npu", *args, "-o", tmp_path / "out.vmfb",
