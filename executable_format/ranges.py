@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .isa import (ACCUMULATOR, DTYPE_BYTES, INSTRUCTION_DTYPE, OPCODES, REQUANT_RECORD_BYTES,
-                  DType, Flag)
+                  DType, Flag, requant_src_dtype)
 
 
 class Access(NamedTuple):
@@ -190,7 +190,7 @@ def _vreduce(name, rows, f, dtype, flags, elem):
 def _vrequant(name, rows, f, dtype, flags, elem):
     params = box_extent([f[f"n{i}"] for i in range(3)], [f[f"par_s{i}"] for i in range(3)],
                         REQUANT_RECORD_BYTES)
-    src_elem = np.where(flags & (Flag.SRC_I8 | Flag.SRC_U8), 1, 4)    # i8/u8, else i32/f32
+    src_elem = np.array([DTYPE_BYTES[requant_src_dtype(f)] for f in flags], np.int64)
     return [_box(rows, f, "src", "n", "src_s", 3, src_elem, False),
             _span("params", "sram", rows, f["params"], params, 4, False),
             _box(rows, f, "dst", "n", "dst_s", 3, elem, True)]

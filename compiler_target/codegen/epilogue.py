@@ -61,6 +61,17 @@ def byte_ranges(dtypes: dict[int, str]) -> dict[int, tuple[int, int]]:
     return {k: INTEGER_SOURCES[d] for k, d in dtypes.items() if d in INTEGER_SOURCES}
 
 
+def with_lookups(expr, lookups: Lookups | None, input_dtypes, floats: str, stored):
+    """(the expression as an EpiloguePlan given `lookups` computes it, its tables): the
+    parts worth a table replaced by lookup nodes (lookup.tabulated); the expression as
+    it is, and no tables, without lookups, with `stored` results besides the last, or
+    with floats other than f32 (vrequant's steps are f32)."""
+    if lookups is None or stored or floats != "f32":
+        return expr, []
+    return tabulated(expr, lookups.byte_inputs,
+                     {k for k, d in enumerate(input_dtypes) if d in INTS})
+
+
 def check_vector_nodes(expr, also: tuple[str, ...] = ()) -> None:
     """Raises NotLowerable naming the first node (other than a leaf or one of `also`)
     that no vector instruction computes."""
@@ -209,18 +220,14 @@ class EpiloguePlan:
     writes to operands it is given."""
 
     def __init__(self, expr, sram: Sram, dtype: str, max_elements: int, name: str = "epi",
-                 stored=frozenset(), input_dtypes=None, lookups: "Lookups | None" = None):
+                 stored=frozenset(), input_dtypes=None, lookups: Lookups | None = None):
         copies = all(node[0] in LEAVES for node in expr)   # in the op's dtype, whatever it is
         floats = dtype if copies else float_dtype(dtype)
         if input_dtypes is None:
             input_dtypes = [dtype] * (1 + max((n[1] for n in expr if n[0] == "input"), default=0))
-        self.tables = None
-        if lookups is not None and not stored and floats == "f32":
-            expr, tables = tabulated(expr, lookups.byte_inputs,
-                                     {k for k, d in enumerate(input_dtypes) if d in INTS})
-            if tables:
-                self.tables = LookupTables(tables, sram, name, lookups.constants,
-                                           lookups.machine, EpiloguePlan)
+        expr, tables = with_lookups(expr, lookups, input_dtypes, floats, stored)
+        self.tables = LookupTables(tables, sram, name, lookups.constants, lookups.machine,
+                                   EpiloguePlan) if tables else None
         check_vector_nodes(expr, LOOKUPS)
         self.expr, self.dtype = expr, floats
         self.dtypes = node_dtypes(expr, input_dtypes, dtype, floats)

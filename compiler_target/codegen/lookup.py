@@ -18,16 +18,13 @@ elementwise dispatch's, or what is left after a requantization), with constant r
 """
 from dataclasses import dataclass
 
-import numpy as np
-
-from executable_format.isa import CONST_POOL
 from executable_format.machine import MachineConfig
 
 from .npu_ir import Buffer, Instr
 from .ops import INT_NODES, LEAVES, SCALARS, live_nodes, reachable
-from .requant import (IDENTITY_STEPS, RECORD_WORDS, record_fills, steps_to_rounding,
-                      table_expression, vrequant)
-from .tile import Sram, gathered_loads
+from .requant import (IDENTITY_STEPS, RECORD_WORDS, computed_table, record_fills,
+                      steps_to_rounding, table_expression, vrequant)
+from .tile import Sram
 from .vector import Operand
 
 LOOKUPS = ("lookup", "ilookup")       # node kinds: a float or an integer table's value
@@ -140,24 +137,13 @@ class LookupTables:
         self.tables, self.setup = tables, []
         self.buffers: list[tuple[Buffer, Buffer]] = []      # (records, table) per table
         for j, table in enumerate(tables):
-            entries = int(table.hi - table.lo) + 1
-            values = np.arange(table.lo, table.hi + 1).astype(
-                np.int32 if table.q_dtype == "i32" else np.float32)
-            dram = Buffer(f"{name}.lut{j}.q", table.q_dtype, (entries,), "dram",
-                          binding=CONST_POOL, offset=constants.intern(values.tobytes()),
-                          strides=(1,))
-            [(q, offset)], loads = gathered_loads(sram, [(dram, entries)], machine,
-                                                  f"{name}.lut{j}.in", "lookup values")
-            plan = plan_class(table.rest, sram, "f32", entries, name=f"{name}.lut{j}",
-                              input_dtypes=[table.q_dtype])
-            buffer = sram.alloc(f"{name}.lut{j}", plan.result_dtype, (entries,))
+            values, setup = computed_table(table.rest, table.lo, table.hi, table.q_dtype,
+                                           [], sram, f"{name}.lut{j}", constants, machine,
+                                           plan_class)
             records = sram.alloc(f"{name}.lut{j}.record", "i32", (RECORD_WORDS,))
-            flat = (0, 0, 1)
-            self.setup += loads + plan.setup + plan.emit(
-                (1, 1, entries), Operand(buffer, flat), [Operand(q, flat, offset)], None,
-                "lookup table") + record_fills(records, 1, table.record, table.lo, table.hi,
-                                               buffer, "lookup")
-            self.buffers.append((records, buffer))
+            self.setup += setup + record_fills(records, 1, table.record, table.lo, table.hi,
+                                               values, "lookup")
+            self.buffers.append((records, values))
 
     def instr(self, j: int, dtype: str, target: Operand, source: Operand, box,
               note: str) -> Instr:

@@ -331,6 +331,37 @@ def vrequant(dtype: str, dst: Operand, src: Operand, box, records: Buffer,
                  reads=(src.buffer, records, table), writes=(dst.buffer,), note=note)
 
 
+def computed_table(rest, lo: float, hi: float, q_dtype: str, scalars: list[Buffer], sram: Sram,
+                   name: str, constants, machine: MachineConfig, plan_class,
+                   dtype: str | None = None) -> tuple[Buffer, list[Instr]]:
+    """(the SRAM table of `rest` over q = lo..hi, the instructions that compute it once
+    per dispatch). q is ("input", 0) of `rest`, of `q_dtype`: f32 (a rounding) or i32
+    (a byte source's value); ("input", 1 + j) is scalars[j], a DRAM view of one value. The
+    values come from the constant pool, the table from `plan_class`'s vector
+    instructions, in `dtype` (default: the expression's result dtype; another one is
+    converted into)."""
+    entries = int(hi - lo) + 1
+    values = np.arange(lo, hi + 1).astype(np.int32 if q_dtype == "i32" else np.float32)
+    q_dram = Buffer(f"{name}.q", q_dtype, (entries,), "dram", binding=CONST_POOL,
+                    offset=constants.intern(values.tobytes()), strides=(1,))
+    placed, setup = gathered_loads(sram, [(q_dram, entries)] + [(v, 1) for v in scalars],
+                                   machine, f"{name}.in", "table values and scalars")
+    (q, q_offset), scalar_cells = placed[0], placed[1:]
+    plan = plan_class(rest, sram, "f32", entries, name=f"{name}.expr",
+                      input_dtypes=[q_dtype] + ["f32"] * len(scalars))
+    table = sram.alloc(name, dtype or plan.result_dtype, (entries,))
+    staging = sram.alloc(f"{name}.result", plan.result_dtype, (entries,)) \
+        if plan.result_dtype != table.dtype else table
+    box, flat = (1, 1, entries), (0, 0, 1)
+    setup += plan.setup + plan.emit(
+        box, Operand(staging, flat),
+        [Operand(q, flat, q_offset)] + [Operand(cell, (0, 0, 0), offset)
+                                        for cell, offset in scalar_cells], None, "table")
+    if staging is not table:
+        setup.append(convert(Operand(table, flat), Operand(staging, flat), box, "table"))
+    return table, setup
+
+
 class Requant:
     """The plan of one matched epilogue: the table and records in SRAM (`setup`, once per
     dispatch) and per tile the record copies, the correction if any, and one vrequant
@@ -342,37 +373,14 @@ class Requant:
         self.pattern, self.out, self.records_count = pattern, out, records_count
         zero = pattern.operands["zero"]
         zero_inputs = _zero_inputs(pattern)
-        entries = int(pattern.hi - pattern.lo) + 1
-        # q, the rounded value (the byte itself of a byte source, read as an integer)
-        q_dtype = "i32" if pattern.source in INTEGER_SOURCES else "f32"
-        q = np.arange(pattern.lo, pattern.hi + 1).astype(np.int32 if q_dtype == "i32" else
-                                                        np.float32)
-        q_dram = Buffer("requant.q", q_dtype, (entries,), "dram", binding=CONST_POOL,
-                        offset=constants.intern(q.tobytes()), strides=(1,))
-        placed, setup = gathered_loads(
-            sram, [(q_dram, entries)] + [(tensors[f"epilogue.{k}"], 1)
-                                         for k in pattern.table_inputs],
-            machine, "requant.in", "requant values and table scalars")
-        (q_sram, q_offset), scalars = placed[0], placed[1:]
-        table_plan = plan_class(pattern.rest, sram, "f32", entries, name="table",
-                                input_dtypes=[q_dtype] + ["f32"] * len(scalars))
-        result = table_plan.result_dtype
-        self.value_dtype = out.dtype if pattern.after is None else result
-        self.table = sram.alloc("requant.table", self.value_dtype, (entries,))
-        staging = sram.alloc("requant.result", result, (entries,)) \
-            if result != self.value_dtype else self.table
+        self.table, setup = computed_table(
+            pattern.rest, pattern.lo, pattern.hi,
+            "i32" if pattern.source in INTEGER_SOURCES else "f32",
+            [tensors[f"epilogue.{k}"] for k in pattern.table_inputs], sram, "requant.table",
+            constants, machine, plan_class, out.dtype if pattern.after is None else None)
+        self.value_dtype = self.table.dtype
         self.records = sram.alloc("requant.records", "i32",
                                   (self.records_count * RECORD_WORDS,))
-        box = (1, 1, entries)
-        flat = (0, 0, 1)
-        setup += table_plan.setup
-        setup += table_plan.emit(box, Operand(staging, flat),
-                                 [Operand(q_sram, flat, q_offset)] +
-                                 [Operand(buf, (0, 0, 0), offset) for buf, offset in scalars],
-                                 None, "requant table")
-        if staging is not self.table:
-            setup.append(convert(Operand(self.table, flat), Operand(staging, flat), box,
-                                 "requant table"))
         setup += record_fills(self.records, self.records_count, pattern.operands, pattern.lo,
                               pattern.hi, self.table, "requant")
         self.zero = self.zero_input = None
@@ -489,14 +497,10 @@ def plan(expr, sram: Sram, out: Buffer, tensors: dict | None, constants, max_ele
                    max_elements, plan_class, acc_dtype, input_dtypes, machine, lookups)
 
 
-def plan_elementwise(expr, source: int, source_dtype: str, sram: Sram, out: Buffer,
-                     scalars: dict, constants, max_elements: int, plan_class,
-                     machine: MachineConfig) -> Requant:
-    """The vrequant plan of an elementwise expression of input `source` (match_source
-    matched it) and the scalar inputs `scalars` (input index -> DRAM buffer), stored to
-    `out`."""
-    pattern = match_source(expr, source, source_dtype,
-                           {k for k, t in scalars.items() if t.dtype == "f32"})
+def plan_elementwise(pattern: Pattern, sram: Sram, out: Buffer, scalars: dict, constants,
+                     max_elements: int, plan_class, machine: MachineConfig) -> Requant:
+    """The vrequant plan of an elementwise expression (`pattern`, match_source's) whose
+    scalar inputs are `scalars` (input index -> DRAM buffer), stored to `out`."""
     tensors = {f"epilogue.{k}": tensor for k, tensor in scalars.items()}
     return Requant(None, pattern, 1, sram, out, tensors, constants, max_elements, plan_class,
                    "f32", None, machine)

@@ -22,10 +22,10 @@ import itertools
 from executable_format.machine import MachineConfig
 
 from . import requant
-from .epilogue import (INTS, EpiloguePlan, Lookups, byte_ranges, float_dtype, load_dtype,
-                       temp_count, used_inputs)
+from .epilogue import (EpiloguePlan, Lookups, byte_ranges, float_dtype, load_dtype,
+                       temp_count, used_inputs, with_lookups)
 from .hoist import Hoisted, hoist
-from .lookup import LOOKUPS, tabulated
+from .lookup import LOOKUPS
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, busy_cycles, dtype_bytes
 from .ops import LEAVES
@@ -182,7 +182,7 @@ class ElementwiseTiler:
         self.in_views = {k: view(ins[k], self.shape, st)
                          for k, st in zip(used, strides[len(self.outputs):])}
         self.constants = lowered.constants
-        self.table_source = self._table_source(ins, used)
+        self.table_source, self.table_pattern = self._table_source(ins, used)
         if self.table_source is not None:
             self._budget_table(ins[self.table_source])
             return
@@ -203,10 +203,8 @@ class ElementwiseTiler:
         self.lookups = Lookups(self.constants, m, byte_ranges(
             {k: v.dtype for k, v in self.in_views.items()}))
         # The expression as its plan computes it: parts worth a table each one vrequant.
-        self.computed = tabulated(self.expr, self.lookups.byte_inputs,
-                                  {k for k, d in enumerate(self.load_dtypes) if d in INTS}
-                                  )[0] if len(self.stored) == 1 and self.floats == "f32" \
-            else self.expr
+        self.computed = with_lookups(self.expr, self.lookups, self.load_dtypes, self.floats,
+                                     self.stored - {len(self.expr) - 1})[0]
         tables = sum(node[0] in LOOKUPS for node in self.computed)
         # Small broadcast inputs (per-channel operands) are loaded whole, once.
         self.resident = {k for k, v in self.in_views.items()
@@ -225,21 +223,20 @@ class ElementwiseTiler:
             raise NotLowerable("does not fit SRAM even tiled")
         self.stored_as_loaded = self._stored_as_loaded()
 
-    def _table_source(self, ins: list[Buffer], used: list[int]) -> int | None:
-        """The input the expression is a vrequant table of (requant.match_source: a byte
-        input, any expression of it; an f32 input, quantized): the only input read per
-        element, not broadcast, all others scalars; None otherwise. One pass per tile,
-        where the expression takes a vector pass per node."""
+    def _table_source(self, ins: list[Buffer], used: list[int]):
+        """(the input the expression is a vrequant table of, its requant.Pattern) (a byte
+        input, any expression of it; an f32 input, quantized: requant.match_source): the
+        only input read per element, not broadcast, all others scalars; (None, None)
+        otherwise. One pass per tile, where the expression takes a vector pass per node."""
         tensors = [k for k in used if any(self.in_views[k].strides)]
         if len(self.outputs) != 1 or len(tensors) != 1 or \
                 0 in self.in_views[tensors[0]].strides:
-            return None
+            return None, None
         k = tensors[0]
         scalars = {j for j in used if j != k and ins[j].dtype == "f32"}
-        if len(scalars) != len(used) - 1 or requant.match_source(
-                self.op.expr, k, ins[k].dtype, scalars) is None:
-            return None
-        return k
+        pattern = requant.match_source(self.op.expr, k, ins[k].dtype, scalars) \
+            if len(scalars) == len(used) - 1 else None
+        return (k, pattern) if pattern is not None else (None, None)
 
     def _budget_table(self, source: Buffer) -> None:
         """The SRAM budget of a table plan: two tiles of the source and two of the result,
@@ -399,9 +396,8 @@ class ElementwiseTiler:
         source = self.in_views[self.table_source]
         stream = Streamed(sram, source, tile_counts, 2, source.dtype)
         scalars = {j: v for j, v in self.in_views.items() if j != self.table_source}
-        plan = requant.plan_elementwise(self.op.expr, self.table_source, source.dtype, sram,
-                                        self.out_views[0], scalars, self.constants,
-                                        tile_elems, EpiloguePlan, self.m)
+        plan = requant.plan_elementwise(self.table_pattern, sram, self.out_views[0], scalars,
+                                        self.constants, tile_elems, EpiloguePlan, self.m)
         instrs = list(plan.setup)
         for starts, counts, note in self._tiles(*split_):
             buffer, _, loads = stream.load(starts, counts, note)
