@@ -1,6 +1,7 @@
 """The `npu` target's split pipeline, in one process:
 
   import (MLIR or ONNX)
+  → stock compiler to the end of input; rewrite zero-point-shifted 8-bit contractions
   → stock compiler to executable-sources
   → plan each dispatch (compiler_target.codegen) and stub the NPU ones
   → stock compiler to hal
@@ -27,7 +28,9 @@ from compiler_target.probe_constants import probe_constants
 from compiler_target.stock_compiler import (
     StockCompiler, ir_text, phase_index, set_process_global_flags, split_session_flags, vmfb_bytes)
 from compiler_target.task_graph import dispatch_sites
+from compiler_target.zero_point_contractions import rewrite_zero_point_contractions
 
+REWRITE_PHASE = "input"             # where zero-point contractions are rewritten
 SPLIT_PHASE = "executable-sources"  # where the code generator sees each dispatch
 SWAP_PHASE = "hal"                  # where binaries and device queries are rewritten
 
@@ -72,7 +75,7 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
         if end <= phase_index(SPLIT_PHASE):
             return ir_text(compiler.run(module, options.compile_from, options.compile_to))
         if start < phase_index(SPLIT_PHASE):
-            compiler.run(module, options.compile_from, SPLIT_PHASE)
+            _run_with_zero_point_contractions(compiler, module, options.compile_from)
 
         machine = build_machine(options.npu.machine)
         plans = _plan_all(module, machine, options.npu.fallback, options.npu.codegen_jobs)
@@ -97,6 +100,18 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
             dispatch_report.write_report(options.npu.dispatch_report, dispatch_report.report_lines(
                 list(plans.values()), time.monotonic() - started))
     return output
+
+
+def _run_with_zero_point_contractions(compiler: StockCompiler, module, compile_from: str):
+    """Runs the stock compiler to SPLIT_PHASE, rewriting contractions of zero-point-shifted
+    8-bit operands (compiler_target.zero_point_contractions) where the input phase ends."""
+    if phase_index(compile_from) <= phase_index(REWRITE_PHASE):
+        if compile_from != REWRITE_PHASE:
+            compiler.run(module, compile_from, REWRITE_PHASE)
+        with module.context, ir.Location.unknown():
+            rewrite_zero_point_contractions(module)
+        compile_from = REWRITE_PHASE
+    compiler.run(module, compile_from, SPLIT_PHASE)
 
 
 @contextmanager

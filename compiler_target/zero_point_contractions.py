@@ -1,0 +1,368 @@
+"""Integer contractions of zero-point-shifted 8-bit operands, rewritten at the end of the
+`input` phase as a contraction of the 8-bit values plus the zero-point terms.
+
+onnxruntime's dynamic quantization (`quantize_dynamic`: DynamicQuantizeLinear then
+MatMulInteger) reaches IREE's input phase as a `linalg.matmul` or `batch_matmul` of i32
+operands `ext(x) - ext(zx)` (x u8 or i8, zx its zero point) into i64 sums that the next op
+truncates to i32. A u8 value minus a u8 zero point needs 9 bits, so the contraction the
+code generator sees has i32 operands, and the NPU multiplies 8-bit ones: every such
+matmul ran on the host. With each operand a data term that depends on the reduced dims
+plus zero-point terms that do not,
+
+    sum_r (a + za)(b + zb) = sum_r a b + zb sum_r a + za sum_r b + n za zb
+
+(n the number of reduced points): one contraction of the 8-bit data (the NPU's), the sums
+of each operand over the reduced dims (small reductions), and an elementwise combination
+that IREE fuses into the contraction's dispatch as its epilogue. All terms are computed in
+i32, which wraps: the result is the exact sum modulo 2^32, the same bits as the i64 sum
+truncated to i32. So the rewrite applies only where every use of the sum is that
+truncation (or the sum is i32 already), and needs no bound on the values.
+
+Operands are traced through elementwise `linalg.generic`s whose maps are projected
+permutations (the importer's extension, subtraction, broadcast and transpose ops); any
+other producer ends the trace. A contraction that does not match is left unchanged.
+"""
+from dataclasses import dataclass
+
+from iree.compiler import ir
+
+_CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul", "linalg.generic")
+_EXTENSIONS = ("arith.extui", "arith.extsi")
+
+
+@dataclass(frozen=True)
+class Term:
+    """sign * ext(value) at the indices `dims` (one contraction-space dim per value dim);
+    `ext` is None for an i32 value."""
+    sign: int
+    value: ir.Value
+    dims: tuple[int, ...]
+    ext: str | None
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One side of the contraction: data (an 8-bit term over the reduced dims) plus
+    zero-point terms (over the parallel dims only)."""
+    data: Term
+    zeros: tuple[Term, ...]
+
+
+def rewrite_zero_point_contractions(module) -> int:
+    """Rewrites every matching contraction in `module` (a module operation, in place);
+    returns how many."""
+    count = 0
+    for function in module.regions[0].blocks[0].operations:
+        if function.operation.name not in ("util.func", "func.func"):
+            continue
+        for region in function.operation.regions:
+            for block in region.blocks:
+                for op in list(block.operations):
+                    if op.operation.name in _CONTRACTIONS and _rewrite(op.operation, module.context):
+                        count += 1
+    return count
+
+
+def _rewrite(op, context) -> bool:
+    shape = _contraction_shape(op)
+    if shape is None:
+        return False
+    maps, reduced, extents = shape
+    lhs = _operand(op.operands[0], maps[0], reduced)
+    rhs = _operand(op.operands[1], maps[1], reduced)
+    truncations = _truncations(op)
+    if lhs is None or rhs is None or truncations is None:
+        return False
+    replacement = _replacement(op, context, lhs, rhs, maps, reduced, extents)
+    for user in truncations:
+        user.results[0].replace_all_uses_with(replacement)
+        user.erase()
+    if truncations == []:
+        op.results[0].replace_all_uses_with(replacement)
+    op.erase()
+    return True
+
+
+def _contraction_shape(op):
+    """(the maps of lhs, rhs and result as dim tuples, the reduced dims, each dim's static
+    extent) of a two-input integer contraction `out + ext(a) * ext(b)` into a zero fill
+    with projected-permutation maps; None otherwise."""
+    if len(op.operands) != 3 or len(op.results) != 1 or "indexing_maps" not in op.attributes:
+        return None
+    maps = [_dims(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if any(m is None for m in maps) or not _is_integer_multiply_add(op):
+        return None
+    if not _is_zero_fill(op.operands[2]):
+        return None
+    rank = ir.AffineMapAttr(ir.ArrayAttr(op.attributes["indexing_maps"])[0]).value.n_dims
+    reduced = tuple(d for d in range(rank) if d not in maps[2])
+    extents = {}
+    for operand, dims in zip(op.operands, maps):
+        shape = ir.RankedTensorType(operand.type).shape
+        extents.update(zip(dims, shape))
+    if not reduced or len(extents) != rank or any(e < 0 for e in extents.values()):
+        return None
+    return maps, reduced, extents
+
+
+def _dims(affine_map) -> tuple[int, ...] | None:
+    """A projected permutation's result dims; None for any other map."""
+    dims = []
+    for expr in affine_map.results:
+        if not isinstance(expr, ir.AffineDimExpr):
+            return None
+        dims.append(expr.position)
+    return tuple(dims) if len(set(dims)) == len(dims) else None
+
+
+def _is_integer_multiply_add(op) -> bool:
+    """The body is yield(out + ext(a) * ext(b)) of i32 a and b (ext: extsi, value-preserving)."""
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)
+    if (len(args) != 3 or any(str(a.type) != "i32" for a in args[:2])
+            or str(args[2].type) not in ("i32", "i64")):
+        return False
+    add = _defining(list(block.operations)[-1].operands[0])
+    if add is None or add.name != "arith.addi" or args[2] not in list(add.operands):
+        return False
+    multiply = _defining(add.operands[1] if add.operands[0] == args[2] else add.operands[0])
+    if multiply is None or multiply.name != "arith.muli":
+        return False
+    factors = [_through_extsi(v) for v in multiply.operands]
+    return factors in ([args[0], args[1]], [args[1], args[0]])
+
+
+def _through_extsi(value):
+    op = _defining(value)
+    return op.operands[0] if op is not None and op.name == "arith.extsi" else value
+
+
+def _defining(value):
+    """The operation that defines `value`; None for a block argument."""
+    return value.owner.operation if isinstance(value, ir.OpResult) else None
+
+
+def _is_zero_fill(value) -> bool:
+    fill = _defining(value)
+    if fill is None or fill.name != "linalg.fill":
+        return False
+    constant = _defining(fill.operands[0])
+    return (constant is not None and constant.name == "arith.constant"
+            and ir.IntegerAttr(constant.attributes["value"]).value == 0)
+
+
+def _truncations(op) -> list | None:
+    """The users of an i64 sum, each an elementwise trunci to i32 of the whole sum; [] for
+    an i32 sum; None when some use needs the i64 value."""
+    if str(ir.RankedTensorType(op.results[0].type).element_type) == "i32":
+        return []
+    users = [use.owner for use in op.results[0].uses]
+    for user in users:
+        if user.name != "linalg.generic" or len(user.operands) != 2 or len(user.results) != 1:
+            return None
+        maps = [_dims(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(user.attributes["indexing_maps"])]
+        rank = len(ir.RankedTensorType(op.results[0].type).shape)
+        if maps != [tuple(range(rank))] * 2:
+            return None
+        body = list(user.regions[0].blocks[0].operations)
+        if (len(body) != 2 or body[0].name != "arith.trunci" or str(body[0].results[0].type) != "i32"
+                or body[0].operands[0] != user.regions[0].blocks[0].arguments[0]):
+            return None
+    return users or None
+
+
+def _operand(value, dims, reduced) -> Operand | None:
+    """The operand as one 8-bit data term over the reduced dims plus zero-point terms."""
+    terms = _terms(value, dims)
+    if terms is None:
+        return None
+    data = [t for t in terms if set(t.dims) & set(reduced)]
+    if len(data) != 1 or data[0].ext is None or data[0].sign != 1:
+        return None
+    return Operand(data[0], tuple(t for t in terms if t is not data[0]))
+
+
+def _terms(value, dims) -> list[Term] | None:
+    """`value` (i32, indexed by `dims`) as a sum of signed terms."""
+    producer = _defining(value)
+    if producer is None or producer.name != "linalg.generic" or not _is_elementwise(producer):
+        return [Term(1, value, dims, None)]
+    block = producer.regions[0].blocks[0]
+    maps = [_dims(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(producer.attributes["indexing_maps"])]
+    inputs = {arg: (operand, tuple(dims[d] for d in m))
+              for arg, operand, m in zip(block.arguments, producer.operands, maps)}
+    return _expression(list(block.operations)[-1].operands[0], inputs)
+
+
+def _is_elementwise(op) -> bool:
+    """One result, all dims parallel, projected-permutation maps, identity output map."""
+    if len(op.results) != 1:
+        return False
+    maps = [_dims(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    rank = len(ir.RankedTensorType(op.results[0].type).shape)
+    iterators = [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
+    return (all(m is not None for m in maps) and maps[-1] == tuple(range(rank))
+            and all("parallel" in i for i in iterators))
+
+
+def _expression(value, inputs) -> list[Term] | None:
+    if value in inputs:
+        operand, dims = inputs[value]
+        if str(ir.RankedTensorType(operand.type).element_type) != "i32":
+            return None
+        return _terms(operand, dims)
+    op = _defining(value)
+    if op is None:
+        return None
+    if op.name in _EXTENSIONS and op.operands[0] in inputs:
+        operand, dims = inputs[op.operands[0]]
+        if str(op.operands[0].type) != "i8" or str(op.results[0].type) != "i32":
+            return None
+        return [Term(1, operand, dims, op.name)]
+    if op.name in ("arith.addi", "arith.subi"):
+        lhs, rhs = (_expression(v, inputs) for v in op.operands)
+        if lhs is None or rhs is None:
+            return None
+        sign = -1 if op.name == "arith.subi" else 1
+        return lhs + [Term(sign * t.sign, t.value, t.dims, t.ext) for t in rhs]
+    return None
+
+
+def _replacement(op, context, lhs: Operand, rhs: Operand, maps, reduced, extents) -> ir.Value:
+    """Builds the i32 sum before `op` (from MLIR text, cloned in) and returns it."""
+    out_dims = maps[2]
+    values = []                           # the text function's arguments, in order
+
+    def arg(term: Term) -> str:
+        if term.value not in values:
+            values.append(term.value)
+        return f"%a{values.index(term.value)}"
+
+    result_type = _tensor_type([extents[d] for d in out_dims], "i32")
+    lines = ["%zero = arith.constant 0 : i32",
+             f"%empty = tensor.empty() : {result_type}",
+             f"%init = linalg.fill ins(%zero : i32) outs(%empty : {result_type}) -> {result_type}"]
+    lines += _generic("%product", [lhs.data, rhs.data], out_dims, reduced, arg,
+                      "%m = arith.muli %e0, %e1 : i32\n%s = arith.addi %out, %m : i32",
+                      "%init", result_type)
+    inputs = [("%product", out_dims, None, result_type)]   # the combination's inputs
+    products = []                         # (scale, input, input): summed onto the product
+    count = 1
+    for d in reduced:
+        count *= extents[d]
+
+    def add_input(name, dims, ext, type_text) -> int:
+        if (name, dims, ext, type_text) not in inputs:
+            inputs.append((name, dims, ext, type_text))
+        return inputs.index((name, dims, ext, type_text))
+
+    for data, zeros in ((lhs.data, rhs.zeros), (rhs.data, lhs.zeros)):
+        if not zeros:
+            continue
+        name = f"%sum{len(inputs)}"
+        kept = tuple(d for d in data.dims if d not in reduced)
+        sum_type = _tensor_type([extents[d] for d in kept], "i32")
+        lines += [f"{name}_empty = tensor.empty() : {sum_type}",
+                  f"{name}_init = linalg.fill ins(%zero : i32) outs({name}_empty : {sum_type}) "
+                  f"-> {sum_type}"]
+        lines += _generic(name, [data], kept, reduced, arg, "%s = arith.addi %out, %e0 : i32",
+                          f"{name}_init", sum_type)
+        total = add_input(name, kept, None, sum_type)
+        for zero in zeros:
+            products.append((zero.sign, total, add_input(arg(zero), zero.dims, zero.ext,
+                                                         str(zero.value.type))))
+    for a in lhs.zeros:
+        for b in rhs.zeros:
+            products.append((a.sign * b.sign * count,
+                             add_input(arg(a), a.dims, a.ext, str(a.value.type)),
+                             add_input(arg(b), b.dims, b.ext, str(b.value.type))))
+    lines += _combination(inputs, products, out_dims, result_type)
+    arguments = ", ".join(f"%a{i}: {v.type}" for i, v in enumerate(values))
+    text = (f"func.func @f({arguments}) -> {result_type} {{\n" + "\n".join(lines)
+            + f"\nreturn %result : {result_type}\n}}")
+    return _clone_before(op, ir.Module.parse(text, context), values)
+
+
+def _generic(name, terms: list[Term], out_dims, reduced, arg, body: str, init: str,
+             init_type: str) -> list[str]:
+    """A generic over `out_dims` + `reduced` whose body (`body`, result %s) reads ext(term)
+    of each term as %e0, %e1... and the accumulator as %out."""
+    space = list(out_dims) + list(reduced)
+    position = {d: i for i, d in enumerate(space)}
+    ins, types, maps, exts, block_args = [], [], [], [], []
+    for i, term in enumerate(terms):
+        ins.append(arg(term))
+        types.append(str(term.value.type))
+        maps.append(_map(len(space), [position[d] for d in term.dims]))
+        block_args.append(f"%in{i}: i8")
+        exts.append(f"%e{i} = {term.ext} %in{i} : i8 to i32")
+    maps.append(_map(len(space), [position[d] for d in out_dims]))
+    return [f"{name} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
+            f"iterator_types = [{_iterators(d in out_dims for d in space)}]}} "
+            f"ins({', '.join(ins)} : {', '.join(types)}) outs({init} : {init_type}) {{",
+            f"^bb0({', '.join(block_args)}, %out: i32):", *exts, body,
+            "linalg.yield %s : i32", f"}} -> {init_type}"]
+
+
+def _combination(inputs, products, out_dims, result_type) -> list[str]:
+    """%result = input 0 plus each scale * input i * input j, over the output's dims."""
+    position = {d: i for i, d in enumerate(out_dims)}
+    rank = len(out_dims)
+    maps = [_map(rank, [position[d] for d in dims]) for _, dims, _, _ in inputs]
+    block_args, body, names = [], [], []
+    for i, (_, _, ext, type_text) in enumerate(inputs):
+        element = "i8" if ext else "i32"
+        block_args.append(f"%in{i}: {element}")
+        if ext:
+            body.append(f"%v{i} = {ext} %in{i} : i8 to i32")
+        names.append(f"%v{i}" if ext else f"%in{i}")
+    total = names[0]
+    for k, (scale, i, j) in enumerate(products):
+        body.append(f"%p{k} = arith.muli {names[i]}, {names[j]} : i32")
+        term = f"%p{k}"
+        if abs(scale) != 1:
+            body += [f"%k{k} = arith.constant {abs(scale)} : i32",
+                     f"%q{k} = arith.muli %p{k}, %k{k} : i32"]
+            term = f"%q{k}"
+        body.append(f"%t{k} = {'arith.addi' if scale > 0 else 'arith.subi'} {total}, {term} : i32")
+        total = f"%t{k}"
+    maps.append(_map(rank, range(rank)))
+    return [f"%out_empty = tensor.empty() : {result_type}",
+            f"%result = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
+            f"iterator_types = [{_iterators([True] * rank)}]}} "
+            f"ins({', '.join(n for n, _, _, _ in inputs)} : {', '.join(t for _, _, _, t in inputs)}) "
+            f"outs(%out_empty : {result_type}) {{",
+            f"^bb0({', '.join(block_args)}, %out: i32):", *body,
+            f"linalg.yield {total} : i32", f"}} -> {result_type}"]
+
+
+def _iterators(parallel) -> str:
+    return ", ".join('"parallel"' if p else '"reduction"' for p in parallel)
+
+
+def _map(rank: int, dims) -> str:
+    space = ", ".join(f"d{i}" for i in range(rank))
+    return f"affine_map<({space}) -> ({', '.join(f'd{d}' for d in dims)})>"
+
+
+def _tensor_type(shape, element: str) -> str:
+    return f"tensor<{''.join(f'{e}x' for e in shape)}{element}>"
+
+
+def _clone_before(op, parsed, values: list) -> ir.Value:
+    """Clones the parsed function's body before `op`, its arguments bound to `values`;
+    returns the value it returns."""
+    function = parsed.body.operations[0]
+    block = function.regions[0].blocks[0]
+    mapping = dict(zip(block.arguments, values))
+    with ir.InsertionPoint(op):
+        for inner in block.operations:
+            if inner.name == "func.return":
+                return mapping[inner.operands[0]]
+            clone = inner.clone()
+            for i, operand in enumerate(clone.operands):
+                if operand in mapping:
+                    clone.operands[i] = mapping[operand]
+            for old, new in zip(inner.results, clone.results):
+                mapping[old] = new
+    raise AssertionError("the parsed function has no return")
