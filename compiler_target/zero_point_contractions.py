@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 _CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul", "linalg.generic")
+_QUANTIZED_CONV = "linalg.conv_2d_nchw_fchw_q"
 _EXTENSIONS = ("arith.extui", "arith.extsi")
 
 
@@ -58,7 +59,9 @@ def rewrite_zero_point_contractions(module) -> int:
         for region in function.operation.regions:
             for block in region.blocks:
                 for op in list(block.operations):
-                    if op.operation.name in _CONTRACTIONS and _rewrite(op.operation, module.context):
+                    name = op.operation.name
+                    if name in _CONTRACTIONS and _rewrite(op.operation, module.context) or \
+                            name == _QUANTIZED_CONV and _rewrite_conv(op.operation, module.context):
                         count += 1
     return count
 
@@ -81,6 +84,70 @@ def _rewrite(op, context) -> bool:
         op.results[0].replace_all_uses_with(replacement)
     op.erase()
     return True
+
+
+def _rewrite_conv(op, context) -> bool:
+    """ConvInteger: `conv_2d_nchw_fchw_q(x, w, zx, zw)` (i8 data, i32 zero points) with a
+    zero point known only at run time (dynamic quantization; IREE's global optimization
+    splits the constant ones itself) as the i8 conv, minus zx times each filter's sum,
+    minus zw times each window's sum (a conv with a filter of ones; left out when zw is
+    the constant 0, as onnxruntime's symmetric int8 weights have it), plus n zx zw."""
+    x, w, zx, zw, init = op.operands
+    if all(_constant(v) is not None for v in (zx, zw)) or not _is_zero_fill(init):
+        return False
+    x_type, w_type, out_type = (ir.RankedTensorType(v.type) for v in (x, w, init))
+    if any(d < 0 for t in (x_type, w_type, out_type) for d in t.shape) or \
+            str(x_type.element_type) != "i8" or str(w_type.element_type) != "i8":
+        return False
+    o, c, kh, kw = w_type.shape
+    n, _, oh, ow = out_type.shape
+    attrs = f"{{dilations = {op.attributes['dilations']}, strides = {op.attributes['strides']}}}"
+    x_text, w_text, out_text = str(x_type), str(w_type), str(out_type)
+    window = c * kh * kw
+    lines = ["%zero = arith.constant 0 : i32",
+             f"%empty = tensor.empty() : {out_text}",
+             f"%init = linalg.fill ins(%zero : i32) outs(%empty : {out_text}) -> {out_text}",
+             f"%conv = linalg.conv_2d_nchw_fchw {attrs} ins(%x, %w : {x_text}, {w_text}) "
+             f"outs(%init : {out_text}) -> {out_text}",
+             "%scalar = tensor.empty() : tensor<i32>",     # filled: a splat, not a dispatch
+             "%zx = linalg.fill ins(%a2 : i32) outs(%scalar : tensor<i32>) -> tensor<i32>",
+             "%zw = linalg.fill ins(%a3 : i32) outs(%scalar : tensor<i32>) -> tensor<i32>",
+             f"%filter_sums_empty = tensor.empty() : tensor<{o}xi32>",
+             f"%filter_sums_init = linalg.fill ins(%zero : i32) outs(%filter_sums_empty : "
+             f"tensor<{o}xi32>) -> tensor<{o}xi32>",
+             *_generic("%filter_sums", [Term(1, w, (0, 1, 2, 3), "arith.extsi")], (0,), (1, 2, 3),
+                       lambda term: "%w", "%s = arith.addi %out, %e0 : i32", "%filter_sums_init",
+                       f"tensor<{o}xi32>")]
+    inputs = [("%conv", (0, 1, 2, 3), None, out_text), ("%filter_sums", (1,), None, f"tensor<{o}xi32>"),
+              ("%zx", (), None, "tensor<i32>"), ("%zw", (), None, "tensor<i32>")]
+    products = [(-1, 1, 2), (window, 2, 3)]
+    if _constant(zw) != 0:
+        sums_type = f"tensor<{n}x1x{oh}x{ow}xi32>"
+        lines += [f"%ones = arith.constant dense<1> : tensor<1x{c}x{kh}x{kw}xi8>",
+                  f"%window_sums_empty = tensor.empty() : {sums_type}",
+                  f"%window_sums_init = linalg.fill ins(%zero : i32) outs(%window_sums_empty : "
+                  f"{sums_type}) -> {sums_type}",
+                  f"%window_sums = linalg.conv_2d_nchw_fchw {attrs} ins(%x, %ones : {x_text}, "
+                  f"tensor<1x{c}x{kh}x{kw}xi8>) outs(%window_sums_init : {sums_type}) -> {sums_type}",
+                  f"%window_sums_flat = tensor.collapse_shape %window_sums [[0, 1], [2], [3]] : "
+                  f"{sums_type} into tensor<{n}x{oh}x{ow}xi32>"]
+        inputs.append(("%window_sums_flat", (0, 2, 3), None, f"tensor<{n}x{oh}x{ow}xi32>"))
+        products.append((-1, 3, len(inputs) - 1))
+    lines += _combination(inputs, products, (0, 1, 2, 3), out_text)
+    text = (f"func.func @f(%x: {x_text}, %w: {w_text}, %a2: i32, %a3: i32) -> {out_text} {{\n"
+            + "\n".join(lines) + f"\nreturn %result : {out_text}\n}}")
+    replacement = _clone_before(op, ir.Module.parse(text, context), [x, w, zx, zw])
+    op.results[0].replace_all_uses_with(replacement)
+    op.erase()
+    return True
+
+
+def _constant(value) -> int | None:
+    """The value of an integer arith.constant; None for any other value."""
+    op = _defining(value)
+    if op is None or op.name != "arith.constant" or not isinstance(op.attributes["value"], ir.IntegerAttr):
+        return None
+    return op.attributes["value"].value
 
 
 def _contraction_shape(op):
@@ -146,9 +213,7 @@ def _is_zero_fill(value) -> bool:
     fill = _defining(value)
     if fill is None or fill.name != "linalg.fill":
         return False
-    constant = _defining(fill.operands[0])
-    return (constant is not None and constant.name == "arith.constant"
-            and ir.IntegerAttr(constant.attributes["value"]).value == 0)
+    return _constant(fill.operands[0]) == 0
 
 
 def _truncations(op) -> list | None:

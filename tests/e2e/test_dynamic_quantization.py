@@ -114,3 +114,92 @@ def test_dynamically_quantized_linear_layer_matches_stock(tmp_path):
     quantized = np.clip(np.rint(x / scale) + zero, 0, 255)
     spec = _spec(quantized, zero, weights, 3) * (np.float32(scale) * np.float32(0.01))
     np.testing.assert_allclose(call.output, spec, rtol=1e-5, atol=1e-5 * np.abs(spec).max())
+
+
+def _conv_spec(x, x_zero, w, w_zero, pad: int) -> np.ndarray:
+    """ConvInteger as the ONNX spec says (stride 1): the input padded with its zero point."""
+    shifted = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)),
+                     constant_values=int(x_zero)) - int(x_zero)
+    weights = w.astype(np.int64) - int(w_zero)
+    _, _, kh, kw = w.shape
+    windows = np.lib.stride_tricks.sliding_window_view(shifted, (kh, kw), axis=(2, 3))
+    return np.einsum("nchwij,ocij->nohw", windows, weights).astype(np.int32)
+
+
+@pytest.mark.parametrize("w_zero", [0, 5], ids=["symmetric_weights", "weights_zero_point"])
+def test_conv_integer_with_a_runtime_zero_point(tmp_path, w_zero):
+    """ConvInteger of u8 data with its zero point at run time: the importer shifts both to
+    i8 and pads with the zero point; the window sums are a conv of ones."""
+    rng = np.random.default_rng(10)
+    w = rng.integers(-127, 128, (16, 8, 3, 3)).astype(np.int8)
+    path = _model(tmp_path, [N("ConvInteger", ["x", "w", "x_zero", "w_zero"], ["y"], pads=[1, 1, 1, 1])],
+                  [("x", TensorProto.UINT8, (1, 8, 14, 14)), ("x_zero", TensorProto.UINT8, ())],
+                  (TensorProto.INT32, (1, 16, 14, 14)),
+                  [numpy_helper.from_array(w, "w"),
+                   numpy_helper.from_array(np.array(w_zero, np.int8), "w_zero")])
+    x = rng.integers(0, 256, (1, 8, 14, 14)).astype(np.uint8)
+    x_zero = np.array(117, np.uint8)
+    call = call_on_npu(path, "g", x, x_zero)
+    conv_lines = [line for line in call.report.splitlines() if "conv" in line]
+    assert conv_lines and all("-> npu" in line for line in conv_lines), call.report
+    np.testing.assert_array_equal(call.output, _conv_spec(x, x_zero, w, w_zero, 1))
+
+
+def test_dynamically_quantized_conv_matches_stock(tmp_path):
+    """quantize_dynamic's pattern for a Conv: DynamicQuantizeLinear, ConvInteger, Cast, Mul.
+    Every dispatch runs on the NPU but the quantizer's scalar one (scale and zero point)."""
+    rng = np.random.default_rng(11)
+    w = rng.integers(-127, 128, (16, 8, 3, 3)).astype(np.int8)
+    nodes = [N("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             N("ConvInteger", ["xq", "w", "xz"], ["acc"], pads=[1, 1, 1, 1]),
+             N("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+             N("Mul", ["xs", "ws"], ["s"]), N("Mul", ["accf", "s"], ["y"])]
+    path = _model(tmp_path, nodes, [("x", TensorProto.FLOAT, (1, 8, 14, 14))],
+                  (TensorProto.FLOAT, (1, 16, 14, 14)),
+                  [numpy_helper.from_array(w, "w"),
+                   numpy_helper.from_array(np.array(0.02, np.float32), "ws")])
+    x = rng.normal(0.2, 1.0, (1, 8, 14, 14)).astype(np.float32)
+    call = call_on_npu(path, "g", x)
+    assert call.stats.host_dispatches == 1, call.report
+    np.testing.assert_array_equal(call.output, np.asarray(_stock_llvm_cpu(path)(x).to_host()))
+
+
+SCALAR_READ_BACK = """
+func.func @main(%x: tensor<64xf32>, %z: tensor<i8>, %s: tensor<f32>) -> tensor<64xf32> {
+  %zero_point = tensor.extract %z[] : tensor<i8>
+  %scale = tensor.extract %s[] : tensor<f32>
+  %e = tensor.empty() : tensor<64xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+                       iterator_types = ["parallel"]} ins(%x : tensor<64xf32>) outs(%e : tensor<64xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %signed = arith.sitofp %zero_point : i8 to f32
+    %unsigned = arith.uitofp %zero_point : i8 to f32
+    %a = arith.divf %v, %scale : f32
+    %b = arith.addf %a, %signed : f32
+    %c = arith.mulf %b, %unsigned : f32
+    linalg.yield %c : f32
+  } -> tensor<64xf32>
+  return %r : tensor<64xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("zero_point", [100, -56], ids=["below_128", "above_127_unsigned"])
+def test_scalars_read_back_by_the_host_are_push_constants_on_the_npu(zero_point):
+    """A dynamic quantizer's zero point and scale, extracted from device tensors: IREE
+    passes the byte as a push constant truncated in the dispatch (read signed and
+    unsigned) and the scale as a one-element binding read at constant indices."""
+    from compiler_target import compile_str
+    from hal_driver import runtime as rt
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    z, s = np.array(zero_point, np.int8), np.array(0.5, np.float32)
+    module = rt.load_vm_flatbuffer(compile_str(SCALAR_READ_BACK, target_backends=["npu"]),
+                                   driver="npu-sim")
+    try:
+        result = np.asarray(module.main(x, z, s))
+        stats = module.last_call_stats
+    finally:
+        module.close()
+    assert stats.host_dispatches == 0 and stats.npu_dispatches == 1
+    expected = (x / s + np.float32(zero_point)) * np.float32(zero_point % 256)
+    np.testing.assert_array_equal(result, expected)

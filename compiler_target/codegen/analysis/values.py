@@ -56,6 +56,7 @@ class Empty:
 @dataclass
 class PushConstant:
     ordinal: int
+    bits: int = 32        # < 32: the value's low `bits` (an arith.trunci of the constant)
 
 
 @dataclass

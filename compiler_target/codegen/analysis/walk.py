@@ -124,8 +124,13 @@ class Walk:
             self.values[op.results[0]] = Empty()
         elif kind == "tensor.pad":
             self.values[op.results[0]] = self.pad(op)
+        elif kind == "arith.trunci" and isinstance(self.values.get(op.operands[0]), PushConstant):
+            self.values[op.results[0]] = PushConstant(self.values[op.operands[0]].ordinal,
+                                                      _int_bits(op.results[0].type))
         elif kind == "arith.trunci":
             self.values[op.results[0]] = self.low_bit(op, name)
+        elif kind == "tensor.extract" and self.extracted_element(op) is not None:
+            self.values[op.results[0]] = self.extracted_element(op)
         elif kind == "linalg.generic" and op in self.deferred:
             self.defer(self.describe(op, name))
         elif kind == "linalg.generic":
@@ -196,6 +201,15 @@ class Walk:
         if not isinstance(value, Scalar):
             raise NotSupported("tensor.pad with a non-constant pad value")
         return Padded(source.ref, low, high, float(value.value))
+
+    def extracted_element(self, op) -> Operand | None:
+        """One element of a loaded tensor at constant indices (a dynamic quantizer's
+        scale), read in a body as an operand that does not move with the loops."""
+        source = self.values.get(op.operands[0])
+        indices = [self.values.get(v) for v in list(op.operands)[1:]]
+        if not isinstance(source, View) or not all(isinstance(i, Scalar) for i in indices):
+            return None
+        return Operand(source, [({}, int(i.value)) for i in indices])
 
     def low_bit(self, op, name: str) -> LowBit:
         """A tensor's truncation to i1 (IREE keeps a bool tensor as i8 bytes and
@@ -321,6 +335,10 @@ class Walk:
                                                  loop_to_logical)
             elif value in self.values and isinstance(self.values[value], Scalar):
                 nodes[value] = self.add(("const", float(self.values[value].value)))
+            elif isinstance(self.values.get(value), PushConstant):
+                nodes[value] = self.push_constant_node(self.values[value])
+            elif isinstance(self.values.get(value), Operand):
+                nodes[value] = self.operand_node(self.values[value], generic, loop_to_logical)
             else:
                 raise NotSupported(f"{generic.name}: unsupported value in body")
             return nodes[value]
@@ -413,6 +431,14 @@ class Walk:
             return self.power(node_of(op.operands[0]), self.values.get(op.operands[1]), name)
         raise NotSupported(f"{name}: {kind} in an elementwise body has no NPU equivalent")
 
+    def push_constant_node(self, constant: PushConstant) -> int:
+        """A push constant read in a body (a quantized input's zero point the host read
+        back): the i32 word, or its low bits zero-extended (signed_node sign-extends)."""
+        node = self.add(("pconst", constant.ordinal))
+        if constant.bits < 32:
+            node = self.add(("iand", (node, self.add(("iconst", (1 << constant.bits) - 1)))))
+        return node
+
     def integer_op(self, op, node_of, name: str) -> int:
         """Integer arithmetic and conversions of a quantized body on i32 values. An op on
         narrower integers is taken where its operands' ranges show it cannot wrap (i8
@@ -442,7 +468,14 @@ class Walk:
             return self.signed_node(op.operands[0], node_of, name)
         if kind == "arith.extui":
             return self.unsigned_node(op.operands[0], node_of, name)
-        args = tuple(self.signed_node(v, node_of, name) for v in op.operands)
+        if kind in ("arith.addi", "arith.subi") and bits < 32:
+            # the low bits do not depend on reading a byte signed or unsigned; the range
+            # check below keeps the results that fit the signed type
+            args = tuple(self.add(("iconst", int(self.values[v].value)))
+                         if isinstance(self.values.get(v), Scalar) else node_of(v)
+                         for v in op.operands)
+        else:
+            args = tuple(self.signed_node(v, node_of, name) for v in op.operands)
         node = self.add((INT_BINARY[kind], args))
         bounds = self.int_range(node) if bits < 32 else None
         if bounds is not None and not _fits(bounds, bits):
@@ -485,6 +518,10 @@ class Walk:
         if isinstance(known, Scalar):
             return self.add(("iconst", int(known.value)))
         node = node_of(value)
+        if isinstance(known, PushConstant) and known.bits < 32:   # low bits - 2 x sign bit
+            sign = self.add(("iand", (self.add(("pconst", known.ordinal)),
+                                      self.add(("iconst", 1 << (known.bits - 1))))))
+            return self.add(("isub", (node, self.add(("imul", (sign, self.add(("iconst", 2))))))))
         kind, *rest = self.nodes[node]
         if _int_bits(value.type) == 8 and (
                 kind == "input" and self.inputs[rest[0]].dtype == "u8" or
