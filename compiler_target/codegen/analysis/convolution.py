@@ -60,12 +60,13 @@ def recognise(generic: Generic, infer_roles: bool = True) -> ConvolutionMain:
     if len(found) not in (1, 2):
         raise NotSupported(f"{generic.name}: convolution with {len(found)} windowed dims "
                            "(the NPU runs 1-D and 2-D convolutions)")
-    role = _roles(generic, image, weight, found, infer_roles)
+    role, channel_loops = _roles(generic, image, weight, found, infer_roles)
     size = {r: generic.extents[l] if l is not None else 1 for r, l in role.items()}
     image_ref, pads = window_source(image, found, 0.0, generic.name)
     weight_ref = plain_view(weight, generic.name)
     i_strides, i_offset = strides_over_loops(image_ref, unwindowed(image, found))
     w_strides, w_offset = strides_over_loops(weight_ref, weight)
+    role["c"], size["c"] = _input_channels(channel_loops, generic, i_strides, w_strides)
     groups, channels = size["g"], size["g"] * size["c"]
 
     def grouped(strides, inner):
@@ -111,9 +112,32 @@ def _image_extent(ref: TensorRef, window: Window | None) -> int:
     return 1 if window is None else ref.shape[window.dim]
 
 
+def _input_channels(loops: list[int], generic: Generic, i_strides: dict[int, int],
+                    w_strides: dict[int, int]) -> tuple[int | None, int]:
+    """(the loop that stands for the input-channel loops, their joint extent). Several
+    loops act as one where image and weight both hold them contiguously in the same
+    order: IREE drops an output dim of 1, so a kernel as tall as its input (a 2-D conv
+    over a signal's channels) leaves the kernel's rows as a second reduction over image
+    and weight. The innermost loop stands for all; its strides step through them."""
+    loops = [l for l in loops if generic.extents[l] != 1] or loops[:1]
+    if len(loops) <= 1:
+        return (loops[0], generic.extents[loops[0]]) if loops else (None, 1)
+    order = sorted(loops, key=lambda l: i_strides.get(l, 0))
+    for inner, outer in zip(order, order[1:]):
+        for strides in (i_strides, w_strides):
+            if strides.get(outer, 0) != strides.get(inner, 0) * generic.extents[inner]:
+                raise NotSupported(f"{generic.name}: several loops act as c, not contiguous "
+                                   "in both operands")
+    extent = 1
+    for loop in loops:
+        extent *= generic.extents[loop]
+    return order[0], extent
+
+
 def _roles(generic: Generic, image: Operand, weight: Operand, found: list[Window],
-           infer: bool = True) -> dict[str, int | None]:
-    """The loop of each of the roles n, g, f, c (None when the op has no such loop)."""
+           infer: bool = True) -> tuple[dict[str, int | None], list[int]]:
+    """The loop of each of the roles n, g, f (None when the op has no such loop), and
+    the input-channel loops (_input_channels makes them one)."""
     windowed = {loop for w in found for loop in (w.output, w.kernel)}
     loops: dict[str, list[int]] = {role: [] for role in ROLE_BY_USE.values()}
     inferred = mlir_linalg.infer_convolution_dimensions(generic.op) if infer else None
@@ -132,6 +156,7 @@ def _roles(generic: Generic, image: Operand, weight: Operand, found: list[Window
                                "convolution role")
         loops[role].append(loop)
     for role, found_loops in loops.items():
-        if len(found_loops) > 1:
+        if len(found_loops) > 1 and role != "c":
             raise NotSupported(f"{generic.name}: several loops act as {role}")
-    return {role: found_loops[0] if found_loops else None for role, found_loops in loops.items()}
+    return ({role: found_loops[0] if found_loops else None for role, found_loops in loops.items()
+             if role != "c"}, loops["c"])
