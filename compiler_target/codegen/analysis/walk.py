@@ -129,8 +129,8 @@ class Walk:
                                                       _int_bits(op.results[0].type))
         elif kind == "arith.trunci":
             self.values[op.results[0]] = self.low_bit(op, name)
-        elif kind == "tensor.extract" and self.extracted_element(op) is not None:
-            self.values[op.results[0]] = self.extracted_element(op)
+        elif kind == "tensor.extract" and (element := self.extracted_element(op)) is not None:
+            self.values[op.results[0]] = element
         elif kind == "linalg.generic" and op in self.deferred:
             self.defer(self.describe(op, name))
         elif kind == "linalg.generic":
