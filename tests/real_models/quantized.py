@@ -1,14 +1,16 @@
 """Int8 versions of the real networks, made as a user makes them: onnxruntime's
 `quantize_static` (QDQ format, QInt8 weights, per-tensor scales, QInt8 activations or
-with --uint8 QUInt8 ones) with fixed-seed
-calibration data. Each is imported to MLIR once and that MLIR is compiled
-for npu and for stock llvm-cpu; npu-sim's outputs are compared with the stock
-runtime's (bit for bit: IREE computes a quantized graph in integers and f32 with
-exact rounding steps) and with onnxruntime's execution of the QDQ model.
+with --uint8 QUInt8 ones) with fixed-seed calibration data, or with --dynamic its
+`quantize_dynamic` (QInt8 weights; each Conv and MatMul quantizes its input at run time:
+DynamicQuantizeLinear, ConvInteger, MatMulInteger). Each is imported to MLIR once and
+that MLIR is compiled for npu and for stock llvm-cpu; npu-sim's outputs are compared
+with the stock runtime's (bit for bit: IREE computes a quantized graph in integers and
+f32 with exact rounding steps) and with onnxruntime's execution of the quantized model.
 
-    python -m tests.real_models.quantized [--uint8] [name ...]   # every (or the named) model
+    python -m tests.real_models.quantized [--uint8 | --dynamic] [name ...]   # every (or the named) model
 
-The quantized model is cached beside the float one (<name>.int8.onnx, <name>.uint8.onnx).
+The quantized model is cached beside the float one (<name>.int8.onnx, <name>.uint8.onnx,
+<name>.dynamic.onnx).
 """
 import subprocess
 import sys
@@ -20,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                      quantize_static)
+                                      quantize_dynamic, quantize_static)
 
 from compiler_target import compile_file
 from tests.real_models.fetch import cache_dir, prepared_model
@@ -74,20 +76,23 @@ ACTIVATION_TYPES = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8}
 
 
 def quantized_model(model: RealModel, activations: str = "int8") -> Path:
-    """The QDQ version of the prepared model with `activations` ("int8" or "uint8")
-    activations and int8 weights (made once, cached)."""
+    """The prepared model with int8 weights and `activations`: "int8" or "uint8" (QDQ,
+    calibrated) or "dynamic" (quantized at run time); made once, cached."""
     target = cache_dir() / f"{model.name}.{activations}.onnx"
     if target.exists():
         return target
     source = prepared_model(model)
-    graph = onnx.load(str(source)).graph
-    initializers = {i.name for i in graph.initializer}
-    [input_name] = [i.name for i in graph.input if i.name not in initializers]
     partial = target.with_suffix(".partial.onnx")
-    quantize_static(str(source), str(partial), Calibration(input_name, model.input_shape),
-                    quant_format=QuantFormat.QDQ,
-                    activation_type=ACTIVATION_TYPES[activations],
-                    weight_type=QuantType.QInt8)
+    if activations == "dynamic":
+        quantize_dynamic(str(source), str(partial), weight_type=QuantType.QInt8)
+    else:
+        graph = onnx.load(str(source)).graph
+        initializers = {i.name for i in graph.initializer}
+        [input_name] = [i.name for i in graph.input if i.name not in initializers]
+        quantize_static(str(source), str(partial), Calibration(input_name, model.input_shape),
+                        quant_format=QuantFormat.QDQ,
+                        activation_type=ACTIVATION_TYPES[activations],
+                        weight_type=QuantType.QInt8)
     partial.rename(target)
     return target
 
@@ -182,13 +187,14 @@ def main(args: list[str]) -> None:
     import tempfile
 
     from tests.bench.measure import host_cpu, host_cpu_line
-    activations = "uint8" if "--uint8" in args else "int8"
-    names = [a for a in args if a != "--uint8"]
+    activations = "uint8" if "--uint8" in args else "dynamic" if "--dynamic" in args else "int8"
+    names = [a for a in args if a not in ("--uint8", "--dynamic")]
     print(host_cpu_line(host_cpu()))
-    print(f"activations: {activations}, weights: int8 (quantize_static, QDQ)")
+    print(f"activations: {activations}, weights: int8 " +
+          ("(quantize_dynamic)" if activations == "dynamic" else "(quantize_static, QDQ)"))
     print("| model | npu/host dispatches | NPU share of integer MACs | elements != stock "
           "(max rel err) | "
-          "max abs err vs onnxruntime QDQ | argmax = onnxruntime's | simulated NPU cycles | "
+          "max abs err vs onnxruntime | argmax = onnxruntime's | simulated NPU cycles | "
           "true roofline fraction | "
           f"integer MAC dispatches >= {TARGET_ROOFLINE_CYCLES} roofline cycles at >= "
           f"{TARGET_FRACTION} | the others, by what keeps them under |")
