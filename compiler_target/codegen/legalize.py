@@ -7,7 +7,7 @@ from .ops import Conv2D, Matmul, NpuOp, Pool2D, Reduce, TensorRef
 
 DTYPES = ("f32", "f16", "bf16", "i8", "u8", "i32")  # the element types ops.py describes
 POOL_KINDS = ("max", "avg", "sum")
-REDUCE_KINDS = ("sum", "max", "mean")
+REDUCE_KINDS = ("sum", "max", "min", "mean")   # min: -max(-x), negated by tile_reduce
 QUANTIZED = {"f32", "i8", "u8", "i32"}  # a quantized graph mixes these (integer expression nodes)
 
 

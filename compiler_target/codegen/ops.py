@@ -166,7 +166,7 @@ class Pool2D:
 @dataclass
 class Reduce:
     """out[o] = reduce_i input[o][i]. input: (O, I) (strided views of e.g. N·C × H·W);
-    out: (O,). kind: "sum", "max", "mean" (global average pooling = mean)."""
+    out: (O,). kind: "sum", "max", "min", "mean" (global average pooling = mean)."""
     input: TensorRef
     out: TensorRef
     kind: str

@@ -11,6 +11,7 @@ from executable_format.machine import MachineConfig
 
 from .epilogue import (EpilogueInputs, OutputStage, bytes_per_element, quantized_output_bytes,
                        used_inputs)
+from .legalize import REDUCE_KINDS
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr, dtype_bytes
 from .vector import Operand, binary, unary
@@ -31,7 +32,7 @@ class ReduceTiler:
         if dtype not in FLOATS or (op.out.dtype != dtype and op.out.dtype in FLOATS):
             raise NotLowerable(f"{dtype} -> {op.out.dtype} reductions are not supported "
                                "(floats, or floats quantized by the epilogue)")
-        if op.kind not in ("sum", "max", "mean"):
+        if op.kind not in REDUCE_KINDS:
             raise NotLowerable(f"reduction kind '{op.kind}' is not supported")
         self.lowered, self.m = lowered, m
         so, si = op.input.strides
@@ -105,20 +106,26 @@ class ReduceEmitter:
         for index, i0 in enumerate(chunks):
             ic = min(self.chunk, inner - i0)
             rows = self._load(front, o0, ot, i0, ic, note)
+            if kind == "min":       # -max(-x): vreduce sums and takes maxima
+                front.append(unary("vscale", self.dtype, Operand.flat(rows), Operand.flat(rows),
+                                   (1, 1, ot * ic), note + " negate", -1.0, 0.0))
             target = out if index == 0 else self.partial
-            flags = {"max": Flag.REDUCE_MAX, "sum": Flag.NONE,
+            flags = {"max": Flag.REDUCE_MAX, "min": Flag.REDUCE_MAX, "sum": Flag.NONE,
                      "mean": Flag.REDUCE_MEAN if len(chunks) == 1 else Flag.NONE}[kind]
             front.append(Instr("vreduce", self.dtype,
                                {"dst": target.addr, "src": rows.addr, "outer": ot, "inner": ic},
                                int(flags), reads=(rows,), writes=(target,),
                                note=note + f" i{i0}+{ic}"))
             if index:
-                combine = "vmax" if kind == "max" else "vadd"
+                combine = "vmax" if kind in ("max", "min") else "vadd"
                 front.append(binary(combine, self.dtype, flat, flat, Operand.flat(self.partial),
                                     (1, 1, ot), note))
         if kind == "mean" and len(chunks) > 1:
             front.append(unary("vscale", self.dtype, flat, flat, (1, 1, ot), note,
                                1.0 / inner, 0.0))
+        if kind == "min":
+            front.append(unary("vscale", self.dtype, flat, flat, (1, 1, ot), note + " negate",
+                               -1.0, 0.0))
         loads, inputs = self.epi.load([o0], [ot], note, lambda _, strides: (0, 0, strides[0]))
         front += loads
         back = self.output.emit((1, 1, ot), flat, inputs, [o0], [ot], [1], note)

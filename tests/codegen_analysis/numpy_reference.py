@@ -139,4 +139,4 @@ def pool2d(op: Pool2D, buffers) -> np.ndarray:
 
 def reduce(op: Reduce, buffers) -> np.ndarray:
     x = read(op.input, buffers)
-    return {"sum": np.sum, "max": np.max, "mean": np.mean}[op.kind](x, axis=1)
+    return {"sum": np.sum, "max": np.max, "min": np.min, "mean": np.mean}[op.kind](x, axis=1)

@@ -119,12 +119,14 @@ def test_product_pooled_per_channel_is_a_rowwise_dot_product(tmp_path):
 @pytest.mark.parametrize("axes,shape", [([2], (3, 5, 16)), ([0, 1, 2], (4, 37, 64))])
 def test_reduce_min_is_minus_the_max_of_the_negation(tmp_path, axes, shape):
     """ReduceMin (efficientword's ResNet normalises by its input's minimum: one over all
-    9536 elements): the vector unit reduces by sum and max, so min(x) = -max(-x)."""
+    9536 elements): the walk writes min(x) = -max(-x) (the vector unit reduces by sum and
+    max), recognised as a Reduce of kind min, which tile_reduce tiles as -max(-x)."""
     model = onnx_model([N("ReduceMin", ["x"], ["y"], axes=axes, keepdims=0)], {"x": shape})
     x = random(*shape)
     value = x
     for dispatch in analyses(tmp_path, model):     # IREE splits a long one in two
         assert dispatch.op is not None, dispatch.problem
+        assert dispatch.op.kind == "min", dispatch.summary
         value = run_dispatch(dispatch, [value])
     expected = onnx_reference(model, {"x": x})
     np.testing.assert_array_equal(value.reshape(expected.shape), expected)

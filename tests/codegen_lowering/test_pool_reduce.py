@@ -61,7 +61,7 @@ def test_pool_over_a_batch_of_contiguous_images_tiles_them_as_one():
     assert stats.total_cycles < 1000      # 96 or more tiles of 2 DMAs of 100 cycles each
 
 
-@pytest.mark.parametrize("kind", ["sum", "max", "mean"])
+@pytest.mark.parametrize("kind", ["sum", "max", "min", "mean"])
 @pytest.mark.parametrize("transposed", [False, True])
 def test_reduce(kind, transposed, rng):
     outer, inner = 70, 300
@@ -71,12 +71,12 @@ def test_reduce(kind, transposed, rng):
     out = b.output((outer,))
     op = Reduce(xr, out, kind)
     compiled, stats = compile_and_run(op, b)
-    expected = {"sum": x.sum(1), "max": x.max(1), "mean": x.mean(1)}[kind]
+    expected = {"sum": x.sum(1), "max": x.max(1), "min": x.min(1), "mean": x.mean(1)}[kind]
     np.testing.assert_allclose(b.read(out), expected, rtol=1e-4, atol=1e-4)
     assert compiled.estimated_cycles == stats.total_cycles
 
 
-@pytest.mark.parametrize("kind", ["sum", "max", "mean"])
+@pytest.mark.parametrize("kind", ["sum", "max", "min", "mean"])
 def test_reduce_split_rows_combines_partials(kind, rng):
     x = rng.standard_normal((5, 3000)).astype(np.float32)
     b = Bindings()
@@ -88,5 +88,5 @@ def test_reduce_split_rows_combines_partials(kind, rng):
                 epilogue_inputs=[br])
     compiled, stats = compile_and_run(op, b, machine=MachineConfig(sram_bytes=8 * 1024))
     assert "chunks" in compiled.detail
-    expected = {"sum": x.sum(1), "max": x.max(1), "mean": x.mean(1)}[kind] + bias
+    expected = {"sum": x.sum(1), "max": x.max(1), "min": x.min(1), "mean": x.mean(1)}[kind] + bias
     np.testing.assert_allclose(b.read(out), expected, rtol=1e-4, atol=1e-4)

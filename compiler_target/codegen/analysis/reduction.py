@@ -53,7 +53,11 @@ class ReductionMain(MainOp):
         varies = varies_along_rows(expr, [row_varying(ref, self.kept_rank) for ref in inputs])
         if len(reduces) == 1 and expr[expr[reduces[0]][1][0]][0] == "input" and \
                 not varies[-1]:
-            return self._reduce(out, expr, inputs, reduces[0])
+            return self._reduce(out, expr, inputs, reduces[0], expr[reduces[0]][1][0],
+                                expr[reduces[0]][2])
+        minimum = _minimum_of_input(expr, reduces)
+        if minimum is not None and not varies[-1]:
+            return self._reduce(out, expr, inputs, *minimum, "min")
         if any(expr[i][2] == "isum" for i in reduces):
             raise NotSupported(f"{self.name}: an i32 sum within a row-wise expression")
         self.built = "rowwise " + " ".join(node[2] if node[0] == "reduce" else node[0]
@@ -87,16 +91,17 @@ class ReductionMain(MainOp):
         """`ref` over the (O, I) space, each flattened."""
         return self._space(ref, 0)
 
-    def _reduce(self, out, expr, inputs, at: int) -> Reduce:
-        """A plain reduction of one input with a per-row epilogue: the classic Reduce."""
-        source = inputs[expr[expr[at][1][0]][1]]
+    def _reduce(self, out, expr, inputs, at: int, source_node: int, kind: str) -> Reduce:
+        """A plain reduction of one input (node `source_node`) with a per-row epilogue:
+        the classic Reduce; node `at`, the reduced value, becomes the accumulator."""
+        source = inputs[expr[source_node][1]]
         rewritten = [("acc",) if i == at else node for i, node in enumerate(expr)]
         epilogue, epilogue_inputs = pruned(rewritten, inputs)
         acc = epilogue.index(("acc",))
         order = [acc] + [i for i in range(len(epilogue)) if i != acc]
         epilogue = _reordered(epilogue, order)
         kind, epilogue, epilogue_inputs = averaged(
-            expr[at][2], epilogue, epilogue_inputs, math.prod(self.shape[self.kept_rank:]), "mean")
+            kind, epilogue, epilogue_inputs, math.prod(self.shape[self.kept_rank:]), "mean")
         self.built = f"{kind} reduction"
 
         def vector(ref: TensorRef) -> TensorRef:
@@ -142,6 +147,21 @@ def _reordered(expr, order: list[int]):
     return [expr[i] if expr[i][0] in LEAVES else
             (expr[i][0], tuple(position[a] for a in expr[i][1])) + tuple(expr[i][2:])
             for i in order]
+
+
+def _minimum_of_input(expr, reduces: list[int]) -> tuple[int, int] | None:
+    """(the node of the minimum, the input node) where the expression's one reduction is
+    a min of an input, which the walk writes -max(-x) (the vector unit reduces by sum
+    and max; Reduce tiles a min itself); None otherwise."""
+    if len(reduces) != 1 or expr[reduces[0]][2] != "max":
+        return None
+    negated = expr[reduces[0]][1][0]
+    if expr[negated][0] != "neg" or expr[expr[negated][1][0]][0] != "input":
+        return None
+    users = [i for i, node in enumerate(expr) if node[0] not in LEAVES and reduces[0] in node[1]]
+    if len(users) != 1 or expr[users[0]][0] != "neg":
+        return None
+    return users[0], expr[negated][1][0]
 
 
 def recognise(generic: Generic) -> ReductionMain:
