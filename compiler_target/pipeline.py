@@ -2,6 +2,7 @@
 
   import (MLIR or ONNX)
   → stock compiler to the end of input; rewrite zero-point-shifted 8-bit contractions
+  → stock compiler to the end of global optimization; keep broadcast epilogues apart
   → stock compiler to executable-sources
   → plan each dispatch (compiler_target.codegen) and stub the NPU ones
   → stock compiler to hal
@@ -19,6 +20,7 @@ from iree.compiler import ir
 from iree.compiler._mlir_libs._mlir import globals as _mlir_globals
 
 from compiler_target import dispatch_report, dumps
+from compiler_target.broadcast_epilogues import separate_broadcast_epilogues
 from compiler_target.dispatch_plan import DispatchPlan
 from compiler_target.errors import CompileError, writing
 from compiler_target.executable_sources import executables, stub_for_npu, symbol_name
@@ -30,9 +32,11 @@ from compiler_target.stock_compiler import (
 from compiler_target.task_graph import dispatch_sites
 from compiler_target.zero_point_contractions import rewrite_zero_point_contractions
 
-REWRITE_PHASE = "input"             # where zero-point contractions are rewritten
 SPLIT_PHASE = "executable-sources"  # where the code generator sees each dispatch
 SWAP_PHASE = "hal"                  # where binaries and device queries are rewritten
+# Rewrites of the whole program before dispatches form, each where its phase ends.
+IR_REWRITES = (("input", rewrite_zero_point_contractions),
+               ("global-optimization", separate_broadcast_epilogues))
 
 
 def plan_dispatch(index: int, executable, machine, probe_constants=None) -> DispatchPlan:
@@ -75,7 +79,7 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
         if end <= phase_index(SPLIT_PHASE):
             return ir_text(compiler.run(module, options.compile_from, options.compile_to))
         if start < phase_index(SPLIT_PHASE):
-            _run_with_zero_point_contractions(compiler, module, options.compile_from)
+            _run_to_split_phase(compiler, module, options.compile_from)
 
         machine = build_machine(options.npu.machine)
         plans = _plan_all(module, machine, options.npu.fallback, options.npu.codegen_jobs)
@@ -102,15 +106,17 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
     return output
 
 
-def _run_with_zero_point_contractions(compiler: StockCompiler, module, compile_from: str):
-    """Runs the stock compiler to SPLIT_PHASE, rewriting contractions of zero-point-shifted
-    8-bit operands (compiler_target.zero_point_contractions) where the input phase ends."""
-    if phase_index(compile_from) <= phase_index(REWRITE_PHASE):
-        if compile_from != REWRITE_PHASE:
-            compiler.run(module, compile_from, REWRITE_PHASE)
+def _run_to_split_phase(compiler: StockCompiler, module, compile_from: str):
+    """Runs the stock compiler to SPLIT_PHASE, each of IR_REWRITES applied (in place)
+    where its phase ends."""
+    for phase, rewrite in IR_REWRITES:
+        if phase_index(compile_from) > phase_index(phase):
+            continue
+        if compile_from != phase:
+            compiler.run(module, compile_from, phase)
         with module.context, ir.Location.unknown():
-            rewrite_zero_point_contractions(module)
-        compile_from = REWRITE_PHASE
+            rewrite(module)
+        compile_from = phase
     compiler.run(module, compile_from, SPLIT_PHASE)
 
 
