@@ -16,6 +16,8 @@ reduction read broadcast (softmax's max and sum) is one Rowwise dispatch on the 
 """
 from iree.compiler import ir
 
+from compiler_target.program_functions import function_blocks
+
 _BODY_OPS = {"arith.extf", "arith.extsi", "arith.extui", "arith.mulf", "arith.muli",
              "arith.addf", "arith.addi", "linalg.yield"}
 
@@ -23,18 +25,14 @@ _BODY_OPS = {"arith.extf", "arith.extsi", "arith.extui", "arith.mulf", "arith.mu
 def separate_broadcast_epilogues(module) -> int:
     """Inserts the barriers in `module` (a module operation, in place); returns how many."""
     count = 0
-    for function in module.regions[0].blocks[0].operations:
-        if function.operation.name not in ("util.func", "func.func"):
-            continue
-        for region in function.operation.regions:
-            for block in region.blocks:
-                epilogue_values = set()
-                for op in list(block.operations):
-                    op = op.operation
-                    if _is_contraction(op):
-                        epilogue_values.add(op.results[0])
-                    elif _is_elementwise(op):
-                        count += _separate(op, epilogue_values)
+    for block in function_blocks(module):
+        epilogue_values = set()
+        for op in list(block.operations):
+            op = op.operation
+            if _is_contraction(op):
+                epilogue_values.add(op.results[0])
+            elif _is_elementwise(op):
+                count += _separate(op, epilogue_values)
     return count
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
+from compiler_target.program_functions import function_blocks
+
 _CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul", "linalg.generic")
 _QUANTIZED_CONV = "linalg.conv_2d_nchw_fchw_q"
 _EXTENSIONS = ("arith.extui", "arith.extsi")
@@ -53,16 +55,12 @@ def rewrite_zero_point_contractions(module) -> int:
     """Rewrites every matching contraction in `module` (a module operation, in place);
     returns how many."""
     count = 0
-    for function in module.regions[0].blocks[0].operations:
-        if function.operation.name not in ("util.func", "func.func"):
-            continue
-        for region in function.operation.regions:
-            for block in region.blocks:
-                for op in list(block.operations):
-                    name = op.operation.name
-                    if name in _CONTRACTIONS and _rewrite(op.operation, module.context) or \
-                            name == _QUANTIZED_CONV and _rewrite_conv(op.operation, module.context):
-                        count += 1
+    for block in function_blocks(module):
+        for op in list(block.operations):
+            name = op.operation.name
+            if name in _CONTRACTIONS and _rewrite(op.operation, module.context) or \
+                    name == _QUANTIZED_CONV and _rewrite_conv(op.operation, module.context):
+                count += 1
     return count
 
 
