@@ -99,14 +99,15 @@ class NpuExecutable(Executable):
                     StatusCode.INVALID_ARGUMENT,
                     f"npu-fb export '{export.name}' binding {index} needs at least "
                     f"{min_size} bytes but is bound to {buffer.byte_length}")
-        windows = _view_windows(export, constants, bindings) if export.views else ()
+        windows = _view_windows(prepared, constants, bindings) if prepared.views else ()
         ranges, write_backs = _core_bindings(bindings, prepared.read_only)
-        ranges += [(ranges[view.binding][0] + start, end - start)
-                   for view, (start, end) in zip(export.views, windows)]
+        if windows:
+            ranges += [(ranges[binding][0] + start, length) for binding, start, length in windows]
         stats = core.run(prepared.program, ranges, constants, trace)
         if prepared.roofline is not None:
             stats.useful_macs, stats.roofline_cycles, stats.roofline_bound = prepared.roofline
-        _write_back(write_backs)
+        if write_backs:
+            _write_back(write_backs)
         return stats
 
 
@@ -116,7 +117,8 @@ class PreparedExport:
     read-only flags, the true roofline on the device's machine. A parametric export
     gets one for its specialised program at each dispatch."""
 
-    __slots__ = ("export", "parametric", "program", "min_sizes", "read_only", "roofline")
+    __slots__ = ("export", "parametric", "program", "min_sizes", "read_only", "views",
+                 "roofline")
 
     def __init__(self, export, const_pool: bytes, machine):
         self.export = export
@@ -124,6 +126,10 @@ class PreparedExport:
         self.program = CoreProgram(export.program.instructions, const_pool)
         self.min_sizes = tuple(binding.min_size for binding in export.bindings)
         self.read_only = tuple(binding.read_only for binding in export.bindings)
+        # (binding, offset_base, offset_constant, offset_scale, min_size) per binding
+        # view: plain tuples, read by every dispatch.
+        self.views = tuple((view.binding, view.offset_base, view.offset_constant,
+                            view.offset_scale, view.min_size) for view in export.views)
         self.roofline = _roofline(export, machine)
 
 
@@ -161,24 +167,23 @@ def _roofline(export, machine) -> tuple[int, float, str] | None:
     return roofline.useful_macs, roofline.cycles(machine), roofline.bound(machine)
 
 
-def _view_windows(export, constants: Sequence[int],
-                  bindings: Sequence[Buffer]) -> list[tuple[int, int]]:
-    """[start, end) of each binding view in its bound buffer range: the start is the
-    view's base plus its push constant times its scale; the window must lie inside the
-    range."""
+def _view_windows(prepared: PreparedExport, constants: Sequence[int],
+                  bindings: Sequence[Buffer]) -> list[tuple[int, int, int]]:
+    """(binding, start, length) of each binding view's window in its bound buffer
+    range: the start is the view's base plus its push constant times its scale; the
+    window [start, start + min_size) must lie inside the range."""
     windows = []
-    for k, view in enumerate(export.views):
-        start = view.offset_base + int(constants[view.offset_constant]) * view.offset_scale
-        end = start + view.min_size
-        length = bindings[view.binding].byte_length
+    for k, (binding, base, constant, scale, min_size) in enumerate(prepared.views):
+        start = base + int(constants[constant]) * scale
+        end = start + min_size
+        length = bindings[binding].byte_length
         if start < 0 or end > length:
             raise StatusError(
                 StatusCode.OUT_OF_RANGE,
-                f"npu-fb export '{export.name}' view {k}: bytes [{start}, {end}) of binding "
-                f"{view.binding} (push constant {view.offset_constant} = "
-                f"{constants[view.offset_constant]}, x {view.offset_scale}, "
-                f"{view.offset_base:+d}) lie outside its bound range of {length} bytes")
-        windows.append((start, end))
+                f"npu-fb export '{prepared.export.name}' view {k}: bytes [{start}, {end}) of "
+                f"binding {binding} (push constant {constant} = {constants[constant]}, "
+                f"x {scale}, {base:+d}) lie outside its bound range of {length} bytes")
+        windows.append((binding, start, min_size))
     return windows
 
 

@@ -147,9 +147,7 @@ class NpuCore:
         with self._lock:
             if len(bindings) > len(self._bindings):
                 self._bindings = ffi.new("npu_binding_t[]", len(bindings))
-            for slot, (pointer, length) in zip(self._bindings, bindings):
-                slot.data = pointer
-                slot.length = length
+            self._bindings[0:len(bindings)] = bindings     # one (pointer, length) per slot
             constants_buf = self._constants_buffer(constants)
             trace_capacity = 0
             if trace:
