@@ -31,7 +31,9 @@ class Submission:
 class Queue:
     def __init__(self, name: str):
         self._pending: collections.deque[Submission] = collections.deque()
-        self._ready = threading.Condition()
+        # `with self._lock` (a Lock's own enter and exit) where no wait or notify follows
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
         self._busy = False      # a submission is running (inline or on the worker)
         self._closing = False
         self._worker = threading.Thread(target=self._run, name=f"{name}-queue", daemon=True)
@@ -41,7 +43,7 @@ class Queue:
                operation: Callable[[], None]) -> None:
         submission = Submission(list(waits), list(signals), operation)
         settled = not waits or all_settled(submission.waits)   # monotonic: stays true once true
-        with self._ready:
+        with self._lock:
             if self._closing:
                 raise StatusError(StatusCode.FAILED_PRECONDITION, "device queue is shut down")
             if not settled or self._busy or self._pending:
@@ -70,7 +72,7 @@ class Queue:
         """Marks the queue idle; wakes the worker only if it has something to do (work
         queued up meanwhile, or closing): waking it for nothing would cost the thread
         handoff that inline execution avoids."""
-        with self._ready:
+        with self._lock:
             self._busy = False
             if self._pending or self._closing:
                 self._ready.notify()

@@ -11,7 +11,12 @@ from typing import Callable, Iterable, Optional
 
 from hal_driver.status import StatusCode, StatusError
 
-_changed = threading.Condition()
+# One lock for every semaphore, and its condition; `with _lock` rather than `with
+# _changed` (Condition's own __enter__ is a Python call), and a notification only when
+# someone waits (_waiting: the threads in _changed.wait).
+_lock = threading.Lock()
+_changed = threading.Condition(_lock)
+_waiting = 0
 
 Timepoint = tuple["Semaphore", int]
 
@@ -24,7 +29,7 @@ class Semaphore:
 
     def query(self) -> int:
         """The current value; raises the failure status of a failed semaphore."""
-        with _changed:
+        with _lock:
             if self._failure:
                 raise self._failure
             return self._value
@@ -34,7 +39,7 @@ class Semaphore:
         return self._failure
 
     def signal(self, value: int) -> None:
-        with _changed:
+        with _lock:
             if self._failure:
                 raise self._failure
             if value <= self._value:
@@ -43,17 +48,18 @@ class Semaphore:
                     f"semaphore values must be monotonically increasing; current value "
                     f"{self._value}, new value {value}")
             self._value = value
-            _changed.notify_all()
+            if _waiting:
+                _changed.notify_all()
 
     def fail(self, status: StatusError) -> None:
         """Puts the semaphore in the failed state; the first failure wins."""
-        with _changed:
+        with _lock:
             if not self._failure:
                 self._failure = status
             _changed.notify_all()
 
     def reached(self, value: int) -> bool:
-        """True once `value` is reached; raises if failed (call with `_changed` held)."""
+        """True once `value` is reached; raises if failed (call with `_lock` held)."""
         if self._failure:
             raise self._failure
         return self._value >= value
@@ -78,20 +84,21 @@ def wait_any(timepoints: Iterable[Timepoint], timeout: Optional[float] = None) -
 def all_settled(timepoints: Iterable[Timepoint]) -> bool:
     """True when every timepoint is reached or its semaphore failed (waiting on them
     would return or raise at once)."""
-    with _changed:
+    with _lock:
         return all(s.failure or s._value >= v for s, v in timepoints)
 
 
 def notify_waiters() -> None:
     """Wakes all waiters so they re-check their `cancelled` predicate."""
-    with _changed:
+    with _lock:
         _changed.notify_all()
 
 
 def _wait(ready: Callable[[], bool], timeout: Optional[float],
           cancelled: Callable[[], bool]) -> None:
+    global _waiting
     deadline = None if timeout is None else time.monotonic() + timeout
-    with _changed:
+    with _lock:
         while not ready():
             if cancelled():
                 raise StatusError(StatusCode.CANCELLED, "wait cancelled: device is shutting down")
@@ -99,4 +106,8 @@ def _wait(ready: Callable[[], bool], timeout: Optional[float],
             if remaining is not None and remaining <= 0:
                 raise StatusError(StatusCode.DEADLINE_EXCEEDED,
                                   "timed out waiting on semaphores")
-            _changed.wait(remaining)
+            _waiting += 1
+            try:
+                _changed.wait(remaining)
+            finally:
+                _waiting -= 1
