@@ -29,12 +29,19 @@ class Executable:
     export_names: list[str] = []
 
     def lookup_function(self, name: str) -> int:
-        try:
-            return self.export_names.index(name)
-        except ValueError:
+        """The ordinal of the first export named `name` (programs look their exports up
+        on every call: a dict made at the first lookup, export_names being fixed)."""
+        ordinals = self.__dict__.get("_ordinals")
+        if ordinals is None:
+            ordinals = self._ordinals = {}
+            for ordinal, export_name in enumerate(self.export_names):
+                ordinals.setdefault(export_name, ordinal)
+        ordinal = ordinals.get(name)
+        if ordinal is None:
             raise StatusError(StatusCode.NOT_FOUND,
                               f"executable ({self.format}) has no export named "
-                              f"'{excerpt(name)}'") from None
+                              f"'{excerpt(name)}'")
+        return ordinal
 
     def dispatch(self, device, ordinal: int, workgroup_count, constants: Sequence[int],
                  bindings: Sequence[Buffer]) -> None:
