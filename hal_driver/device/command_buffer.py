@@ -70,9 +70,12 @@ class DispatchCommand:
         self.indirect = None in buffers
         # An allocation's allowed usage never changes: if every binding is direct and
         # allows dispatch, executions need not check again (else they check them all).
-        self.usage_allowed = not self.indirect and all(
-            buffer.allocation.allowed_usage & _STORAGE_READ == _STORAGE_READ
-            for buffer in buffers)
+        self.usage_allowed = not self.indirect
+        if not self.indirect:
+            for buffer in buffers:
+                if buffer.allocation.allowed_usage & _STORAGE_READ != _STORAGE_READ:
+                    self.usage_allowed = False
+                    break
 
     def execute(self, device, table: Sequence[Binding]) -> None:
         count = self.workgroup_count
@@ -181,7 +184,10 @@ class CommandBuffer:
                  constants: Sequence[int], bindings: Sequence[BufferRef],
                  workgroup_count_ref: Optional[BufferRef] = None) -> None:
         executable.check_dispatch(ordinal, len(constants), len(bindings))
-        buffers = tuple([self._checked_buffer(b) for b in bindings])
+        # _checked_buffer, with a direct ref's subspan called here (every binding of
+        # every recorded dispatch comes through)
+        buffers = tuple([self._checked_buffer(ref) if ref.buffer is None
+                         else ref.buffer.subspan(ref.offset, ref.length) for ref in bindings])
         if workgroup_count_ref is not None:
             workgroup_count_ref = self._check_ref(workgroup_count_ref)
         self._record(DispatchCommand(executable, ordinal, workgroup_count, workgroup_count_ref,

@@ -69,7 +69,10 @@ def _bindings(bindings) -> list[BufferRef]:
     if len(bindings) > MAX_DISPATCH_BINDINGS:
         raise StatusError(StatusCode.OUT_OF_RANGE,
                           f"binding count {len(bindings)} > {MAX_DISPATCH_BINDINGS}")
-    return [_ref(buffer, slot, offset, length) for _, slot, buffer, offset, length in bindings]
+    # _ref, with deref_or_null's common cases inline (run for every recorded binding)
+    return [BufferRef(buffer if buffer is None or buffer.__class__ is Buffer
+                      else deref(buffer, Buffer), slot, offset, length)
+            for _, slot, buffer, offset, length in bindings]
 
 
 def dispatch(state, command_buffer, executable, function, x, y, z, flags, constants, bindings):
