@@ -57,6 +57,10 @@ def assert_view(view: BufferView, element_type: int, encoding_type: int,
                 shape: Sequence[int]) -> None:
     """hal.buffer_view.assert with IREE's messages (modules/hal/utils/buffer_diagnostics.c),
     which the caller prefixes with the assert's own message."""
+    shape = tuple(shape)
+    if (view.encoding_type == encoding_type and view.element_type == element_type
+            and view.shape == shape):
+        return      # what every call of a compiled program asserts: nothing to report
     if view.encoding_type not in (ENCODING_OPAQUE, encoding_type):
         raise StatusError(StatusCode.INVALID_ARGUMENT,
                           f"encoding mismatch; expected {encoding_type:08X} but "
@@ -66,7 +70,6 @@ def assert_view(view: BufferView, element_type: int, encoding_type: int,
             StatusCode.INVALID_ARGUMENT,
             f"element type mismatch; expected {et.name(element_type)} "
             f"({element_type:08X}) but have {et.name(view.element_type)} ({view.element_type:08X})")
-    shape = tuple(shape)
     problem = None
     if view.rank != len(shape):
         problem = (f"shape rank mismatch; expected {len(shape)}"
