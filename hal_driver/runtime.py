@@ -27,6 +27,7 @@ from hal_driver.status import StatusCode, StatusError
 
 INPUT_MEMORY_TYPE = int(MemoryType.DEVICE_LOCAL)
 INPUT_USAGE = int(BufferUsage.DEFAULT | BufferUsage.MAPPING)
+_ELEMENT_TYPES: dict[np.dtype, int] = {}    # et.from_dtype of each dtype met, made once
 
 
 @dataclass
@@ -47,7 +48,9 @@ def buffer_view_from_array(device: Device, array: np.ndarray,
     dtype's (signless for integers, as compiled programs expect)."""
     array = np.asarray(array)   # keeps rank-0 arrays rank 0; any strides (copied once)
     if element_type is None:
-        element_type = et.from_dtype(array.dtype)
+        element_type = _ELEMENT_TYPES.get(array.dtype)
+        if element_type is None:
+            element_type = _ELEMENT_TYPES[array.dtype] = et.from_dtype(array.dtype)
     buffer = device.allocator.allocate(INPUT_MEMORY_TYPE, INPUT_USAGE, array.nbytes,
                                        zeroed=False)
     buffer.view().view(array.dtype).reshape(array.shape)[...] = array

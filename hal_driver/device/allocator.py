@@ -13,6 +13,7 @@ from hal_driver.device.memory import MemoryAccess, MemoryType, align_up, resolve
 from hal_driver.status import StatusCode, StatusError
 
 DEFAULT_DRAM_BYTES = 4 << 30
+_ALL_ACCESS = int(MemoryAccess.ALL)     # an int: converting the IntFlag costs per allocation
 
 
 @dataclass
@@ -46,7 +47,7 @@ class Allocator:
         charged = align_up(size)
         self._charge(charged)
         allocation = Allocation(aligned_bytes(size, zeroed), resolve_memory_type(memory_type), usage,
-                                int(MemoryAccess.ALL), on_release=lambda: self._refund(charged))
+                                _ALL_ACCESS, on_release=lambda: self._refund(charged))
         return Buffer(allocation, 0, size)
 
     def import_host(self, memory_type: int, usage: int, data: memoryview,
@@ -58,15 +59,17 @@ class Allocator:
         return Buffer(Allocation(storage, int(memory), usage, int(access)), 0, len(storage))
 
     def _charge(self, size: int) -> None:
+        statistics = self.statistics
         with self._lock:
-            if self.statistics.bytes_live + size > self.capacity:
+            live = statistics.bytes_allocated - statistics.bytes_freed     # bytes_live
+            if live + size > self.capacity:
                 raise StatusError(
                     StatusCode.RESOURCE_EXHAUSTED,
                     f"npu-sim DRAM exhausted: {size} bytes requested with "
-                    f"{self.statistics.bytes_live} of {self.capacity} bytes in use")
-            self.statistics.bytes_allocated += size
-            self.statistics.bytes_peak = max(self.statistics.bytes_peak,
-                                             self.statistics.bytes_live)
+                    f"{live} of {self.capacity} bytes in use")
+            statistics.bytes_allocated += size
+            if live + size > statistics.bytes_peak:
+                statistics.bytes_peak = live + size
 
     def _refund(self, size: int) -> None:
         with self._lock:

@@ -15,6 +15,7 @@ from hal_driver.status import StatusCode, StatusError
 
 
 _READ_WRITE = int(MemoryAccess.READ | MemoryAccess.WRITE)
+_U8 = np.dtype(np.uint8)    # np.frombuffer converts dtype=np.uint8 at every call
 
 
 def aligned_bytes(length: int, zeroed: bool = True) -> np.ndarray:
@@ -31,7 +32,7 @@ def aligned_bytes(length: int, zeroed: bool = True) -> np.ndarray:
         raise StatusError(StatusCode.RESOURCE_EXHAUSTED,
                           f"mapping {length} bytes of device memory failed")
     owner = _ffi.gc(pointer, lambda p: _memory.gm_release(p, length))
-    return np.frombuffer(_ffi.buffer(owner, length), dtype=np.uint8)
+    return np.frombuffer(_ffi.buffer(owner, length), dtype=_U8)
 
 
 def _address(storage: np.ndarray) -> int:
