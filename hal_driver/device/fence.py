@@ -9,8 +9,9 @@ class Fence:
 
     def __init__(self, timepoints: Iterable[Timepoint] = ()):
         self._values: dict[Semaphore, int] = {}
-        for semaphore, value in timepoints:
-            self.insert(semaphore, value)
+        values = self._values
+        for semaphore, value in timepoints:     # insert(), inline
+            values[semaphore] = max(value, values.get(semaphore, value))
 
     @classmethod
     def join(cls, fences: Iterable[Optional["Fence"]]) -> "Fence":

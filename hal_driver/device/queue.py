@@ -64,7 +64,7 @@ class Queue:
 
     def _run_inline(self, submission: Submission) -> None:
         try:
-            self._execute(submission)
+            self._execute(submission, settled=True)
         finally:
             self._finish()
 
@@ -96,9 +96,16 @@ class Queue:
             del submission   # release its buffers while the queue is idle
             self._finish()
 
-    def _execute(self, submission: Submission) -> None:
+    def _execute(self, submission: Submission, settled: bool = False) -> None:
+        """Waits, runs, signals. `settled`: every wait timepoint is known to be reached
+        or failed (an inline submission), so waiting is only raising the first
+        failure, as wait_all would at once."""
         try:
-            if submission.waits:
+            if settled:
+                for semaphore, _ in submission.waits:
+                    if semaphore.failure:
+                        raise semaphore.failure
+            elif submission.waits:
                 wait_all(submission.waits, cancelled=lambda: self._closing)
             submission.operation()
         except StatusError as status:
