@@ -163,8 +163,9 @@ class Buffer:
         """A cffi pointer to the range in place for a device that reads and writes it
         (the range is `byte_length` bytes): None if the storage is read-only or the
         range does not start 64-byte aligned, then the device needs a staged copy."""
-        self._check_live()
         allocation = self.allocation
+        if allocation.released:
+            self._check_live()      # raises
         if (allocation.address + self.byte_offset) % ALIGNMENT:
             return None
         storage = allocation.writable_pointer()
@@ -208,5 +209,6 @@ class Buffer:
 
 def copy_buffer(source: Buffer, source_offset: int, target: Buffer, target_offset: int,
                 length: int) -> None:
-    data = source.map(source_offset, length).copy()
+    data = source.map(source_offset, length)
+    # numpy's assignment copies through a temporary itself when the ranges overlap
     target.map(target_offset, len(data), MemoryAccess.WRITE)[:] = data
