@@ -37,8 +37,8 @@ def _import_context(name: str) -> str:
     return f"while invoking native function {name}; while calling import"
 
 class CompiledFunction:
-    __slots__ = ("module", "ordinal", "code", "offsets", "arg_types", "result_types",
-                 "i32_count", "ref_count")
+    __slots__ = ("module", "ordinal", "code", "offsets", "arg_types", "arg_places",
+                 "result_types", "i32_count", "ref_count")
 
     def __init__(self, module, ordinal, code, offsets, cconv, descriptor):
         self.module = module
@@ -46,6 +46,7 @@ class CompiledFunction:
         self.code = code
         self.offsets = offsets
         self.arg_types, self.result_types = cconv if cconv else ((), ())
+        self.arg_places = tuple(register_placement(self.arg_types))   # enter_frame's
         self.i32_count = descriptor.i32_registers
         self.ref_count = descriptor.ref_registers
 
@@ -359,7 +360,7 @@ def enter_frame(function: CompiledFunction, state, args, what: str) -> Frame:
         raise StatusError(StatusCode.INVALID_ARGUMENT,
                           f"{what} takes {len(function.arg_types)} arguments, {len(args)} given")
     frame = Frame(function, state, boundary=True)
-    for i, (kind, value, place) in enumerate(zip(function.arg_types, args, register_placement(function.arg_types))):
+    for i, (kind, value, place) in enumerate(zip(function.arg_types, args, function.arg_places)):
         converted = to_register_value(kind, value, f"{what} argument {i}")
         if kind == "r":
             frame.refs[place] = converted
