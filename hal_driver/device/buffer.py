@@ -118,6 +118,8 @@ class Allocation:
 
 
 class Buffer:
+    # Slots: a buffer (a subspan, a binding's range) is made several times per dispatch.
+    __slots__ = ("allocation", "byte_offset", "byte_length")
 
     def __init__(self, allocation: Allocation, byte_offset: int, byte_length: int):
         self.allocation = allocation
