@@ -17,7 +17,7 @@ class BufferView:
     def __init__(self, buffer: Buffer, shape: Sequence[int], element_type: int,
                  encoding_type: int = ENCODING_DENSE_ROW_MAJOR):
         self.buffer = buffer
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(map(int, shape))
         self.element_type = element_type
         self.encoding_type = encoding_type
 

@@ -25,6 +25,7 @@ _DTYPES = {
     0x25000008: ml_dtypes.float8_e4m3fn, 0x26000008: ml_dtypes.float8_e5m2fnuz,
     0x27000008: ml_dtypes.float8_e4m3fnuz, 0x28000008: ml_dtypes.float8_e8m0fnu,
 }
+_DTYPE_OBJECTS = {value: np.dtype(dtype) for value, dtype in _DTYPES.items()}  # to_dtype's
 _FROM_DTYPE = {np.dtype(np.int8): 0x11000008, np.dtype(np.uint8): 0x12000008,
                np.dtype(np.int16): 0x11000010, np.dtype(np.uint16): 0x12000010,
                np.dtype(np.int32): 0x11000020, np.dtype(np.uint32): 0x12000020,
@@ -81,8 +82,9 @@ def parse(text: str) -> int:
 
 
 def to_dtype(element_type: int) -> np.dtype:
-    if element_type in _DTYPES:
-        return np.dtype(_DTYPES[element_type])
+    dtype = _DTYPE_OBJECTS.get(element_type)
+    if dtype is not None:
+        return dtype
     if is_opaque(element_type) and bit_count(element_type) in (8, 16, 32, 64):
         return np.dtype(f"V{bit_count(element_type) // 8}")
     raise StatusError(StatusCode.UNIMPLEMENTED,
