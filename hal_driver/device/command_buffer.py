@@ -96,6 +96,8 @@ class CommandBuffer:
 
     def __init__(self, mode: int, categories: int, binding_capacity: int):
         self.mode = CommandBufferMode(mode & 0x33)
+        # read at each submission: an IntFlag & is several Python calls
+        self._one_shot = bool(mode & CommandBufferMode.ONE_SHOT.value)
         self.categories = categories
         self.binding_capacity = binding_capacity
         self.commands: list[Callable] = []
@@ -105,7 +107,7 @@ class CommandBuffer:
 
     @property
     def one_shot(self) -> bool:
-        return bool(self.mode & CommandBufferMode.ONE_SHOT)
+        return self._one_shot
 
     def _check_recording(self) -> None:
         if self.finalized:
