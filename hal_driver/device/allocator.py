@@ -3,6 +3,7 @@
 Every allocation is 64-byte aligned numpy storage. Statistics follow
 iree_hal_allocator_statistics_t (peak / allocated / freed / live), per memory heap.
 """
+import functools
 import threading
 from dataclasses import dataclass
 
@@ -47,7 +48,7 @@ class Allocator:
         charged = align_up(size)
         self._charge(charged)
         allocation = Allocation(aligned_bytes(size, zeroed), resolve_memory_type(memory_type), usage,
-                                _ALL_ACCESS, on_release=lambda: self._refund(charged))
+                                _ALL_ACCESS, on_release=functools.partial(self._refund, charged))
         return Buffer(allocation, 0, size)
 
     def import_host(self, memory_type: int, usage: int, data: memoryview,

@@ -25,7 +25,7 @@ from hal_driver.vm import values
 from hal_driver.vm.cconv import register_placement
 from hal_driver.vm.handlers import CALL, GENERATOR, IMPORT, RETURN, YIELD, HandlerBuilder
 from hal_driver.vm.native_module import NativeFunction
-from hal_driver.vm.ref import ref_type
+from hal_driver.vm.ref import REF_CLASSES, ref_type
 from hal_driver.vm.opcodes import IMPORT_BIT, REF_MASK, REF_MOVE_BIT, REF_TYPE_BIT
 
 MAX_FRAMES = 4096
@@ -300,7 +300,10 @@ def _result_writer(dst, result_types, name: str):
             index = reg & REF_MASK
 
             def write_ref(value, r, R):
-                R[index] = to_register_value("r", value, "result 0")
+                if value is None or value.__class__ in REF_CLASSES:   # known refs: no check
+                    R[index] = value
+                else:
+                    R[index] = to_register_value("r", value, "result 0")
             return write_ref
 
         def write_value(value, r, R):

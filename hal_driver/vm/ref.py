@@ -17,6 +17,9 @@ class VmRef:
 
 
 _REGISTERED: dict[type, str | None] = {}
+# Classes ref_type has found to be refs (a class never stops being one): the VM checks
+# a value's class against this set before calling ref_type.
+REF_CLASSES: set[type] = set()
 
 
 def register_ref_type(cls: type, name: str) -> None:
@@ -29,15 +32,18 @@ def register_ref_type(cls: type, name: str) -> None:
 def ref_type(value) -> str | None:
     """The IREE type name of a ref value, or None if `value` is not a ref."""
     if isinstance(value, VmRef):
+        REF_CLASSES.add(type(value))
         return value.vm_type
     cls = type(value)
     try:
-        return _REGISTERED[cls]
+        name = _REGISTERED[cls]
     except KeyError:
         name = next((_REGISTERED[base] for base in cls.__mro__[1:]
                      if _REGISTERED.get(base)), None)
         _REGISTERED[cls] = name         # subclasses resolve once
-        return name
+    if name is not None:
+        REF_CLASSES.add(cls)
+    return name
 
 
 def ref_type_text(value) -> str:
