@@ -364,6 +364,9 @@ def enter_frame(function: CompiledFunction, state, args, what: str) -> Frame:
                           f"{what} takes {len(function.arg_types)} arguments, {len(args)} given")
     frame = Frame(function, state, boundary=True)
     for i, (kind, value, place) in enumerate(zip(function.arg_types, args, function.arg_places)):
+        if kind == "r" and (value is None or value.__class__ in REF_CLASSES):
+            frame.refs[place] = value           # a known ref: nothing to convert or check
+            continue
         converted = to_register_value(kind, value, f"{what} argument {i}")
         if kind == "r":
             frame.refs[place] = converted
