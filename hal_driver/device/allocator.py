@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hal_driver.device.buffer import Allocation, Buffer, aligned_bytes
+from hal_driver.device.buffer import Allocation, Buffer, new_allocation
 from hal_driver.device.memory import MemoryAccess, MemoryType, align_up, resolve_memory_type
 from hal_driver.status import StatusCode, StatusError
 
@@ -47,8 +47,8 @@ class Allocator:
                               f"allocation size must be non-negative, got {size}")
         charged = align_up(size)
         self._charge(charged)
-        allocation = Allocation(aligned_bytes(size, zeroed), resolve_memory_type(memory_type), usage,
-                                _ALL_ACCESS, on_release=functools.partial(self._refund, charged))
+        allocation = new_allocation(size, zeroed, resolve_memory_type(memory_type), usage,
+                                    _ALL_ACCESS, functools.partial(self._refund, charged))
         return Buffer(allocation, 0, size)
 
     def import_host(self, memory_type: int, usage: int, data: memoryview,

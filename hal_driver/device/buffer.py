@@ -27,12 +27,27 @@ def aligned_bytes(length: int, zeroed: bool = True) -> np.ndarray:
     binding faults, and the fault fails the dispatch, where in the malloc heap it
     would corrupt the process. Released storage is pooled, so this makes no system
     call in the steady state."""
+    return _mapped_bytes(length, zeroed)[0]
+
+
+def _mapped_bytes(length: int, zeroed: bool):
+    """aligned_bytes' storage and the cffi `uint8_t *` that owns the mapping (it is
+    released when both are gone): a writable pointer to the storage."""
     pointer = _memory.gm_acquire(length, zeroed)
     if pointer == _ffi.NULL:
         raise StatusError(StatusCode.RESOURCE_EXHAUSTED,
                           f"mapping {length} bytes of device memory failed")
     owner = _ffi.gc(pointer, lambda p: _memory.gm_release(p, length))
-    return np.frombuffer(_ffi.buffer(owner, length), dtype=_U8)
+    return np.frombuffer(_ffi.buffer(owner, length), dtype=_U8), owner
+
+
+def new_allocation(length: int, zeroed: bool, memory_type: int, allowed_usage: int,
+                   allowed_access: int, on_release=None) -> "Allocation":
+    """An Allocation of new device memory (aligned_bytes), whose address and writable
+    pointer are taken from the mapping's pointer rather than worked out again from
+    the numpy storage."""
+    storage, owner = _mapped_bytes(length, zeroed)
+    return Allocation(storage, memory_type, allowed_usage, allowed_access, on_release, owner)
 
 
 def _address(storage: np.ndarray) -> int:
@@ -57,9 +72,11 @@ class Allocation:
     """Storage shared by a buffer and all of its subspans."""
 
     def __init__(self, storage: np.ndarray, memory_type: int, allowed_usage: int,
-                 allowed_access: int, on_release=None):
+                 allowed_access: int, on_release=None, pointer=None):
+        """`pointer`: a writable cffi pointer to storage[0], if the caller has one."""
         self.storage = storage
-        self.address = _address(storage)        # of storage[0] (alignment checks)
+        # of storage[0] (alignment checks)
+        self.address = _address(storage) if pointer is None else int(_ffi.cast("uintptr_t", pointer))
         self.memory_type = memory_type
         self.allowed_usage = allowed_usage
         self.allowed_access = allowed_access
@@ -68,7 +85,7 @@ class Allocation:
         # (offset, length) -> the NPU core's pointer to an aligned copy (executable.py)
         self.staged_copies: dict[tuple[int, int], object] = {}
         self._on_release = on_release
-        self._pointer = None    # writable_pointer(): None until made, False: read-only
+        self._pointer = pointer  # writable_pointer(): None until made, False: read-only
 
     def writable_pointer(self):
         """The storage as a cffi `uint8_t[]` for a device that writes it in place, made
