@@ -27,16 +27,16 @@ def _signature_mismatch(export: str, constants: int, bindings: int, given_consta
 class Executable:
     format = ""
     export_names: list[str] = []
+    _ordinals: dict[str, int] | None = None     # lookup_function's, made at the first lookup
 
     def lookup_function(self, name: str) -> int:
         """The ordinal of the first export named `name` (programs look their exports up
         on every call: a dict made at the first lookup, export_names being fixed)."""
-        ordinals = self.__dict__.get("_ordinals")
-        if ordinals is None:
-            ordinals = self._ordinals = {}
+        if self._ordinals is None:
+            self._ordinals = {}
             for ordinal, export_name in enumerate(self.export_names):
-                ordinals.setdefault(export_name, ordinal)
-        ordinal = ordinals.get(name)
+                self._ordinals.setdefault(export_name, ordinal)
+        ordinal = self._ordinals.get(name)
         if ordinal is None:
             raise StatusError(StatusCode.NOT_FOUND,
                               f"executable ({self.format}) has no export named "
