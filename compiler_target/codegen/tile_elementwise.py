@@ -165,10 +165,10 @@ class ElementwiseTiler:
         self.stored = {node for _, node in self.outputs}    # each has its own output tiles
         used = used_inputs(op.expr, self.stored)
         ins = [lowered.tensors[f"in.{k}"] for k in range(len(op.inputs))]
-        if any(dram.dtype != out.dtype for dram, _ in self.outputs):
-            raise NotLowerable("elementwise outputs differ in dtype")
         self.dtype = out.dtype
         copies = all(node[0] in LEAVES for node in op.expr)
+        if copies and any(dram.dtype != out.dtype for dram, _ in self.outputs):
+            raise NotLowerable("elementwise copies into outputs of different dtypes")
         if copies and any(ins[k].dtype != out.dtype and
                           FLOATS.count(ins[k].dtype) + FLOATS.count(out.dtype) < 2 for k in used):
             raise NotLowerable("elementwise copy between dtypes (not both floats)")
@@ -191,7 +191,7 @@ class ElementwiseTiler:
             live = {k: frozenset(d for d, s in enumerate(v.strides) if s)
                     for k, v in self.in_views.items()}
             self.expr, self.hoisted = hoist(op.expr, live, len(op.inputs))
-        elem = max(dtype_bytes(out.dtype), dtype_bytes(self.floats))
+        elem = max(dtype_bytes(self.floats), *(dtype_bytes(dram.dtype) for dram, _ in self.outputs))
         # A hoisted node's result and temporaries hold at most its whole extent.
         hoisted_bytes = sum(elem * (1 + temp_count(h.expr)) * prod(
             self.shape[d] for d in h.dims) for h in self.hoisted)
@@ -211,7 +211,8 @@ class ElementwiseTiler:
                          if 0 in v.strides and worth_resident(v, m)}
         fixed = hoisted_bytes + sum(self._whole_bytes(k, elem) for k in self.resident) + \
             tables * LOOKUP_BYTES
-        result_tiles = 2 if self.floats != out.dtype else 0    # converted to the output's
+        # results converted to their output's dtype
+        result_tiles = 2 if any(dram.dtype != self.floats for dram, _ in self.outputs) else 0
         per_element = elem * ((2 + result_tiles) * len(self.stored) +
                               temp_count(self.expr, self.stored)) + sum(
             2 * dtype_bytes(ins[k].dtype) + (2 * elem if ins[k].dtype != self.load_dtypes[k]
@@ -330,14 +331,14 @@ class ElementwiseTiler:
         # The plan's last node is the last stored one (lookups may have shortened it).
         outputs = [(dram, len(plan.expr) - 1 if node == len(self.expr) - 1 else node)
                    for dram, node in self.outputs]
-        names: dict[int, str] = {}            # stored node -> its first output's name
+        stored: dict[int, Buffer] = {}        # stored node -> its first output
         for dram, node in outputs:
-            names.setdefault(node, dram.name)
-        results = {node: Slots(sram, f"{name}.res", plan.dtypes[node], (tile_elems,))
-                   for node, name in names.items() if plan.dtypes[node] != self.dtype}
+            stored.setdefault(node, dram)
+        results = {node: Slots(sram, f"{dram.name}.res", plan.dtypes[node], (tile_elems,))
+                   for node, dram in stored.items() if plan.dtypes[node] != dram.dtype}
         outs = {} if self.stored_as_loaded is not None else {
-            node: Slots(sram, f"{name}.tile", self.dtype, (tile_elems,))
-            for node, name in names.items()}
+            node: Slots(sram, f"{dram.name}.tile", dram.dtype, (tile_elems,))
+            for node, dram in stored.items()}
         instrs = [i for h in hoisted for i in h.plan.setup] + plan.setup + [
             i for r in residents.values() for i in r.loads]
         for starts, counts, note in self._tiles(k, chunk):

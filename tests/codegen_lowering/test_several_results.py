@@ -2,10 +2,12 @@
 each stored node gets a tile of its own, every tile of every output is stored, in
 either orientation of a contraction and in every conv strategy; checked against numpy,
 and the compiler's estimate against the simulated cycles."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from compiler_target.codegen.ops import Conv2D, Matmul
+from compiler_target.codegen.ops import Conv2D, Elementwise, Matmul
 
 from . import reference
 from .helpers import Bindings, compile_and_run
@@ -66,4 +68,31 @@ def test_int8_matmul_stores_its_i32_sum_beside_the_dequantized_value(rng):
     expected = np.einsum("bmk,bkn->bmn", a.astype(np.int64), w.astype(np.int64))
     np.testing.assert_array_equal(b.read(raw), expected)
     np.testing.assert_array_equal(b.read(out), (expected * 0.0625).astype(np.float32))
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+# DynamicQuantizeLinear's scalars: scale = (max(hi, 0) - min(lo, 0)) / 255 and the zero
+# point clamp(round(-min(lo, 0) / scale), 0, 255) as u8 (node 9, an i32 node stored as i8).
+QUANTIZER = [("input", 0), ("input", 1), ("const", 0.0), ("min", (0, 2)), ("max", (1, 2)),
+             ("sub", (4, 3)), ("const", 255.0), ("div", (5, 6)), ("neg", (3,)),
+             ("div", (8, 7)), ("round", (9,), 0.0, 255.0), ("ftou", (10,), 8)]
+
+
+@pytest.mark.parametrize("shape", [(), (3, 40)], ids=["scalar", "per_row"])
+def test_elementwise_stores_f32_and_u8_results(rng, shape):
+    """Two results of different dtypes from one expression: each stored node gets a tile
+    in its output's dtype (the i32 node converted to the u8 output)."""
+    b = Bindings()
+    lo = -rng.uniform(0.1, 3, shape).astype(np.float32)
+    hi = rng.uniform(0.1, 3, shape).astype(np.float32)
+    scale, zero = b.output(shape), b.output(shape, np.int8)
+    # an i8 tensor receiving fptoui's bytes is stored as u8 (walk.output_ref)
+    op = Elementwise(replace(zero, dtype="u8"), [b.add(lo), b.add(hi)], QUANTIZER,
+                     extra_outputs=[(scale, 7)])
+    compiled, stats = compile_and_run(op, b)
+    expected_scale = (np.maximum(hi, 0) - np.minimum(lo, 0)) / np.float32(255)
+    np.testing.assert_array_equal(b.read(scale), expected_scale)
+    np.testing.assert_array_equal(
+        b.read(zero).view(np.uint8),
+        np.clip(np.rint(-np.minimum(lo, 0) / expected_scale), 0, 255).astype(np.uint8))
     assert compiled.estimated_cycles == stats.total_cycles
