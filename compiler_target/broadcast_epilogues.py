@@ -13,6 +13,7 @@ M x T x N.
 A contraction is a named matmul, batch matmul or convolution, or a generic whose body
 is a multiply-add of its two inputs (extensions allowed). Reductions are left alone: a
 reduction read broadcast (softmax's max and sum) is one Rowwise dispatch on the NPU.
+Values of dynamic shape are left too.
 """
 from iree.compiler import ir
 
@@ -45,7 +46,7 @@ def _separate(op, epilogue_values: set) -> int:
     for index, (operand, affine_map) in enumerate(zip(op.operands, maps)):
         if operand not in epilogue_values:
             continue
-        if len(affine_map.results) < affine_map.n_dims:
+        if len(affine_map.results) < affine_map.n_dims and _static(operand):
             with ir.InsertionPoint(op), op.location:
                 barrier = ir.Operation.create("util.optimization_barrier",
                                               results=[operand.type], operands=[operand])
@@ -56,6 +57,12 @@ def _separate(op, epilogue_values: set) -> int:
     if reads_epilogue and len(op.results) == 1:
         epilogue_values.add(op.results[0])
     return count
+
+
+def _static(value) -> bool:
+    """A barrier on a tensor of dynamic shape leaves a `tensor.dim` of it that the flow
+    phase cannot resolve: those stay as they were."""
+    return ir.RankedTensorType(value.type).has_static_shape
 
 
 def _is_contraction(op) -> bool:
