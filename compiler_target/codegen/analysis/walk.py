@@ -523,6 +523,8 @@ class Walk:
                                       self.add(("iconst", 1 << (known.bits - 1))))))
             return self.add(("isub", (node, self.add(("imul", (sign, self.add(("iconst", 2))))))))
         kind, *rest = self.nodes[node]
+        if kind == "ftoi" and self.unsigned_conversion(node) is not None:
+            raise NotSupported(f"{name}: an fptosi beyond the signed range read as signed")
         if _int_bits(value.type) == 8 and (
                 kind == "input" and self.inputs[rest[0]].dtype == "u8" or
                 kind == "ftou" and rest[1] == 8):
@@ -537,7 +539,7 @@ class Walk:
         if kind == "input":
             return INT_RANGES.get(self.inputs[rest[0]].dtype, INT_RANGES["i32"])
         if kind == "ftoi":
-            return INT_RANGES.get(f"i{rest[1]}", INT_RANGES["i32"])
+            return self.unsigned_conversion(node) or INT_RANGES.get(f"i{rest[1]}", INT_RANGES["i32"])
         if kind == "ftou":
             return 0, (1 << rest[1]) - 1
         if kind == "iand":        # and with a non-negative value: at most that value
@@ -555,6 +557,37 @@ class Walk:
             pick = max if kind == "imax" else min
             return pick(a_lo, b_lo), pick(a_hi, b_hi)
         return INT_RANGES["i32"]
+
+    def unsigned_conversion(self, node: int) -> tuple[int, int] | None:
+        """The bounds of an `fptosi` to 8 or 16 bits whose operand lies in [0, 2^bits) but
+        beyond the signed range: the ONNX importer converts DynamicQuantizeLinear's u8
+        zero point, clamped to [0, 255], with fptosi to i8. MLIR calls the result poison;
+        stock IREE keeps the low bits, the unsigned value's. None for any other node."""
+        _, (operand,), bits = self.nodes[node]
+        lo, hi = self.float_range(operand)
+        if bits < 32 and 0 <= lo and (1 << (bits - 1)) <= hi < (1 << bits):
+            return math.floor(lo), math.floor(hi)
+        return None
+
+    def float_range(self, node: int) -> tuple[float, float]:
+        """Bounds of a float node's value from its constants, clamps and roundings
+        (unbounded for any other node)."""
+        kind, *rest = self.nodes[node]
+        if kind == "const":
+            return rest[0], rest[0]
+        if kind in ("max", "min"):
+            (a_lo, a_hi), (b_lo, b_hi) = (self.float_range(a) for a in rest[0])
+            pick = max if kind == "max" else min
+            return pick(a_lo, b_lo), pick(a_hi, b_hi)
+        if kind in ("round", "clamp"):
+            lo, hi = self.float_range(rest[0][0])
+            bounds = (max(lo, rest[1]), min(hi, rest[2]))
+            return tuple(map(round, bounds)) if kind == "round" and all(
+                map(math.isfinite, bounds)) else bounds
+        if kind == "relu":
+            lo, hi = self.float_range(rest[0][0])
+            return max(lo, 0.0), max(hi, 0.0)
+        return -math.inf, math.inf
 
     def power(self, base: int, exponent, name: str) -> int:
         """x ** n for a constant n: products for small integers, sqrt/rsqrt for ±0.5."""
