@@ -229,7 +229,8 @@ def _truncations(op) -> list | None:
             return None
         body = list(user.regions[0].blocks[0].operations)
         if (len(body) != 2 or body[0].name != "arith.trunci" or str(body[0].results[0].type) != "i32"
-                or body[0].operands[0] != user.regions[0].blocks[0].arguments[0]):
+                or body[0].operands[0] != user.regions[0].blocks[0].arguments[0]
+                or body[1].operands[0] != body[0].results[0]):
             return None
     return users or None
 
