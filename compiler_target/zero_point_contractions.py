@@ -101,40 +101,31 @@ def _rewrite_conv(op, context) -> bool:
     n, _, oh, ow = out_type.shape
     attrs = f"{{dilations = {op.attributes['dilations']}, strides = {op.attributes['strides']}}}"
     x_text, w_text, out_text = str(x_type), str(w_type), str(out_type)
-    window = c * kh * kw
-    lines = ["%zero = arith.constant 0 : i32",
-             f"%empty = tensor.empty() : {out_text}",
-             f"%init = linalg.fill ins(%zero : i32) outs(%empty : {out_text}) -> {out_text}",
-             f"%conv = linalg.conv_2d_nchw_fchw {attrs} ins(%x, %w : {x_text}, {w_text}) "
-             f"outs(%init : {out_text}) -> {out_text}",
-             "%scalar = tensor.empty() : tensor<i32>",     # filled: a splat, not a dispatch
-             "%zx = linalg.fill ins(%a2 : i32) outs(%scalar : tensor<i32>) -> tensor<i32>",
-             "%zw = linalg.fill ins(%a3 : i32) outs(%scalar : tensor<i32>) -> tensor<i32>",
-             f"%filter_sums_empty = tensor.empty() : tensor<{o}xi32>",
-             f"%filter_sums_init = linalg.fill ins(%zero : i32) outs(%filter_sums_empty : "
-             f"tensor<{o}xi32>) -> tensor<{o}xi32>",
-             *_generic("%filter_sums", [Term(1, w, (0, 1, 2, 3), "arith.extsi")], (0,), (1, 2, 3),
-                       lambda term: "%w", "%s = arith.addi %out, %e0 : i32", "%filter_sums_init",
-                       f"tensor<{o}xi32>")]
+    f = _Function()
+    conv_init = f.zeros("%conv", out_text)
+    f.lines += [f"%conv = linalg.conv_2d_nchw_fchw {attrs} ins({f.arg(x)}, {f.arg(w)} : "
+                f"{x_text}, {w_text}) outs({conv_init} : {out_text}) -> {out_text}",
+                "%scalar = tensor.empty() : tensor<i32>",     # filled: a splat, not a dispatch
+                f"%zx = linalg.fill ins({f.arg(zx)} : i32) outs(%scalar : tensor<i32>) -> tensor<i32>",
+                f"%zw = linalg.fill ins({f.arg(zw)} : i32) outs(%scalar : tensor<i32>) -> tensor<i32>"]
+    f.generic("%filter_sums", [Term(1, w, (0, 1, 2, 3), "arith.extsi")], (0,), (1, 2, 3), _SUM,
+              f"tensor<{o}xi32>")
     inputs = [("%conv", (0, 1, 2, 3), None, out_text), ("%filter_sums", (1,), None, f"tensor<{o}xi32>"),
               ("%zx", (), None, "tensor<i32>"), ("%zw", (), None, "tensor<i32>")]
-    products = [(-1, 1, 2), (window, 2, 3)]
+    products = [(-1, 1, 2), (c * kh * kw, 2, 3)]
     if _constant(zw) != 0:
         sums_type = f"tensor<{n}x1x{oh}x{ow}xi32>"
-        lines += [f"%ones = arith.constant dense<1> : tensor<1x{c}x{kh}x{kw}xi8>",
-                  f"%window_sums_empty = tensor.empty() : {sums_type}",
-                  f"%window_sums_init = linalg.fill ins(%zero : i32) outs(%window_sums_empty : "
-                  f"{sums_type}) -> {sums_type}",
-                  f"%window_sums = linalg.conv_2d_nchw_fchw {attrs} ins(%x, %ones : {x_text}, "
-                  f"tensor<1x{c}x{kh}x{kw}xi8>) outs(%window_sums_init : {sums_type}) -> {sums_type}",
-                  f"%window_sums_flat = tensor.collapse_shape %window_sums [[0, 1], [2], [3]] : "
-                  f"{sums_type} into tensor<{n}x{oh}x{ow}xi32>"]
+        sums_init = f.zeros("%window_sums", sums_type)
+        f.lines += [f"%ones = arith.constant dense<1> : tensor<1x{c}x{kh}x{kw}xi8>",
+                    f"%window_sums = linalg.conv_2d_nchw_fchw {attrs} ins({f.arg(x)}, %ones : "
+                    f"{x_text}, tensor<1x{c}x{kh}x{kw}xi8>) outs({sums_init} : {sums_type}) "
+                    f"-> {sums_type}",
+                    f"%window_sums_flat = tensor.collapse_shape %window_sums [[0, 1], [2], [3]] : "
+                    f"{sums_type} into tensor<{n}x{oh}x{ow}xi32>"]
         inputs.append(("%window_sums_flat", (0, 2, 3), None, f"tensor<{n}x{oh}x{ow}xi32>"))
         products.append((-1, 3, len(inputs) - 1))
-    lines += _combination(inputs, products, (0, 1, 2, 3), out_text)
-    text = (f"func.func @f(%x: {x_text}, %w: {w_text}, %a2: i32, %a3: i32) -> {out_text} {{\n"
-            + "\n".join(lines) + f"\nreturn %result : {out_text}\n}}")
-    replacement = _clone_before(op, ir.Module.parse(text, context), [x, w, zx, zw])
+    f.lines += _combination(inputs, products, (0, 1, 2, 3), out_text)
+    replacement = f.clone_before(op, context, out_text)
     op.results[0].replace_all_uses_with(replacement)
     op.erase()
     return True
@@ -295,20 +286,10 @@ def _expression(value, inputs) -> list[Term] | None:
 def _replacement(op, context, lhs: Operand, rhs: Operand, maps, reduced, extents) -> ir.Value:
     """Builds the i32 sum before `op` (from MLIR text, cloned in) and returns it."""
     out_dims = maps[2]
-    values = []                           # the text function's arguments, in order
-
-    def arg(term: Term) -> str:
-        if term.value not in values:
-            values.append(term.value)
-        return f"%a{values.index(term.value)}"
-
+    f = _Function()
     result_type = _tensor_type([extents[d] for d in out_dims], "i32")
-    lines = ["%zero = arith.constant 0 : i32",
-             f"%empty = tensor.empty() : {result_type}",
-             f"%init = linalg.fill ins(%zero : i32) outs(%empty : {result_type}) -> {result_type}"]
-    lines += _generic("%product", [lhs.data, rhs.data], out_dims, reduced, arg,
-                      "%m = arith.muli %e0, %e1 : i32\n%s = arith.addi %out, %m : i32",
-                      "%init", result_type)
+    f.generic("%product", [lhs.data, rhs.data], out_dims, reduced,
+              "%m = arith.muli %e0, %e1 : i32\n%s = arith.addi %out, %m : i32", result_type)
     inputs = [("%product", out_dims, None, result_type)]   # the combination's inputs
     products = []                         # (scale, input, input): summed onto the product
     count = 1
@@ -320,52 +301,77 @@ def _replacement(op, context, lhs: Operand, rhs: Operand, maps, reduced, extents
             inputs.append((name, dims, ext, type_text))
         return inputs.index((name, dims, ext, type_text))
 
+    def add_term(term: Term) -> int:
+        return add_input(f.arg(term.value), term.dims, term.ext, str(term.value.type))
+
     for data, zeros in ((lhs.data, rhs.zeros), (rhs.data, lhs.zeros)):
         if not zeros:
             continue
         name = f"%sum{len(inputs)}"
         kept = tuple(d for d in data.dims if d not in reduced)
         sum_type = _tensor_type([extents[d] for d in kept], "i32")
-        lines += [f"{name}_empty = tensor.empty() : {sum_type}",
-                  f"{name}_init = linalg.fill ins(%zero : i32) outs({name}_empty : {sum_type}) "
-                  f"-> {sum_type}"]
-        lines += _generic(name, [data], kept, reduced, arg, "%s = arith.addi %out, %e0 : i32",
-                          f"{name}_init", sum_type)
+        f.generic(name, [data], kept, reduced, _SUM, sum_type)
         total = add_input(name, kept, None, sum_type)
         for zero in zeros:
-            products.append((zero.sign, total, add_input(arg(zero), zero.dims, zero.ext,
-                                                         str(zero.value.type))))
+            products.append((zero.sign, total, add_term(zero)))
     for a in lhs.zeros:
         for b in rhs.zeros:
-            products.append((a.sign * b.sign * count,
-                             add_input(arg(a), a.dims, a.ext, str(a.value.type)),
-                             add_input(arg(b), b.dims, b.ext, str(b.value.type))))
-    lines += _combination(inputs, products, out_dims, result_type)
-    arguments = ", ".join(f"%a{i}: {v.type}" for i, v in enumerate(values))
-    text = (f"func.func @f({arguments}) -> {result_type} {{\n" + "\n".join(lines)
-            + f"\nreturn %result : {result_type}\n}}")
-    return _clone_before(op, ir.Module.parse(text, context), values)
+            products.append((a.sign * b.sign * count, add_term(a), add_term(b)))
+    f.lines += _combination(inputs, products, out_dims, result_type)
+    return f.clone_before(op, context, result_type)
 
 
-def _generic(name, terms: list[Term], out_dims, reduced, arg, body: str, init: str,
-             init_type: str) -> list[str]:
-    """A generic over `out_dims` + `reduced` whose body (`body`, result %s) reads ext(term)
-    of each term as %e0, %e1... and the accumulator as %out."""
-    space = list(out_dims) + list(reduced)
-    position = {d: i for i, d in enumerate(space)}
-    ins, types, maps, exts, block_args = [], [], [], [], []
-    for i, term in enumerate(terms):
-        ins.append(arg(term))
-        types.append(str(term.value.type))
-        maps.append(_map(len(space), [position[d] for d in term.dims]))
-        block_args.append(f"%in{i}: i8")
-        exts.append(f"%e{i} = {term.ext} %in{i} : i8 to i32")
-    maps.append(_map(len(space), [position[d] for d in out_dims]))
-    return [f"{name} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
-            f"iterator_types = [{_iterators(d in out_dims for d in space)}]}} "
-            f"ins({', '.join(ins)} : {', '.join(types)}) outs({init} : {init_type}) {{",
-            f"^bb0({', '.join(block_args)}, %out: i32):", *exts, body,
-            "linalg.yield %s : i32", f"}} -> {init_type}"]
+_SUM = "%s = arith.addi %out, %e0 : i32"     # a generic's body that sums its one term
+
+
+class _Function:
+    """The MLIR text of the function whose body the rewrite clones before the op it
+    replaces: its arguments (%a0, %a1...) are the program values it reads."""
+
+    def __init__(self):
+        self.values = []
+        self.lines = ["%zero = arith.constant 0 : i32"]
+
+    def arg(self, value) -> str:
+        if value not in self.values:
+            self.values.append(value)
+        return f"%a{self.values.index(value)}"
+
+    def zeros(self, name: str, type_text: str) -> str:
+        """Adds a zero-filled tensor (`name`_init) and returns its name."""
+        self.lines += [f"{name}_empty = tensor.empty() : {type_text}",
+                       f"{name}_init = linalg.fill ins(%zero : i32) outs({name}_empty : "
+                       f"{type_text}) -> {type_text}"]
+        return f"{name}_init"
+
+    def generic(self, name: str, terms: list[Term], out_dims, reduced, body: str,
+                type_text: str) -> None:
+        """Adds a generic over `out_dims` + `reduced` into zeros whose body (`body`, result
+        %s) reads ext(term) of each term as %e0, %e1... and the accumulator as %out."""
+        init = self.zeros(name, type_text)
+        space = list(out_dims) + list(reduced)
+        position = {d: i for i, d in enumerate(space)}
+        ins, types, maps, exts, block_args = [], [], [], [], []
+        for i, term in enumerate(terms):
+            ins.append(self.arg(term.value))
+            types.append(str(term.value.type))
+            maps.append(_map(len(space), [position[d] for d in term.dims]))
+            block_args.append(f"%in{i}: i8")
+            exts.append(f"%e{i} = {term.ext} %in{i} : i8 to i32")
+        maps.append(_map(len(space), [position[d] for d in out_dims]))
+        self.lines += [f"{name} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
+                       f"iterator_types = [{_iterators(d in out_dims for d in space)}]}} "
+                       f"ins({', '.join(ins)} : {', '.join(types)}) outs({init} : {type_text}) {{",
+                       f"^bb0({', '.join(block_args)}, %out: i32):", *exts, body,
+                       "linalg.yield %s : i32", f"}} -> {type_text}"]
+
+    def clone_before(self, op, context, result_type: str) -> ir.Value:
+        """Clones the function's body (its %result returned) before `op`, its arguments
+        bound to the values they stand for; returns the clone of %result."""
+        arguments = ", ".join(f"%a{i}: {v.type}" for i, v in enumerate(self.values))
+        text = (f"func.func @f({arguments}) -> {result_type} {{\n" + "\n".join(self.lines)
+                + f"\nreturn %result : {result_type}\n}}")
+        return _clone_before(op, ir.Module.parse(text, context), self.values)
 
 
 def _combination(inputs, products, out_dims, result_type) -> list[str]:

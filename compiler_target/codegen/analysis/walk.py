@@ -519,8 +519,8 @@ class Walk:
             return self.add(("iconst", int(known.value)))
         node = node_of(value)
         if isinstance(known, PushConstant) and known.bits < 32:   # low bits - 2 x sign bit
-            sign = self.add(("iand", (self.add(("pconst", known.ordinal)),
-                                      self.add(("iconst", 1 << (known.bits - 1))))))
+            word = self.nodes[node][1][0]            # push_constant_node's iand of the word
+            sign = self.add(("iand", (word, self.add(("iconst", 1 << (known.bits - 1))))))
             return self.add(("isub", (node, self.add(("imul", (sign, self.add(("iconst", 2))))))))
         kind, *rest = self.nodes[node]
         if kind == "ftoi" and self.unsigned_conversion(node) is not None:
