@@ -206,6 +206,8 @@ OPCODE_LIST = (
     _unary(78, "verf"),               # dst = erf(src): the error function (exact GELU)
     _unary(79, "vlog"),               # dst = ln(src) (log-softmax)
     _unary(82, "vlog1p"),             # dst = ln(1 + src) (softplus, mish)
+    # dst = src rounded to the nearest f16, held in f32: an f16 op of a mixed-precision body
+    _unary(83, "vnarrow", (DType.F32,)),
     # dst = table[clamp(round((f32(src - zero)·mul) fma (fma_mul, fma_add) / div), lo, hi) - lo]
     _op(77, "vrequant", Engine.VECTOR, "vrequant", _ALL),
     _op(80, "vpool", Engine.VECTOR, "vpool", _FLOAT),
@@ -284,7 +286,7 @@ UNUSED_FIELDS = {
     "vcopy": ("p0", "p1"), "vrelu": ("p0", "p1"), "vsigmoid": ("p0", "p1"),
     "vtanh": ("p0", "p1"), "vexp": ("p0", "p1"), "vsqrt": ("p0", "p1"), "vrsqrt": ("p0", "p1"),
     "verf": ("p0", "p1"), "vlog": ("p0", "p1"), "vlog1p": ("p0", "p1"),
-    "vleakyrelu": ("p1",),
+    "vnarrow": ("p0", "p1"), "vleakyrelu": ("p1",),
 }
 
 PAIR_FIELDS = frozenset({"kh_kw", "sh_sw", "dh_dw", "pt_pl", "vh_vw"})   # pack_pair(low, high)

@@ -247,6 +247,9 @@ static void unary_f32(int op, int dtype, unsigned flags, float p0, float p1,
     case OP_VERF: for (size_t i = 0; i < n; i++) v[i] = erff(v[i]); break;
     case OP_VLOG: for (size_t i = 0; i < n; i++) v[i] = logf(v[i]); break;
     case OP_VLOG1P: for (size_t i = 0; i < n; i++) v[i] = log1pf(v[i]); break;
+    /* f16 arithmetic of a mixed-precision body computed in f32: the f32 result rounded
+     * to f16 (nearest even), as LLVM's promotion of an f16 op rounds each result */
+    case OP_VNARROW: for (size_t i = 0; i < n; i++) v[i] = in_dtype(DT_F16, v[i]); break;
     /* rounded as the flags say (default: to nearest, ties to even); then vclamp's */
     case OP_VROUND:
       for (size_t i = 0; i < n; i++) {

@@ -43,7 +43,7 @@ UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
          "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround",
          "floor": "vround", "ceil": "vround", "roundaway": "vround", "hswish": "vhswish",
-         "erf": "verf", "log": "vlog", "log1p": "vlog1p"}
+         "erf": "verf", "log": "vlog", "log1p": "vlog1p", "narrow": "vnarrow"}
 
 
 @dataclass(frozen=True)
@@ -139,12 +139,13 @@ def scalar_fill(cell: Buffer, node) -> list[Instr]:
                        note=f"constant {node[1]}")
 
 
-def float_dtype(*dtypes: str) -> str:
-    """The dtype the float nodes of an expression over these tensors compute in: the
-    first float among them; f32 for a quantized (integer-only) op, and for bf16, which
-    IREE computes in f32 and rounds once, when it stores the result (ONNX's bf16 Celu
-    is 1 bf16 ulp off otherwise)."""
-    if "bf16" in dtypes:
+def float_dtype(*dtypes: str, expr=()) -> str:
+    """The dtype the float nodes of an expression (`expr`) over these tensors compute
+    in: the first float among them; f32 for a quantized (integer-only) op, for bf16,
+    which IREE computes in f32 and rounds once, when it stores the result (ONNX's bf16
+    Celu is 1 bf16 ulp off otherwise), and for a mixed-precision expression, which
+    rounds its f16 values with `narrow` nodes (analysis/half_precision.py)."""
+    if "bf16" in dtypes or any(node[0] == "narrow" for node in expr):
         return "f32"
     return next((d for d in dtypes if d in FLOATS), "f32")
 
@@ -222,7 +223,9 @@ class EpiloguePlan:
     def __init__(self, expr, sram: Sram, dtype: str, max_elements: int, name: str = "epi",
                  stored=frozenset(), input_dtypes=None, lookups: Lookups | None = None):
         copies = all(node[0] in LEAVES for node in expr)   # in the op's dtype, whatever it is
-        floats = dtype if copies else float_dtype(dtype)
+        floats = dtype if copies else float_dtype(dtype, expr=expr)
+        if floats != dtype and dtype in FLOATS and any(node[0] == "acc" for node in expr):
+            raise NotLowerable(f"mixed-precision epilogue of a {dtype} accumulator")
         if input_dtypes is None:
             input_dtypes = [dtype] * (1 + max((n[1] for n in expr if n[0] == "input"), default=0))
         expr, tables = with_lookups(expr, lookups, input_dtypes, floats, stored)
@@ -428,12 +431,19 @@ class OutputStage:
         if out.dtype != result and not (out.dtype in FLOATS and result in FLOATS) and \
                 not (out.dtype in INTS and result in INTS):
             raise NotLowerable(f"{out.dtype} output from a {result} result")
-        for buffer, node in extra_outputs:
-            if buffer.dtype != self.plan.dtypes[node]:
-                raise NotLowerable(f"{buffer.dtype} output of a {self.plan.dtypes[node]} value")
-        self.extra = [(buffer, node, Slots(sram, f"out{k}", buffer.dtype, (max_elements,))
-                       if node != final else None)
-                      for k, (buffer, node) in enumerate(extra_outputs, 1)]
+        # per extra output: its DRAM buffer, node, value tile (None: the result's) and a
+        # tile converting a float value to another float dtype (an f16 result of an f32
+        # expression), or None
+        self.extra = []
+        for k, (buffer, node) in enumerate(extra_outputs, 1):
+            dtype = self.plan.dtypes[node]
+            if buffer.dtype != dtype and not (buffer.dtype in FLOATS and dtype in FLOATS):
+                raise NotLowerable(f"{buffer.dtype} output of a {dtype} value")
+            self.extra.append((
+                buffer, node,
+                Slots(sram, f"out{k}", dtype, (max_elements,)) if node != final else None,
+                Slots(sram, f"out{k}.cast", buffer.dtype, (max_elements,))
+                if buffer.dtype != dtype else None))
         self.result = Slots(sram, "res", result, (max_elements,)) if result != acc_dtype \
             else None
         self.cast = Slots(sram, "out", out.dtype, (max_elements,)) if out.dtype != result \
@@ -454,9 +464,9 @@ class OutputStage:
         if self.requant is not None:
             return self.requant.emit(box, acc, inputs, starts, counts, sram_strides, note)
         dst = acc if self.result is None else Operand(self.result.acquire(None)[0], acc.strides)
-        tiles = [(buffer, node, slots.acquire(None)[0] if slots else dst.buffer)
-                 for buffer, node, slots in self.extra]
-        stored = {node: Operand(tile, acc.strides) for _, node, tile in tiles
+        tiles = [(buffer, node, value.acquire(None)[0] if value else dst.buffer, cast)
+                 for buffer, node, value, cast in self.extra]
+        stored = {node: Operand(tile, acc.strides) for _, node, tile, _ in tiles
                   if tile is not dst.buffer}
         instrs = self.plan.emit(box, dst, inputs, acc, note, stored)
         result = dst.buffer
@@ -464,7 +474,12 @@ class OutputStage:
             result, _ = self.cast.acquire(None)
             instrs.append(convert(Operand(result, acc.strides), dst, box, note + " convert"))
         instrs += store_instrs(self.out, starts, counts, result, sram_strides, note)
-        for k, (buffer, _, tile) in enumerate(tiles, 1):
+        for k, (buffer, _, tile, cast) in enumerate(tiles, 1):
+            if cast is not None:
+                converted, _ = cast.acquire(None)
+                instrs.append(convert(Operand(converted, acc.strides), Operand(tile, acc.strides),
+                                      box, f"{note} out.{k} convert"))
+                tile = converted
             instrs += store_instrs(buffer, starts, counts, tile, sram_strides, f"{note} out.{k}")
         return instrs
 

@@ -9,6 +9,7 @@ DTYPES = ("f32", "f16", "bf16", "i8", "u8", "i32")  # the element types ops.py d
 POOL_KINDS = ("max", "avg", "sum")
 REDUCE_KINDS = ("sum", "max", "min", "mean")   # min: -max(-x), negated by tile_reduce
 QUANTIZED = {"f32", "i8", "u8", "i32"}  # a quantized graph mixes these (integer expression nodes)
+HALF = {"f16", "f32"}     # a mixed-precision f16 body (analysis/half_precision.py) mixes these
 
 
 def _widening_mac(op: NpuOp, dtypes: list[str]) -> bool:
@@ -35,7 +36,8 @@ def _problem(op: NpuOp) -> str:
     unsupported = [f"{ref.dtype} ({role})" for role, ref in refs if ref.dtype not in DTYPES]
     if unsupported:
         return f"unsupported element type {unsupported[0]}"
-    if len(dtypes) > 1 and not set(dtypes) <= QUANTIZED and not _widening_mac(op, dtypes):
+    if len(dtypes) > 1 and not set(dtypes) <= QUANTIZED and not set(dtypes) <= HALF and \
+            not _widening_mac(op, dtypes):
         return f"mixed element types {'/'.join(dtypes)}"
     for role, ref in refs:
         if 0 in ref.shape:

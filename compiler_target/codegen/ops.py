@@ -46,6 +46,8 @@ class TensorRef:
 #                             (math.round: ties away from zero), clamp(lo, hi),
 #                             leakyrelu(alpha), scale(mul, add),
 #                             hswish(mul, add): a·clamp(a·mul + add, 0, 1)
+#   ("narrow", (a,))          a rounded to the nearest f16 (an f16 result of a mixed-precision
+#                             body computed in f32: analysis/half_precision.py)
 #   ("reduce", (a,), kind)    Rowwise only: the row's sum or max of node a
 #   ("lookup", (a,), j)       code generation's: table j of the plan's lookups (lookup.py)
 #                             read at a's value, one vrequant; "ilookup" an i32 table

@@ -173,7 +173,8 @@ class ElementwiseTiler:
                           FLOATS.count(ins[k].dtype) + FLOATS.count(out.dtype) < 2 for k in used):
             raise NotLowerable("elementwise copy between dtypes (not both floats)")
         # Inputs are loaded as the dtype the expression reads them in (integers as i32).
-        self.floats = out.dtype if copies else float_dtype(out.dtype, *(i.dtype for i in ins))
+        self.floats = out.dtype if copies else float_dtype(out.dtype, *(i.dtype for i in ins),
+                                                           expr=op.expr)
         self.load_dtypes = [i.dtype if copies else load_dtype(i.dtype, self.floats) for i in ins]
         self.shape, strides = simplify(out.shape, [dram.strides for dram, _ in self.outputs] +
                                        [ins[k].strides for k in used])

@@ -88,7 +88,7 @@ class RowwiseEmitter:
     def __init__(self, lowered: Lowered, m: MachineConfig, plan_: RowwisePlan, rows: int):
         op = lowered.op
         self.op, self.m, self.plan, self.rows = op, m, plan_, rows
-        self.dtype = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs))
+        self.dtype = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs), expr=op.expr)
         self.columns = op.out.shape[-1]
         self.batch = [1] * (len(op.out.shape) - 2)      # a (B, O, I) space's unit B count
         self.tensors = lowered.tensors
@@ -209,7 +209,7 @@ class RowwiseTiler:
 
     def __init__(self, lowered: Lowered, m: MachineConfig):
         op = lowered.op
-        floats = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs))
+        floats = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs), expr=op.expr)
         self.lowered, self.m = lowered, m
         self.plan = plan(op.expr, op.inputs, [load_dtype(ref.dtype, floats) for ref in op.inputs],
                          floats)

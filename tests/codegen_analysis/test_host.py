@@ -69,8 +69,10 @@ def synthetic(op) -> Analysis:
 @pytest.mark.parametrize("op, reason", [
     (Elementwise(ref((4, 4), "i64", 1), [ref((4, 4), "i64")], [("input", 0)]),
      "unsupported element type i64 (out)"),
-    (Elementwise(ref((4, 4), "f16", 1), [ref((4, 4))], [("input", 0)]),
-     "mixed element types f16/f32"),
+    (Elementwise(ref((4, 4), "bf16", 1), [ref((4, 4))], [("input", 0)]),
+     "mixed element types bf16/f32"),
+    (Elementwise(ref((4, 4), "f16", 1), [ref((4, 4), "i8")], [("input", 0)]),
+     "mixed element types f16/i8"),
     (Elementwise(ref((4, 4), "f32", 1), [ref((4, 4))], [("input", 0), ("neg", (0,))],
                  [(ref((4, 4), "i64", 2), 0)]), "unsupported element type i64 (out.1)"),
     (Conv2D(ref((1, 6, 8, 8)), ref((4, 2, 3, 3), binding=1), ref((1, 4, 6, 6), binding=2),

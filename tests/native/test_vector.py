@@ -629,3 +629,22 @@ def test_hswish_has_the_bits_of_scale_clamp_mul(core, rng, dtype):
         instr("vmul", dtype, dst=three, lhs=s_addr, rhs=t_addr, n0=1, n1=1, n2=n, dst_s0=0,
               dst_s1=0, dst_s2=1, lhs_s0=0, lhs_s1=0, lhs_s2=1, rhs_s0=0, rhs_s1=0, rhs_s2=1))
     np.testing.assert_array_equal(result.view(fused, dtype, n), result.view(three, dtype, n))
+
+
+def test_vnarrow_rounds_f32_to_the_nearest_f16(core, rng):
+    """vnarrow keeps an f32 value rounded to f16 (ties to even; past 65520 infinity; f16
+    subnormals; NaN stays NaN): numpy's float16 conversion, on random bit patterns, the
+    edges of the range and values halfway between two f16 values."""
+    halves = np.arange(0, 65536, 7, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    finite = halves[np.isfinite(halves)].astype(np.float64)
+    ties = ((finite[:-1] + finite[1:]) / 2).astype(np.float32)
+    x = np.concatenate([rng.integers(0, 1 << 32, size=20000, dtype=np.uint64)
+                        .astype(np.uint32).view(np.float32), ties,
+                        np.float32([65504, 65519.99, 65520, 6e-8, 3e-8, 2.98e-8, -0.0, np.inf])])
+    image = SramImage()
+    s_addr, d_addr = image.put(x), image.reserve(x.size * 4)
+    result = run_on_sram(core, image, instr(
+        "vnarrow", "f32", dst=d_addr, src=s_addr, n0=1, n1=1, n2=x.size, dst_s2=1, src_s2=1))
+    with np.errstate(over="ignore"):
+        expected = x.astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(result.view(d_addr, "f32", x.size), expected)

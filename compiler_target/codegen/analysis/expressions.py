@@ -188,9 +188,9 @@ def simplified(nodes: list, kept=()) -> list:
     then folds chains of scalar affine steps into scale nodes (`_fold_affine_steps`,
     bit-exact) and the steps around a clamp and its product into them
     (`_fold_clamp_products`: hardswish as one hswish node, hard sigmoid). Where the
-    expression rounds to
-    integers, as a quantized graph does, whose results must be stock's bit for bit (an
-    ulp before a rounding is a step after it), quantizers fold exactly instead
+    expression rounds to integers, as a quantized graph does, or to f16 (`narrow`),
+    whose results must be stock's bit for bit (an ulp before a rounding is a step
+    after it), quantizers fold exactly instead
     (`_fold_quantizers`) and products feeding adds fuse as stock's LLVM contracts them
     (`_fuse_multiply_adds`), and a value quantized again with the scale it was just
     dequantized with is the value (`_fold_requantizations`). `kept`: the nodes besides the last
@@ -240,7 +240,8 @@ def simplified(nodes: list, kept=()) -> list:
                     if zero == 0.0 and x == nodes[r][1][0]:
                         nodes[i] = ("leakyrelu", (x,), alpha)
     _fold_affine_steps(nodes)
-    if any(node[0] == "round" for node in nodes):   # quantized: every rounding as stock's
+    # quantized, or f16 results of f32 steps: every rounding as stock's
+    if any(node[0] in ("round", "narrow") for node in nodes):
         _fold_quantizers(nodes, {*kept, len(nodes) - 1})
         _fold_requantizations(nodes, {*kept, len(nodes) - 1})
         _fuse_multiply_adds(nodes, {*kept, len(nodes) - 1})

@@ -19,7 +19,7 @@ import numpy as np
 from iree.compiler import ir
 
 from ..ops import INT_NODES, LEAVES, Elementwise, NpuOp, TensorRef
-from . import contraction, convolution, elementwise, gather, pooling, reduction
+from . import contraction, convolution, elementwise, gather, half_precision, pooling, reduction
 from .errors import NotSupported
 from .expressions import (BINARY, CMPF_OUTCOMES, INT_BINARY, UNARY, constant,
                           index_arithmetic, pruned, pruned_to, reduction_kind, simplified,
@@ -83,6 +83,7 @@ class Walk:
         self.stores: list[tuple[object, TensorRef]] = []
         self.location = ""
         self.deferred: set = set()          # generic ops walked where they are read
+        self.rounds_half = False            # f16 results rounded (half_precision.py)
 
     @property
     def summary(self) -> str:
@@ -96,6 +97,7 @@ class Walk:
             raise NotSupported("generalization changed the op count")
         names = iter(original_names)
         self.deferred = _prologue(ops)
+        self.rounds_half = half_precision.rounds_half(function)
         for op in ops:
             self.visit(op, op.name if op.name == "arith.constant" else next(names))
 
@@ -402,6 +404,20 @@ class Walk:
         return self.add(("input", len(self.inputs) - 1))
 
     def body_op(self, op, node_of, nodes, name: str):
+        """The expression node of one body op; in a mixed-precision body its f16 result
+        rounded to f16 (half_precision.py)."""
+        node = self.body_value(op, node_of, nodes, name)
+        if self.rounds_half and isinstance(node, int) and str(op.results[0].type) == "f16":
+            return self.narrowed(node)
+        return node
+
+    def narrowed(self, node: int) -> int:
+        """The node's value rounded to f16, unless it always holds an f16 value."""
+        if half_precision.is_half_value(self.nodes, [ref.dtype for ref in self.inputs], node):
+            return node
+        return self.add(("narrow", (node,)))
+
+    def body_value(self, op, node_of, nodes, name: str):
         kind = op.name
         if kind == "arith.constant":
             if _int_bits(op.results[0].type) is not None:
@@ -429,6 +445,8 @@ class Walk:
                                name)
         if kind in ("math.fpowi", "math.powf"):
             return self.power(node_of(op.operands[0]), self.values.get(op.operands[1]), name)
+        if half_precision.converts_half(op):
+            return node_of(op.operands[0])      # in f32: the value (body_op rounds a truncf)
         raise NotSupported(f"{name}: {kind} in an elementwise body has no NPU equivalent")
 
     def push_constant_node(self, constant: PushConstant) -> int:
