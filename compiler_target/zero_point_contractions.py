@@ -85,13 +85,17 @@ def _rewrite(op, context) -> bool:
 
 
 def _rewrite_conv(op, context) -> bool:
-    """ConvInteger: `conv_2d_nchw_fchw_q(x, w, zx, zw)` (i8 data, i32 zero points) with a
-    zero point known only at run time (dynamic quantization; IREE's global optimization
-    splits the constant ones itself) as the i8 conv, minus zx times each filter's sum,
-    minus zw times each window's sum (a conv with a filter of ones; left out when zw is
-    the constant 0, as onnxruntime's symmetric int8 weights have it), plus n zx zw."""
+    """`conv_2d_nchw_fchw_q(x, w, zx, zw)` (i8 data, i32 zero points) as the i8 conv, minus
+    zx times each filter's sum, minus zw times each window's sum (a conv with a filter of
+    ones; left out when zw is the constant 0, as onnxruntime's symmetric int8 weights
+    have it), plus n zx zw, into the op's own init. Taken for ConvInteger's zero point
+    known only at run time (dynamic quantization), and for QLinearConv's constant ones
+    summed into its bias (IREE's global optimization splits constant zero points into
+    a zero-filled conv itself, but not into a bias: the conv then ran on the host with
+    `ext(x) - zx` in its body)."""
     x, w, zx, zw, init = op.operands
-    if all(_constant(v) is not None for v in (zx, zw)) or not _is_zero_fill(init):
+    zeros = (_constant(zx), _constant(zw))
+    if zeros == (0, 0) or None not in zeros and _is_zero_fill(init):
         return False
     x_type, w_type, out_type = (ir.RankedTensorType(v.type) for v in (x, w, init))
     if any(d < 0 for t in (x_type, w_type, out_type) for d in t.shape) or \
@@ -102,7 +106,7 @@ def _rewrite_conv(op, context) -> bool:
     attrs = f"{{dilations = {op.attributes['dilations']}, strides = {op.attributes['strides']}}}"
     x_text, w_text, out_text = str(x_type), str(w_type), str(out_type)
     f = _Function()
-    conv_init = f.zeros("%conv", out_text)
+    conv_init = f.zeros("%conv", out_text) if _is_zero_fill(init) else f.arg(init)
     f.lines += [f"%conv = linalg.conv_2d_nchw_fchw {attrs} ins({f.arg(x)}, {f.arg(w)} : "
                 f"{x_text}, {w_text}) outs({conv_init} : {out_text}) -> {out_text}",
                 "%scalar = tensor.empty() : tensor<i32>",     # filled: a splat, not a dispatch
