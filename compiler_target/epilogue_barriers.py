@@ -1,0 +1,129 @@
+"""Contraction epilogues the NPU cannot compute, kept out of the contraction's dispatch: a
+`util.optimization_barrier` where global optimization ends.
+
+IREE's dispatch formation fuses a contraction with the elementwise ops after it, and
+those with their elementwise producers. The NPU computes a contraction's epilogue over
+the contraction's output tile, one value per accumulator, from inputs it reads as
+strided views of memory. Two kinds of consumer made such a dispatch run on the host
+with all its MACs:
+
+- an op that reads the result broadcast along a new dim (additive attention's
+  `tanh(x + unsqueeze(h @ W))`, over T positions per row of h @ W): the barrier goes on
+  that broadcast read, so the broadcasting op is a dispatch of its own; the result makes
+  one extra round trip through memory, M x N values against the consumer's M x T x N;
+- an op that adds a gathered tensor (`tensor.extract` in a generic's body: a nearest
+  Resize's upsampled feature map in a feature pyramid or U-Net skip connection, an
+  attention bias looked up by ids) to a contraction's result that only elementwise ops
+  read (which dispatch formation fuses): the barrier goes on the gathered operand, so the
+  gather is a dispatch of its own (a strided view on the NPU when its indices come from
+  positions, the host when they depend on data) and the contraction reads its result as
+  an ordinary epilogue input; the gathered tensor makes one round trip through memory.
+  Where the result has other readers (another conv, a Resize), the adding op is an
+  elementwise dispatch of its own, whose gather the NPU reads as a strided view:
+  nothing to separate.
+
+A contraction is a named matmul, batch matmul or convolution, or a generic whose body
+is a multiply-add of its two inputs (extensions allowed). Reductions are left alone: a
+reduction read broadcast (softmax's max and sum) is one Rowwise dispatch on the NPU.
+Values of dynamic shape are left too.
+"""
+from iree.compiler import ir
+
+from compiler_target.program_functions import function_blocks
+
+_BODY_OPS = {"arith.extf", "arith.extsi", "arith.extui", "arith.mulf", "arith.muli",
+             "arith.addf", "arith.addi", "linalg.yield"}
+
+
+def separate_unfusable_epilogues(module) -> int:
+    """Inserts the barriers in `module` (a module operation, in place); returns how many."""
+    count = 0
+    for block in function_blocks(module):
+        epilogue_values, fused_values, gathered_values = set(), set(), set()
+        for op in list(block.operations):
+            op = op.operation
+            if _is_contraction(op):
+                epilogue_values.add(op.results[0])
+                if _read_elementwise(op.results[0]):
+                    fused_values.add(op.results[0])
+            elif _is_elementwise(op):
+                count += _separate(op, epilogue_values, fused_values, gathered_values)
+                if _gathers(op):
+                    gathered_values.update(op.results)
+    return count
+
+
+def _separate(op, epilogue_values: set, fused_values: set, gathered_values: set) -> int:
+    """Barriers on the operands of elementwise `op` that are contraction epilogue values
+    read broadcast, and, when it reads a `fused_values` one (a contraction's result, or
+    an epilogue of it, that only elementwise ops read), on its gathered operands. Records `op`'s result as an epilogue value when it reads one without
+    broadcasting, and as a fused one when it is."""
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    count, reads_epilogue, fused = 0, False, False
+    for index, (operand, affine_map) in enumerate(zip(op.operands, maps)):
+        if operand not in epilogue_values:
+            continue
+        if len(affine_map.results) < affine_map.n_dims and _static(operand):
+            count += _barrier(op, index)
+        else:
+            reads_epilogue = True
+            fused = fused or operand in fused_values
+    if not reads_epilogue:
+        return count
+    for index, operand in enumerate(op.operands):
+        if fused and operand in gathered_values and _static(operand):
+            count += _barrier(op, index)
+    if len(op.results) == 1:
+        epilogue_values.add(op.results[0])
+        if fused and _read_elementwise(op.results[0]):
+            fused_values.add(op.results[0])
+    return count
+
+
+def _read_elementwise(value) -> bool:
+    """Whether every op that reads `value` is an elementwise generic reading it as an
+    operand (dispatch formation then fuses them with its producer); a read inside a body
+    (a gather's tensor.extract), by a contraction or by a function's return is not."""
+    return all(_is_elementwise(use.owner) for use in value.uses)
+
+
+def _barrier(op, index: int) -> int:
+    """Reads operand `index` of `op` through a util.optimization_barrier; returns 1."""
+    operand = op.operands[index]
+    with ir.InsertionPoint(op), op.location:
+        barrier = ir.Operation.create("util.optimization_barrier",
+                                      results=[operand.type], operands=[operand])
+    op.operands[index] = barrier.results[0]
+    return 1
+
+
+def _static(value) -> bool:
+    """A barrier on a tensor of dynamic shape leaves a `tensor.dim` of it that the flow
+    phase cannot resolve: those stay as they were."""
+    return ir.RankedTensorType(value.type).has_static_shape
+
+
+def _is_contraction(op) -> bool:
+    name = op.name
+    if name in ("linalg.matmul", "linalg.batch_matmul") or name.startswith("linalg.conv_") or \
+            name.startswith("linalg.depthwise_conv_"):
+        return True
+    if name != "linalg.generic" or len(op.results) != 1:
+        return False
+    iterators = [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
+    body = [inner.name for inner in op.regions[0].blocks[0].operations]
+    return (any("reduction" in i for i in iterators) and set(body) <= _BODY_OPS
+            and {"arith.mulf", "arith.muli"} & set(body) != set()
+            and len(op.regions[0].blocks[0].arguments) == 3)
+
+
+def _is_elementwise(op) -> bool:
+    if op.name != "linalg.generic":
+        return False
+    iterators = [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
+    return all("parallel" in i for i in iterators)
+
+
+def _gathers(op) -> bool:
+    """Whether the generic's body reads a tensor at computed indices (tensor.extract)."""
+    return any(inner.name == "tensor.extract" for inner in op.regions[0].blocks[0].operations)
