@@ -348,20 +348,24 @@ class EpilogueInputs:
     tile from its DRAM tensor `epilogue.<k>` and converted to `compute_dtype`
     (tile.Streamed); `max_counts` is the biggest tile. A small broadcast input (a
     per-channel operand, tile.worth_resident) is loaded whole once instead, by the
-    instructions of `setup` (tile.Resident)."""
+    instructions of `setup` (tile.Resident). `expand`: input -> its broadcast dims a
+    tile must hold densely (tile.Streamed's), never loaded whole."""
 
     def __init__(self, sram: Sram, tensors: dict[str, Buffer], used: list[int], count: int,
-                 max_counts: list[int], compute_dtype: str, machine: MachineConfig):
+                 max_counts: list[int], compute_dtype: str, machine: MachineConfig,
+                 expand: dict[int, frozenset] | None = None):
         self.count = count
         self.dtypes = [load_dtype(tensors[f"epilogue.{k}"].dtype, compute_dtype)
                        for k in range(count)]
         self.streams, self.residents = {}, {}
+        expand = expand or {}
         for k in used:
             tensor = tensors[f"epilogue.{k}"]
-            if 0 in tensor.strides and worth_resident(tensor, machine):
+            if 0 in tensor.strides and k not in expand and worth_resident(tensor, machine):
                 self.residents[k] = Resident(sram, tensor, f"epilogue.{k} whole", self.dtypes[k])
             else:
-                self.streams[k] = Streamed(sram, tensor, max_counts, compute_dtype=self.dtypes[k])
+                self.streams[k] = Streamed(sram, tensor, max_counts, compute_dtype=self.dtypes[k],
+                                           expand=expand.get(k, frozenset()))
 
     @property
     def setup(self) -> list[Instr]:

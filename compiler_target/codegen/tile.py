@@ -292,13 +292,15 @@ def tiled_text(program: TiledProgram, name: str, stage: str, lines: list[str] | 
 class Streamed:
     """A DRAM tensor read tile by tile into double-buffered dense SRAM tiles. Broadcast
     dimensions (DRAM stride 0) are not loaded: the SRAM tile is dense over the other
-    dimensions, and compute reads it with stride 0 along the broadcast ones. With a
-    `compute_dtype` other than the tensor's, each loaded tile is converted (vcvt)."""
+    dimensions, and compute reads it with stride 0 along the broadcast ones; those in
+    `expand` are loaded anyway (the DMA reads the same elements again), where compute
+    needs the tile dense over them. With a `compute_dtype` other than the tensor's, each
+    loaded tile is converted (vcvt)."""
 
     def __init__(self, sram: Sram, dram: Buffer, max_counts: list[int], count: int = 2,
-                 compute_dtype: str | None = None):
-        self.dram = dram
-        live = [c for c, s in zip(max_counts, dram.strides) if s != 0]
+                 compute_dtype: str | None = None, expand=frozenset()):
+        self.dram, self.expand = dram, expand
+        live = [c for d, c in enumerate(max_counts) if self._loaded(d)]
         self.slots = Slots(sram, dram.name + ".tile", dram.dtype, (prod(live),), count)
         self.converted = None
         if compute_dtype not in (None, dram.dtype):
@@ -307,9 +309,10 @@ class Streamed:
     def load(self, starts: list[int], counts: list[int], note: str):
         """(buffer, SRAM element stride per logical dim (0 if broadcast), load instrs)."""
         strides = self.dram.strides
-        key = tuple((start, n) if s else (0, 1) for start, n, s in zip(starts, counts, strides))
+        key = tuple((start if s else 0, n if self._loaded(d) else 1)
+                    for d, (start, n, s) in enumerate(zip(starts, counts, strides)))
         buffer, fresh = self.slots.acquire(key)
-        live = [i for i, s in enumerate(strides) if s != 0]
+        live = [i for i in range(len(strides)) if self._loaded(i)]
         dense = dense_sram_strides([counts[i] for i in live])
         sram_strides = [0] * len(strides)
         for i, stride in zip(live, dense):
@@ -327,6 +330,9 @@ class Streamed:
                 instrs.append(convert(Operand.flat(buffer), Operand.flat(raw), (1, 1, count),
                                       note + " convert"))
         return buffer, sram_strides, instrs
+
+    def _loaded(self, dim: int) -> bool:
+        return self.dram.strides[dim] != 0 or dim in self.expand
 
 
 def worth_resident(dram: Buffer, m: MachineConfig) -> bool:

@@ -287,6 +287,8 @@ class OrientedTiler:
         self.acc_dtype = acc_dtype
         names = [f"epilogue.{k}" for k in used + ([bias_index] if bias_index is not None else [])]
         self.streamed = [self.layout.tensors[name] for name in names]
+        self.expand = {k: dims for k in used
+                       if (dims := self._mixed_broadcast(self.layout.tensors[f"epilogue.{k}"]))}
         self.op = op
         self.outputs = ["out"] + [f"out.{k}" for k in range(1, len(op.extra_outputs) + 1)]
         out = self.layout.tensors["out"]
@@ -306,6 +308,20 @@ class OrientedTiler:
 
     def extents(self, role: str):
         return self.layout.extents[role]
+
+    def _mixed_broadcast(self, tensor) -> frozenset:
+        """The dims of an epilogue input broadcast within its tile's M (or N) dims along
+        which it also varies (a conv's addend that varies along H, not W: the M tile is
+        a flattened run of H x W): loaded densely (tile.Streamed's expand), so that the
+        epilogue reads it with one stride over the run."""
+        nb, nm = len(self.extents("batch")), len(self.extents("m"))
+        groups = (range(nb, nb + nm), range(nb + nm, len(tensor.strides)))
+        expanded = set()
+        for group in groups:
+            dims = [d for d in group if tensor.shape[d] > 1]
+            if any(tensor.strides[d] for d in dims):
+                expanded |= {d for d in dims if not tensor.strides[d]}
+        return frozenset(expanded)
 
     def sizes(self, t: ContractionTiling) -> tuple[int, int, int]:
         return tuple(getattr(t, r).size(self.extents(r)) for r in ("m", "n", "k"))
@@ -335,7 +351,9 @@ class OrientedTiler:
             2 * aligned(out * self.cast_e)
         counts = self.first_counts(t)
         for tensor in self.streamed:
-            live = prod(c for c, s in zip(counts, tensor.strides) if s)
+            expanded = self._mixed_broadcast(tensor)
+            live = prod(c for d, (c, s) in enumerate(zip(counts, tensor.strides))
+                        if s or d in expanded)
             total += 2 * aligned(live * dtype_bytes(tensor.dtype))
             if tensor.dtype != self.acc_dtype:
                 total += 2 * aligned(live * self.acc_e)
@@ -492,7 +510,7 @@ class ContractionEmitter:
                                      channel_dim)
             self.folded_bias = sram.alloc("affine.bias", "f32", (channels,))
         self.epi = EpilogueInputs(sram, self.tensors, tiler.used, tiler.epilogue_count,
-                                  counts, tiler.acc_dtype, tiler.m)
+                                  counts, tiler.acc_dtype, tiler.m, tiler.expand)
         self.output = OutputStage(sram, tiler.expr, tiler.acc_dtype, self.tensors["out"],
                                   mt * nt, tiler.m, input_dtypes=self.epi.dtypes,
                                   tensors=self.tensors, constants=tiler.constants,
