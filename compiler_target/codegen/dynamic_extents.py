@@ -17,6 +17,7 @@ import re
 
 from iree.compiler import ir, passmanager
 
+from ..program_functions import nested_ops
 from .analysis.errors import NotSupported
 from .analysis.indexing import ELEMENT_BYTES
 from .analysis.walk import dispatch_tensor_type
@@ -169,15 +170,7 @@ def _function_ops(executable_op):
     for op in variant.regions[0].blocks[0].operations:
         if op.operation.name == "builtin.module":
             for function in op.regions[0].blocks[0].operations:
-                yield from _walk(function.operation)
-
-
-def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield inner.operation
-                yield from _walk(inner.operation)
+                yield from nested_ops(function.operation)
 
 
 def _replace_with_constant(op, value: int) -> None:

@@ -1,13 +1,18 @@
 """A small ONNX graph called once on npu-sim (compiled by the npu target, with its
-dispatch report) and on onnxruntime, for the end-to-end tests of single ops."""
+dispatch report), on onnxruntime and on stock IREE llvm-cpu, for the end-to-end tests
+of single ops."""
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import iree.runtime
 import numpy as np
 import onnxruntime
+from iree.compiler import compile_file as stock_compile_file
 
 from compiler_target import compile_file
 from hal_driver import runtime as rt
+from tests.e2e.conftest import STOCK_CPU_FLAGS, VENV_BIN
 
 
 @dataclass
@@ -38,3 +43,12 @@ def call_on_npu(source: Path, function: str, *inputs: np.ndarray,
 def onnxruntime_output(path: Path, feeds: dict) -> np.ndarray:
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     return session.run(None, feeds)[0]
+
+
+def stock_llvm_cpu(path: Path, cpu_flags=STOCK_CPU_FLAGS):
+    """Stock IREE llvm-cpu's `g` on the ONNX model, imported as the npu target imports it
+    (by default for the generic x86-64 CPU, conftest.STOCK_CPU_FLAGS)."""
+    mlir = path.with_suffix(".mlir")
+    subprocess.run([VENV_BIN / "iree-import-onnx", path, "-o", mlir], check=True)
+    vmfb = stock_compile_file(str(mlir), target_backends=["llvm-cpu"], extra_args=cpu_flags)
+    return iree.runtime.load_vm_flatbuffer(vmfb, driver="local-task").g

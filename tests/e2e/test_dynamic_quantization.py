@@ -4,16 +4,12 @@ sums, which compiler_target.zero_point_contractions rewrites as a u8/i8 matmul p
 zero-point terms. The integer results are checked bit for bit against the ONNX spec in
 numpy, the dequantized one against stock IREE llvm-cpu on the same imported MLIR; every
 matmul dispatch must run on the NPU."""
-import subprocess
 
-import iree.runtime
 import numpy as np
 import pytest
-from iree.compiler import compile_file as stock_compile_file
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.e2e.conftest import STOCK_CPU_FLAGS, VENV_BIN
-from tests.e2e.onnx_on_npu import call_on_npu
+from tests.e2e.onnx_on_npu import call_on_npu, stock_llvm_cpu
 
 N = helper.make_node
 ELEMENT = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
@@ -28,13 +24,6 @@ def _model(tmp_path, nodes, inputs, output, weights=()):
                      .SerializeToString())
     return path
 
-
-def _stock_llvm_cpu(path):
-    """Stock IREE llvm-cpu's `g` on the ONNX model, imported as the npu target imports it."""
-    mlir = path.with_suffix(".mlir")
-    subprocess.run([VENV_BIN / "iree-import-onnx", path, "-o", mlir], check=True)
-    vmfb = stock_compile_file(str(mlir), target_backends=["llvm-cpu"], extra_args=STOCK_CPU_FLAGS)
-    return iree.runtime.load_vm_flatbuffer(vmfb, driver="local-task").g
 
 
 def _spec(a, a_zero, b, b_zero) -> np.ndarray:
@@ -111,7 +100,7 @@ def test_dynamically_quantized_linear_layer_matches_stock(tmp_path, low, high):
     x = rng.uniform(low, high, (1, 12, k)).astype(np.float32)
     call = call_on_npu(path, "g", x)
     assert call.stats.host_dispatches == 0, call.report
-    stock = _stock_llvm_cpu(path)
+    stock = stock_llvm_cpu(path)
     np.testing.assert_array_equal(call.output, np.asarray(stock(x).to_host()))
     scale = (max(0.0, x.max()) - min(0.0, x.min())) / np.float32(255)
     zero = np.clip(np.rint(-min(0.0, x.min()) / scale), 0, 255)
@@ -167,7 +156,7 @@ def test_dynamically_quantized_conv_matches_stock(tmp_path):
     x = rng.normal(0.2, 1.0, (1, 8, 14, 14)).astype(np.float32)
     call = call_on_npu(path, "g", x)
     assert call.stats.host_dispatches == 0, call.report
-    np.testing.assert_array_equal(call.output, np.asarray(_stock_llvm_cpu(path)(x).to_host()))
+    np.testing.assert_array_equal(call.output, np.asarray(stock_llvm_cpu(path)(x).to_host()))
 
 
 SCALAR_READ_BACK = """

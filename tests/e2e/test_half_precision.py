@@ -7,19 +7,19 @@ and rounding each f16 result to f16 (`vnarrow`), as stock's CPU code does.
 Elementwise chains have stock's bits. A contraction's f32 sum is added in another order
 than stock's, so its f16 result may round to the neighbouring f16 value: those are
 checked to one f16 ulp of stock, and against onnxruntime."""
-import subprocess
 
-import iree.runtime
 import numpy as np
 import onnx
-from iree.compiler import compile_file as stock_compile_file
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.transformers.float16 import convert_float_to_float16
 
-from tests.e2e.conftest import VENV_BIN
-from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output
+from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output, stock_llvm_cpu
 
 F16 = TensorProto.FLOAT16
+# Stock compiled for this CPU: with F16C and FMA, as the vector engine computes (the
+# generic x86-64 target converts f16 in software, flushing f16 subnormals, and does not
+# fuse a product into its sum).
+HOST_CPU = ["--iree-llvmcpu-target-cpu=host"]
 
 
 def _save(tmp_path, graph) -> object:
@@ -28,17 +28,6 @@ def _save(tmp_path, graph) -> object:
                      .SerializeToString())
     return path
 
-
-def _stock_llvm_cpu(path):
-    """Stock IREE llvm-cpu's `g` on the ONNX model, imported as the npu target imports it,
-    compiled for this CPU: with F16C and FMA, as the vector engine computes (the generic
-    x86-64 target converts f16 in software, flushing f16 subnormals, and does not fuse
-    a product into its sum)."""
-    mlir = path.with_suffix(".mlir")
-    subprocess.run([VENV_BIN / "iree-import-onnx", path, "-o", mlir], check=True)
-    vmfb = stock_compile_file(str(mlir), target_backends=["llvm-cpu"],
-                              extra_args=["--iree-llvmcpu-target-cpu=host"])
-    return iree.runtime.load_vm_flatbuffer(vmfb, driver="local-task").g
 
 
 def _f16_ulps(a: np.ndarray, b: np.ndarray) -> int:
@@ -71,7 +60,7 @@ def test_f16_chain_with_f32_steps_has_stock_bits(tmp_path):
     x = (rng.standard_normal(shape) * 4).astype(np.float16)
     call = call_on_npu(path, "g", x)
     assert call.stats.host_dispatches == 0, call.report
-    stock = _stock_llvm_cpu(path)(x)
+    stock = stock_llvm_cpu(path, HOST_CPU)(x)
     np.testing.assert_array_equal(call.output, np.asarray(stock[0].to_host()))
     assert call.output.dtype == np.float16
 
@@ -135,6 +124,6 @@ def test_network_converted_to_f16_runs_on_the_npu(tmp_path):
     x = np.random.default_rng(1).standard_normal((1, 3, 32, 48)).astype(np.float32)
     call = call_on_npu(path, "g", x)
     assert call.stats.host_dispatches == 0, call.report
-    stock = np.asarray(_stock_llvm_cpu(path)(x).to_host())
+    stock = np.asarray(stock_llvm_cpu(path, HOST_CPU)(x).to_host())
     assert _f16_ulps(call.output, stock) <= 1
     np.testing.assert_allclose(call.output, onnxruntime_output(path, {"x": x}), atol=2e-3)

@@ -5,16 +5,12 @@ into the broadcast bias; IREE then leaves `ext(x) - zx` in the conv's body, whic
 NPU's i8 MAC cannot take, so the whole conv ran on the host unless the zero point was
 128 (i8 0). zero_point_contractions.py splits it into the i8 conv and a per-filter term
 summed into the bias. Checked bit for bit against stock IREE llvm-cpu."""
-import subprocess
 
-import iree.runtime
 import numpy as np
 import pytest
-from iree.compiler import compile_file as stock_compile_file
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.e2e.conftest import STOCK_CPU_FLAGS, VENV_BIN
-from tests.e2e.onnx_on_npu import call_on_npu
+from tests.e2e.onnx_on_npu import call_on_npu, stock_llvm_cpu
 
 CHANNELS, FILTERS, SIZE = 24, 48, 16
 
@@ -42,12 +38,6 @@ def _qlinear_conv_model(tmp_path, x_type, x_zero: int, kernel: int):
     return path
 
 
-def _stock_llvm_cpu(path):
-    mlir = path.with_suffix(".mlir")
-    subprocess.run([VENV_BIN / "iree-import-onnx", path, "-o", mlir], check=True)
-    vmfb = stock_compile_file(str(mlir), target_backends=["llvm-cpu"], extra_args=STOCK_CPU_FLAGS)
-    return iree.runtime.load_vm_flatbuffer(vmfb, driver="local-task").g
-
 
 @pytest.mark.parametrize("x_type, x_zero, kernel", [
     (TensorProto.UINT8, 124, 3), (TensorProto.UINT8, 124, 1), (TensorProto.INT8, 5, 1),
@@ -58,4 +48,4 @@ def test_qlinear_conv_runs_on_the_npu_with_stock_bits(tmp_path, x_type, x_zero, 
     x = (np.random.default_rng(2).standard_normal((1, CHANNELS, SIZE, SIZE)) * 1.5).astype(np.float32)
     call = call_on_npu(path, "g", x)
     assert call.stats.host_dispatches == 0, call.report
-    np.testing.assert_array_equal(call.output, np.asarray(_stock_llvm_cpu(path)(x).to_host()))
+    np.testing.assert_array_equal(call.output, np.asarray(stock_llvm_cpu(path)(x).to_host()))

@@ -11,6 +11,8 @@ result that is already an f16 value (a max, select, negation or rounding of f16
 values, an f16 input or constant) is not rounded again."""
 import numpy as np
 
+from ...program_functions import nested_ops
+
 # Node kinds whose result is one of their operands, or an integer or negation of one:
 # an f16 value when the operands are.
 _EXACT = frozenset({"max", "min", "neg", "abs", "select", "selgt", "selge", "floor", "ceil",
@@ -20,7 +22,7 @@ _EXACT = frozenset({"max", "min", "neg", "abs", "select", "selgt", "selge", "flo
 def rounds_half(function) -> bool:
     """Whether the dispatch function converts between f16 and f32 anywhere (then its f16
     ops' results are rounded as `narrow` nodes)."""
-    return any(converts_half(op) for op in _all_ops(function))
+    return any(converts_half(op) for op in nested_ops(function))
 
 
 def converts_half(op) -> bool:
@@ -30,14 +32,6 @@ def converts_half(op) -> bool:
     if op.name == "arith.truncf":
         return str(op.operands[0].type) == "f32" and str(op.results[0].type) == "f16"
     return False
-
-
-def _all_ops(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield inner.operation
-                yield from _all_ops(inner.operation)
 
 
 def is_half_value(nodes: list, input_dtypes: list[str], node: int) -> bool:
