@@ -131,12 +131,24 @@ def contrib_op_onnx() -> bytes:
         .SerializeToString()
 
 
+def space_to_depth_crd_onnx() -> bytes:
+    """SpaceToDepth mode CRD (opset 28) of an image whose height is dynamic."""
+    node = helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2, mode="CRD", name="s2d")
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12, "h2", 4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 28)]) \
+        .SerializeToString()
+
+
 @pytest.mark.parametrize("args, message", [
     (["missing.mlir"], "cannot open input file 'missing.mlir': No such file or directory"),
     (["{contrib_onnx}"], "contrib.onnx: node 'gelu' is com.microsoft.Gelu, an operator "
      "outside the ONNX standard whose output 'g' ONNX shape inference cannot type"),
     (["{peephole_onnx}"], "peephole.onnx: LSTM node 'lstm' has peephole weights (input P, "
      "'p'), which the ONNX importer of iree-base-compiler 3.13.0 does not apply"),
+    (["{s2d_onnx}"], "s2d.onnx: SpaceToDepth node 's2d' has mode CRD, which the ONNX importer "
+     "of iree-base-compiler 3.13.0 computes as mode DCR, and an input whose height or width"),
     (["{bad_mlir}"], "bad.mlir:2:8: Dialect `foo' not found for custom op 'foo.bar'"),
     (["{bad_onnx}"], "bad.onnx: not a valid ONNX model: "),
     (["{mismatched_onnx}"], "mismatched.onnx: imported ONNX module does not verify: "
@@ -153,6 +165,7 @@ def test_errors_are_one_line_without_traceback(tmp_path, args, message):
              "mismatched_onnx": write(tmp_path, "mismatched.onnx", mismatched_onnx()),
              "peephole_onnx": write(tmp_path, "peephole.onnx", lstm_onnx(0.5)),
              "contrib_onnx": write(tmp_path, "contrib.onnx", contrib_op_onnx()),
+             "s2d_onnx": write(tmp_path, "s2d.onnx", space_to_depth_crd_onnx()),
              "add_mlir": write(tmp_path, "add.mlir", models.ADD_MLIR)}
     args = [a.format(**paths) for a in args]
     result = run_cli("--iree-hal-target-backends=npu", *args, "-o", tmp_path / "out.vmfb",
