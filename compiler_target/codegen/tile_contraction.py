@@ -293,6 +293,10 @@ class OrientedTiler:
         self.outputs = ["out"] + [f"out.{k}" for k in range(1, len(op.extra_outputs) + 1)]
         out = self.layout.tensors["out"]
         self.cast_e = dtype_bytes(out.dtype) if out.dtype != acc_dtype else 0
+        # per element of the tile, the two slots of each extra output's value tile in
+        # the accumulator's dtype, and of its tile converted to another float dtype
+        self.extra_e = sum(self.acc_e + (dtype_bytes(ref.dtype) if ref.dtype != acc_dtype else 0)
+                           for ref, _ in op.extra_outputs)
         self.temps = temp_count(expr)
         self.consts = sum(1 for node in expr if node[0] == "const")
         self.vector_ops = sum(2 if expr[i][0] == "abs" else 1 for i in reachable(expr)
@@ -348,7 +352,7 @@ class OrientedTiler:
         out = mt * nt
         total = a_slots * aligned(mt * kt * self.e) + b_slots * aligned(kt * nt * self.e)
         total += (ACC_SLOTS + self.temps) * aligned(out * self.acc_e) + \
-            2 * aligned(out * self.cast_e)
+            2 * aligned(out * self.cast_e) + 2 * aligned(out * self.extra_e)
         counts = self.first_counts(t)
         for tensor in self.streamed:
             expanded = self._mixed_broadcast(tensor)
