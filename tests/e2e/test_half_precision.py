@@ -127,3 +127,22 @@ def test_network_converted_to_f16_runs_on_the_npu(tmp_path):
     stock = np.asarray(stock_llvm_cpu(path, HOST_CPU)(x).to_host())
     assert _f16_ulps(call.output, stock) <= 1
     np.testing.assert_allclose(call.output, onnxruntime_output(path, {"x": x}), atol=2e-3)
+
+
+def test_softmax_of_an_f16_tensor_extended_to_f32_runs_on_the_npu(tmp_path):
+    """An f16 tensor extended to f32 and reduced along a middle dim (YOLOv8's
+    distribution focal loss in an f16 network): the extension is a view of the f16
+    tensor, which the reduction loads as f32. It ran on the host ('reduces a computed
+    value along dims other than its last ones')."""
+    shape = (1, 16, 4, 120)
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["x32"], to=TensorProto.FLOAT),
+         helper.make_node("Softmax", ["x32"], ["y"], axis=1)],
+        "g", [helper.make_tensor_value_info("x", F16, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    path = _save(tmp_path, graph)
+    x = (np.random.default_rng(6).standard_normal(shape) * 3).astype(np.float16)
+    call = call_on_npu(path, "g", x)
+    assert call.stats.host_dispatches == 0, call.report
+    np.testing.assert_allclose(call.output, onnxruntime_output(path, {"x": x}),
+                               rtol=1e-6, atol=1e-7)

@@ -1031,8 +1031,15 @@ def split_dims(ref: TensorRef, split) -> TensorRef:
 
 
 def yielded_argument(generic: Generic) -> int | None:
-    """The block argument a one-result body yields unchanged (a copy), if it does."""
+    """The block argument a one-result body yields unchanged (a copy), or extended from
+    f16 to f32 (every f16 value is an f32 one: a view of the f16 tensor, which its
+    readers load as f32), if it does."""
     body = generic.body
+    if len(body) == 2 and body[0].name == "arith.extf" and \
+            half_precision.converts_half(body[0]) and \
+            list(body[1].operands) == [body[0].results[0]]:
+        source = body[0].operands[0]
+        return source.arg_number if isinstance(source, ir.BlockArgument) else None
     if len(body) == 1 and len(body[0].operands) == 1 and \
             isinstance(body[0].operands[0], ir.BlockArgument):
         return body[0].operands[0].arg_number
