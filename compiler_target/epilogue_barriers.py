@@ -15,15 +15,18 @@ with all its MACs:
   Resize's upsampled feature map in a feature pyramid or U-Net skip connection, an
   attention bias looked up by ids) to a contraction's result that only elementwise ops
   read (which dispatch formation fuses): the barrier goes on the gathered operand, so the
-  gather is a dispatch of its own (a strided view on the NPU when its indices come from
-  positions, the host when they depend on data) and the contraction reads its result as
-  an ordinary epilogue input; the gathered tensor makes one round trip through memory.
+  gather (with the elementwise ops fused with it: a quantized graph's quantize and
+  dequantize of the upsampled map) is a dispatch of its own (a strided view on the NPU
+  when its indices come from positions, the host when they depend on data) and the
+  contraction reads its result as an ordinary epilogue input; the gathered tensor makes
+  one round trip through memory.
   Where the result has other readers (another conv, a Resize), the adding op is an
   elementwise dispatch of its own, whose gather the NPU reads as a strided view:
   nothing to separate.
 
 A contraction is a named matmul, batch matmul or convolution, or a generic whose body
-is a multiply-add of its two inputs (extensions allowed). Reductions are left alone: a
+is a multiply-add of its two inputs (extensions allowed, and zero points subtracted: a
+quantized conv with its zero points as scalar operands). Reductions are left alone: a
 reduction read broadcast (softmax's max and sum) is one Rowwise dispatch on the NPU.
 Values of dynamic shape are left too.
 """
@@ -31,8 +34,9 @@ from iree.compiler import ir
 
 from compiler_target.program_functions import function_blocks
 
+_QUANTIZE_OPS = ("iree_linalg_ext.quantize_affine", "iree_linalg_ext.dequantize_affine")
 _BODY_OPS = {"arith.extf", "arith.extsi", "arith.extui", "arith.mulf", "arith.muli",
-             "arith.addf", "arith.addi", "linalg.yield"}
+             "arith.addf", "arith.addi", "arith.subi", "linalg.yield"}
 
 
 def separate_unfusable_epilogues(module) -> int:
@@ -48,8 +52,9 @@ def separate_unfusable_epilogues(module) -> int:
                     fused_values.add(op.results[0])
             elif _is_elementwise(op):
                 count += _separate(op, epilogue_values, fused_values, gathered_values)
-                if _gathers(op):
-                    gathered_values.update(op.results)
+                if _gathers(op) or op.results[0] not in epilogue_values and \
+                        any(operand in gathered_values for operand in op.operands):
+                    gathered_values.update(op.results)      # fused with the gather
     return count
 
 
@@ -114,10 +119,14 @@ def _is_contraction(op) -> bool:
     body = [inner.name for inner in op.regions[0].blocks[0].operations]
     return (any("reduction" in i for i in iterators) and set(body) <= _BODY_OPS
             and {"arith.mulf", "arith.muli"} & set(body) != set()
-            and len(op.regions[0].blocks[0].arguments) == 3)
+            and len(op.regions[0].blocks[0].arguments) >= 3)
 
 
 def _is_elementwise(op) -> bool:
+    """An all-parallel linalg.generic, or a quantize or dequantize (IREE's form of a QDQ
+    pair's ops until dispatch formation)."""
+    if op.name in _QUANTIZE_OPS:
+        return True
     if op.name != "linalg.generic":
         return False
     iterators = [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
@@ -126,4 +135,5 @@ def _is_elementwise(op) -> bool:
 
 def _gathers(op) -> bool:
     """Whether the generic's body reads a tensor at computed indices (tensor.extract)."""
-    return any(inner.name == "tensor.extract" for inner in op.regions[0].blocks[0].operations)
+    return op.name == "linalg.generic" and any(
+        inner.name == "tensor.extract" for inner in op.regions[0].blocks[0].operations)

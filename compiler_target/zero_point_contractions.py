@@ -90,12 +90,10 @@ def _rewrite_conv(op, context) -> bool:
     ones; left out when zw is the constant 0, as onnxruntime's symmetric int8 weights
     have it), plus n zx zw, into the op's own init. Taken for ConvInteger's zero point
     known only at run time (dynamic quantization), and for QLinearConv's constant ones
-    summed into its bias (IREE's global optimization splits constant zero points into
-    a zero-filled conv itself, but not into a bias: the conv then ran on the host with
-    `ext(x) - zx` in its body)."""
+    (IREE's global optimization leaves `ext(x) - zx` in the conv's body, which the NPU's
+    8-bit MAC cannot take: the conv ran on the host)."""
     x, w, zx, zw, init = op.operands
-    zeros = (_constant(zx), _constant(zw))
-    if zeros == (0, 0) or None not in zeros and _is_zero_fill(init):
+    if (_constant(zx), _constant(zw)) == (0, 0):
         return False
     x_type, w_type, out_type = (ir.RankedTensorType(v.type) for v in (x, w, init))
     if any(d < 0 for t in (x_type, w_type, out_type) for d in t.shape) or \

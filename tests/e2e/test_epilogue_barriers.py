@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output
+from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output, stock_llvm_cpu
 
 N = helper.make_node
 
@@ -102,3 +102,59 @@ def test_a_matmul_plus_a_bias_gathered_by_ids_runs_on_the_npu(tmp_path):
     assert matmuls and all(" npu " in f" {line} " for line in matmuls), call.report
     np.testing.assert_allclose(call.output, onnxruntime_output(path, {"q": q, "k": k, "ids": ids}),
                                rtol=1e-5, atol=1e-5)
+
+
+def _quantized_fpn_model(tmp_path, form: str):
+    """A 1x1 conv of int8 data plus the nearest 2x Resize of a coarser f32 map, as QDQ
+    (DequantizeLinear before a float Conv, which IREE fuses into an i8 conv whose
+    epilogue the quantize and dequantize of the upsampled map join) or as QOperator
+    (QLinearConv, its zero points scalar operands of the conv's body)."""
+    rng = np.random.default_rng(5)
+    channels, size = 16, 24
+    scalars = [("xs", 0.03, np.float32), ("xz", 3, np.int8), ("ws", 0.01, np.float32),
+               ("wz", 0, np.int8), ("ys", 0.05, np.float32), ("yz", -2, np.int8)]
+    weights = [numpy_helper.from_array(np.array(v, t), n) for n, v, t in scalars] + [
+        numpy_helper.from_array(rng.integers(-127, 128, (channels, channels, 1, 1)).astype(np.int8),
+                                "wq"),
+        numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+    resize = N("Resize", ["coarse", "", "scales"], ["up"], mode="nearest",
+               coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    if form == "qdq":
+        nodes = [N("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+                 N("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+                 N("DequantizeLinear", ["wq", "ws", "wz"], ["wd"]),
+                 N("Conv", ["xd", "wd"], ["conv"]),
+                 N("QuantizeLinear", ["conv", "ys", "yz"], ["cq"]),
+                 N("DequantizeLinear", ["cq", "ys", "yz"], ["cd"])]
+    else:
+        nodes = [N("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+                 N("QLinearConv", ["xq", "xs", "xz", "wq", "ws", "wz", "ys", "yz"], ["cq"]),
+                 N("DequantizeLinear", ["cq", "ys", "yz"], ["cd"])]
+    nodes += [resize, N("Add", ["cd", "up"], ["y"])]
+    shape, coarse_shape = (1, channels, size, size), (1, channels, size // 2, size // 2)
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+                     helper.make_tensor_value_info("coarse", TensorProto.FLOAT, coarse_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], weights)
+    path = tmp_path / f"fpn_{form}.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                     .SerializeToString())
+    return path, shape, coarse_shape
+
+
+@pytest.mark.parametrize("form", ["qdq", "qop"])
+def test_an_int8_conv_plus_an_upsampled_map_runs_on_the_npu(tmp_path, form):
+    """The int8 forms of the feature pyramid's lateral: the chain from the i8 conv to
+    the add passes through IREE's quantize and dequantize ops (QDQ) or starts at a conv
+    whose body subtracts zero points (QOperator); both kept the gather in the conv's
+    epilogue, on the host with the conv's MACs. Checked against the bits of stock
+    compiled for this CPU (FMA: the dequantized value and the add fuse, as the NPU
+    fuses them)."""
+    path, shape, coarse_shape = _quantized_fpn_model(tmp_path, form)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(shape).astype(np.float32)
+    coarse = rng.standard_normal(coarse_shape).astype(np.float32)
+    call = call_on_npu(path, "g", x, coarse)
+    assert call.stats.host_dispatches == 0, call.report
+    stock = stock_llvm_cpu(path, ["--iree-llvmcpu-target-cpu=host"])
+    np.testing.assert_array_equal(call.output, np.asarray(stock(x, coarse).to_host()))
