@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.transformers.float16 import convert_float_to_float16
 
 from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output, stock_llvm_cpu
+from tests.real_models.half import importable
 
 F16 = TensorProto.FLOAT16
 # Stock compiled for this CPU: with F16C and FMA, as the vector engine computes (the
@@ -97,28 +98,11 @@ def _small_cnn() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _topologically_sorted(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The converter appends its input casts after the nodes that read them; onnxruntime
-    runs that, ONNX's checker (and so iree-import-onnx) refuses it."""
-    graph = model.graph
-    known = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {""}
-    pending, ordered = list(graph.node), []
-    while pending:
-        ready = [n for n in pending if all(name in known for name in n.input)]
-        for node in ready:
-            ordered.append(node)
-            known.update(node.output)
-            pending.remove(node)
-    del graph.node[:]
-    graph.node.extend(ordered)
-    return model
-
-
 def test_network_converted_to_f16_runs_on_the_npu(tmp_path):
     """The small CNN through onnxruntime's float16 converter (f16 inside, f32 input and
     output): every dispatch on the NPU, within one f16 ulp of stock, and the class
     probabilities within f16 precision of onnxruntime's execution of the f16 model."""
-    model = _topologically_sorted(convert_float_to_float16(_small_cnn(), keep_io_types=True))
+    model = importable(convert_float_to_float16(_small_cnn(), keep_io_types=True))
     path = tmp_path / "g.onnx"
     onnx.save(model, path)
     x = np.random.default_rng(1).standard_normal((1, 3, 32, 48)).astype(np.float32)

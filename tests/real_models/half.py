@@ -49,10 +49,16 @@ def half_model(model: RealModel) -> Path:
     if not path.exists():
         converted = convert_float_to_float16(onnx.load(prepared_model(model)),
                                              keep_io_types=True)
-        _sort_topologically(converted.graph)
-        _raw_tensors(converted.graph)
-        onnx.save(converted, path)
+        onnx.save(importable(converted), path)
     return path
+
+
+def importable(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The converter's model repaired for iree-import-onnx (in place): nodes sorted
+    topologically, tensors stored as raw data."""
+    _sort_topologically(model.graph)
+    _raw_tensors(model.graph)
+    return model
 
 
 def _sort_topologically(graph: onnx.GraphProto) -> None:
