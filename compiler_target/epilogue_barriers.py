@@ -61,8 +61,9 @@ def separate_unfusable_epilogues(module) -> int:
 def _separate(op, epilogue_values: set, fused_values: set, gathered_values: set) -> int:
     """Barriers on the operands of elementwise `op` that are contraction epilogue values
     read broadcast, and, when it reads a `fused_values` one (a contraction's result, or
-    an epilogue of it, that only elementwise ops read), on its gathered operands. Records `op`'s result as an epilogue value when it reads one without
-    broadcasting, and as a fused one when it is."""
+    an epilogue of it, that only elementwise ops read), on its gathered operands.
+    Records `op`'s result as an epilogue value when it reads one without broadcasting,
+    and as a fused one when it is."""
     maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
     count, reads_epilogue, fused = 0, False, False
     for index, (operand, affine_map) in enumerate(zip(op.operands, maps)):
@@ -86,9 +87,10 @@ def _separate(op, epilogue_values: set, fused_values: set, gathered_values: set)
 
 
 def _read_elementwise(value) -> bool:
-    """Whether every op that reads `value` is an elementwise generic reading it as an
-    operand (dispatch formation then fuses them with its producer); a read inside a body
-    (a gather's tensor.extract), by a contraction or by a function's return is not."""
+    """Whether every op that reads `value` is elementwise (`_is_elementwise`) and reads
+    it as an operand (dispatch formation then fuses them with its producer); a read
+    inside a body (a gather's tensor.extract), by a contraction or by a function's
+    return is not."""
     return all(_is_elementwise(use.owner) for use in value.uses)
 
 
