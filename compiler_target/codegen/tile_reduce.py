@@ -5,6 +5,9 @@ reduced dimension is not the contiguous one (channels-last global pooling: O str
 the tile is loaded [i][o] so the DMA reads whole runs, and a vcopy relayouts it to
 [o][i] in SRAM. When even one row does not fit, I is split into chunks whose partial
 results are combined with vadd / vmax (mean divides by I at the end with vscale).
+An f16 input with an f32 result (IREE's sum of extended values: a mean or a group
+norm's statistics in an f16 network) reduces in f32: each loaded tile is converted, and
+relayouted in the same vcvt.
 """
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
@@ -14,7 +17,7 @@ from .epilogue import (EpilogueInputs, OutputStage, bytes_per_element, quantized
 from .legalize import REDUCE_KINDS
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr, dtype_bytes
-from .vector import Operand, binary, unary
+from .vector import Operand, binary, convert, unary
 from .tile import SRAM_ALIGN, Dim, Pipeline, Slots, Sram, TiledProgram, ceil_div, dma_instrs
 from .tiler import Candidate, pipelined_cycles
 
@@ -29,9 +32,12 @@ class ReduceTiler:
     def __init__(self, lowered: Lowered, m: MachineConfig):
         op = lowered.op
         dtype = op.input.dtype
-        if dtype not in FLOATS or (op.out.dtype != dtype and op.out.dtype in FLOATS):
+        widened = dtype == "f16" and op.out.dtype == "f32"
+        if dtype not in FLOATS or (op.out.dtype != dtype and op.out.dtype in FLOATS and
+                                   not widened):
             raise NotLowerable(f"{dtype} -> {op.out.dtype} reductions are not supported "
                                "(floats, or floats quantized by the epilogue)")
+        self.compute_dtype = "f32" if widened else dtype
         if op.kind not in REDUCE_KINDS:
             raise NotLowerable(f"reduction kind '{op.kind}' is not supported")
         self.lowered, self.m = lowered, m
@@ -41,12 +47,13 @@ class ReduceTiler:
     def candidates(self) -> list[Candidate]:
         op, m = self.lowered.op, self.m
         outer, inner = op.input.shape
-        e = dtype_bytes(op.input.dtype)
-        # Per input element: 2 load slots (+1 relayout buffer); per output element: 2 result
-        # slots, a partial, the epilogue's temps and inputs.
-        per_in = e * (3 if self.transposed else 2)
-        per_out = e * 3 + bytes_per_element(op.epilogue, op.epilogue_inputs, op.input.dtype) + \
-            quantized_output_bytes(op.out.dtype, op.input.dtype)
+        e_in, e = dtype_bytes(op.input.dtype), dtype_bytes(self.compute_dtype)
+        # Per input element: 2 load slots (+1 relayout or conversion buffer); per output
+        # element: 2 result slots, a partial, the epilogue's temps and inputs.
+        per_in = 2 * e_in + (e if self.transposed or e != e_in else 0)
+        per_out = e * 3 + bytes_per_element(op.epilogue, op.epilogue_inputs,
+                                            self.compute_dtype) + \
+            quantized_output_bytes(op.out.dtype, self.compute_dtype)
         budget = m.sram_bytes - SRAM_ALIGN * 16
         if per_in * min(inner, 64) + per_out > budget:
             raise NotLowerable("does not fit SRAM even tiled")
@@ -68,18 +75,19 @@ class ReduceTiler:
     def _emitter(self, tiling: tuple[int, int]) -> "ReduceEmitter":
         ot, chunk = tiling
         return ReduceEmitter(self.lowered, self.m, ot, chunk, self.transposed,
-                             used_inputs(self.lowered.op.epilogue))
+                             used_inputs(self.lowered.op.epilogue), self.compute_dtype)
 
 
 class ReduceEmitter:
-    def __init__(self, lowered, m, ot, chunk, transposed, used):
+    def __init__(self, lowered, m, ot, chunk, transposed, used, dtype):
         self.op, self.tensors = lowered.op, lowered.tensors
         self.ot, self.chunk, self.transposed = ot, chunk, transposed
-        self.dtype = self.op.input.dtype
+        self.dtype = dtype
         sram = Sram(m.sram_bytes)
         self.sram = sram
-        self.loads = Slots(sram, "in", self.dtype, (ot * chunk,))
-        self.relayout = sram.alloc("in.oi", self.dtype, (ot * chunk,)) if transposed else None
+        self.loads = Slots(sram, "in", self.op.input.dtype, (ot * chunk,))
+        self.relayout = sram.alloc("in.oi", self.dtype, (ot * chunk,)) \
+            if transposed or self.dtype != self.op.input.dtype else None
         self.outs = Slots(sram, "red", self.dtype, (ot,))
         self.partial = sram.alloc("partial", self.dtype, (ot,))
         self.epi = EpilogueInputs(sram, self.tensors, used, len(self.op.epilogue_inputs), [ot],
@@ -139,10 +147,13 @@ class ReduceEmitter:
         sram_o, sram_i = (1, ot) if self.transposed else (ic, 1)
         dims = [Dim(ot, so, sram_o), Dim(ic, si, sram_i)]
         front += dma_instrs("dma.load", src, o0 * so + i0 * si, buf, 0, dims, note)
-        if not self.transposed:
+        if self.relayout is None:
             return buf
-        front.append(Instr("vcopy", self.dtype, {
-            "dst": self.relayout.addr, "src": buf.addr, "n0": 1, "n1": ot, "n2": ic,
-            "dst_s0": 0, "dst_s1": ic, "dst_s2": 1, "src_s0": 0, "src_s1": 1, "src_s2": ot},
-            reads=(buf,), writes=(self.relayout,), note=note + " relayout [i][o] -> [o][i]"))
+        source = Operand(buf, (0, 1, ot) if self.transposed else (0, ic, 1))
+        target = Operand(self.relayout, (0, ic, 1))
+        if self.relayout.dtype != buf.dtype:
+            front.append(convert(target, source, (1, ot, ic), note + " convert to f32"))
+        else:
+            front.append(unary("vcopy", self.dtype, target, source, (1, ot, ic),
+                               note + " relayout [i][o] -> [o][i]"))
         return self.relayout

@@ -130,3 +130,25 @@ def test_softmax_of_an_f16_tensor_extended_to_f32_runs_on_the_npu(tmp_path):
     assert call.stats.host_dispatches == 0, call.report
     np.testing.assert_allclose(call.output, onnxruntime_output(path, {"x": x}),
                                rtol=1e-6, atol=1e-7)
+
+
+def test_mean_of_an_f16_tensor_extended_to_f32_runs_on_the_npu(tmp_path):
+    """The mean of an f16 feature map extended to f32 (a group norm's statistics in an
+    f16 network): the extension is a view of the f16 tensor (above), so the reduction
+    reads f16 and sums in f32. It ran on the host ('f16 -> f32 reductions are not
+    supported'); each loaded tile is now converted to f32 and reduced there."""
+    shape = (1, 32, 64, 64)
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["x32"], to=TensorProto.FLOAT),
+         helper.make_node("ReduceMean", ["x32", "axes"], ["y"], keepdims=1)],
+        "g", [helper.make_tensor_value_info("x", F16, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 32, 1, 1))],
+        [numpy_helper.from_array(np.array([2, 3], np.int64), "axes")])
+    path = tmp_path / "g.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+                     .SerializeToString())
+    x = (np.random.default_rng(11).standard_normal(shape) * 2 + 1).astype(np.float16)
+    call = call_on_npu(path, "g", x)
+    assert call.stats.host_dispatches == 0, call.report
+    np.testing.assert_allclose(call.output, onnxruntime_output(path, {"x": x}),
+                               rtol=1e-5, atol=1e-6)
