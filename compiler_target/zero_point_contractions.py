@@ -104,9 +104,8 @@ def _rewrite_conv(op, context) -> bool:
     attrs = f"{{dilations = {op.attributes['dilations']}, strides = {op.attributes['strides']}}}"
     x_text, w_text, out_text = str(x_type), str(w_type), str(out_type)
     f = _Function()
-    conv_init = f.zeros("%conv", out_text) if _is_zero_fill(init) else f.arg(init)
     f.lines += [f"%conv = linalg.conv_2d_nchw_fchw {attrs} ins({f.arg(x)}, {f.arg(w)} : "
-                f"{x_text}, {w_text}) outs({conv_init} : {out_text}) -> {out_text}",
+                f"{x_text}, {w_text}) outs({f.arg(init)} : {out_text}) -> {out_text}",
                 "%scalar = tensor.empty() : tensor<i32>",     # filled: a splat, not a dispatch
                 f"%zx = linalg.fill ins({f.arg(zx)} : i32) outs(%scalar : tensor<i32>) -> tensor<i32>",
                 f"%zw = linalg.fill ins({f.arg(zw)} : i32) outs(%scalar : tensor<i32>) -> tensor<i32>"]
