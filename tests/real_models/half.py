@@ -26,7 +26,7 @@ from tests.real_models.fetch import cache_dir, prepared_model
 from tests.real_models.measure import (ExecutedMacs, compile_npu, executed_macs, model_input,
                                        onnxruntime_outputs, relative_error, run_npu)
 from tests.real_models.models import MODELS, RealModel
-from tests.real_models.quantized import import_mlir, run_stock
+from tests.real_models.quantized import function_name, import_mlir, run_stock
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def measure_half(model: RealModel, work_dir: Path) -> HalfResult:
     build = compile_npu(mlir, work_dir / model.name)
     run = run_npu(build.vmfb, x, calls=1)
     outputs = [np.asarray(o) for o in run.outputs]
-    stock = run_stock(mlir, x, build.tasks[0]["name"].split("$")[0])
+    stock = run_stock(mlir, x, function_name(build))
     ort = onnxruntime_outputs(onnx_path, x)
     ort_f32 = onnxruntime_outputs(prepared_model(model), x)
 

@@ -127,7 +127,7 @@ def measure_quantized(model: RealModel, work_dir: Path,
     compile_seconds = time.perf_counter() - start
     run = run_npu(build.vmfb, x, calls=1)
     outputs = [np.asarray(o) for o in run.outputs]
-    stock = run_stock(mlir, x, _function_name(build))
+    stock = run_stock(mlir, x, function_name(build))
     ort = onnxruntime_outputs(onnx_path, x)
     stats = run.stats
     return QuantizedResult(
@@ -178,7 +178,7 @@ def bound_by(task: dict) -> str:
                  if busy[engine] > limit), "fill/drain")
 
 
-def _function_name(build) -> str:
+def function_name(build) -> str:
     """The synchronous entry point: the graph's name (the dispatch names start with it)."""
     return build.tasks[0]["name"].split("$")[0]
 
