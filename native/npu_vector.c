@@ -29,8 +29,16 @@ static uint8_t* box3_row(exec_t* x, const box3_t* b, size_t i0, size_t i1) {
          (i0 * b->strides[0] + i1 * b->strides[1]) * DTYPE_BYTES[b->dtype];
 }
 
-static void binary_f32(int op, unsigned flags, float* restrict d, const float* restrict l,
-                       const float* restrict r, size_t n) {
+/* The row loops of the f32 ops. Without trapping math GCC vectorizes their compares
+ * and selects (vmax, vclamp, vhswish, the selects); it changes no value, only which FP
+ * exception flags may be raised, which nothing reads. Contraction stays as the build
+ * sets it (a multiply-add of vscale and vhswish is one fused operation, as LLVM's in
+ * stock's code). */
+#define VECTOR_LOOPS __attribute__((optimize("no-trapping-math")))
+
+VECTOR_LOOPS static void binary_f32(int op, unsigned flags, float* restrict d,
+                                    const float* restrict l, const float* restrict r,
+                                    size_t n) {
   switch (op) {
     /* d holds the addend: lhs·rhs + d rounded once, as LLVM contracts fmul + fadd */
     case OP_VFMA: for (size_t i = 0; i < n; i++) d[i] = fmaf(l[i], r[i], d[i]); break;
@@ -226,8 +234,8 @@ static float in_dtype(int dtype, float x) {
   return x;
 }
 
-static void unary_f32(int op, int dtype, unsigned flags, float p0, float p1,
-                      float* restrict v, size_t n) {
+VECTOR_LOOPS static void unary_f32(int op, int dtype, unsigned flags, float p0, float p1,
+                                   float* restrict v, size_t n) {
   switch (op) {
     case OP_VRELU: for (size_t i = 0; i < n; i++) v[i] = NPU_MAX(v[i], 0.0f); break;
     case OP_VCLAMP:
@@ -260,6 +268,13 @@ static void unary_f32(int op, int dtype, unsigned flags, float p0, float p1,
     /* vscale's x·p0 + p1 stored in the dtype, vclamp's [0, 1], then vmul's product:
      * the bits of those three instructions */
     case OP_VHSWISH:
+      if (dtype == DT_F32) {
+        for (size_t i = 0; i < n; i++) {
+          float t = NPU_MAX(v[i] * p0 + p1, 0.0f);
+          v[i] = v[i] * NPU_MIN(t, 1.0f);
+        }
+        break;
+      }
       for (size_t i = 0; i < n; i++) {
         float t = in_dtype(dtype, v[i] * p0 + p1);
         t = NPU_MAX(t, 0.0f);
