@@ -16,8 +16,9 @@ from header_cdef import cdef_from_header
 NATIVE_DIR = pathlib.Path(__file__).resolve().parent
 BUILD_DIR = NATIVE_DIR.parent / "build" / "npu_core"
 # The core by concern (npu_core.c's header comment says what each holds).
-SOURCES = ["npu_core.c", "npu_exec.c", "npu_validate.c", "npu_ranges.c", "npu_dma.c",
-           "npu_mac.c", "npu_vector.c", "npu_requant.c", "npu_threads.c", "npu_stop.c", "npu_timeline.c"]
+SOURCES = ["npu_core.c", "npu_exec.c", "npu_validate.c", "npu_ranges.c", "npu_deferred.c",
+           "npu_dma.c", "npu_mac.c", "npu_vector.c", "npu_requant.c", "npu_threads.c",
+           "npu_stop.c", "npu_timeline.c"]
 
 # -fwrapv: i8/i32 accumulation and vector integer arithmetic wrap.
 # -fno-strict-aliasing: SRAM bytes are read and written as every dtype.

@@ -15,6 +15,7 @@
  *   npu_exec.h/.c      the core's state and a run's context, errors, scratch buffers
  *   npu_validate.h/.c  the pre-pass: encoding, static rules, work bound, semaphores
  *   npu_ranges.h/.c    operand ranges in SRAM and DRAM, checked before each instruction
+ *   npu_deferred.h/.c  contiguous dma.loads whose copy waits until something reads it
  *   npu_kernels.h      the instructions' computation: npu_dma.c, npu_mac.c (with the
  *                      GEMM kernel), npu_vector.c, npu_requant.c (vrequant);
  *                      npu_elements.h their element access
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "npu_deferred.h"
 #include "npu_exec.h"
 #include "npu_instruction.h"
 #include "npu_isa.h"
@@ -188,6 +190,7 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
     if (status == NPU_STATUS_OK) stats->instructions++;
   }
   t_control = NULL;
+  land_all(&x);
   if (x.pool) pool_stop(x.pool);
   for (int e = 0; e < NPU_ENGINE_COUNT; e++) {
     if (t.free_at[e] > stats->total_cycles) stats->total_cycles = t.free_at[e];

@@ -1,8 +1,20 @@
 /* The DMA engines' instructions: dma.load and dma.store (strided 4-D boxes between DRAM
  * and SRAM) and fill (an SRAM box set to a value). */
+#include "npu_deferred.h"
 #include "npu_elements.h"
 #include "npu_kernels.h"
 #include "npu_ranges.h"
+
+/* Whether a 4-D box is one run of elements: each stride the product of the counts
+ * inside it (a dimension of count 1 has any stride). */
+static bool dense_box(const uint32_t* counts, const uint32_t* strides) {
+  uint64_t run = 1;
+  for (int d = 3; d >= 0; d--) {
+    if (counts[d] != 1 && strides[d] != run) return false;
+    run *= counts[d];
+  }
+  return true;
+}
 
 int exec_dma(exec_t* x, const instr_t* in, bool store) {
   const uint32_t* a = in->a;
@@ -11,9 +23,20 @@ int exec_dma(exec_t* x, const instr_t* in, bool store) {
   const uint32_t* dram_s = a + DMA_DRAM_S0;     /* dram_s0..dram_s3 */
   const uint32_t* sram_s = a + DMA_SRAM_S0;     /* sram_s0..sram_s3 */
   uint8_t* dram = NULL;
-  CHECK(check_dram(x, a[DMA_BINDING], a[DMA_DRAM_OFFSET], box_extent(counts, dram_s, 4, elem),
-                   elem, store, &dram));
-  CHECK(check_sram(x, "sram", a[DMA_SRAM_ADDR], box_extent(counts, sram_s, 4, elem), elem));
+  u128 dram_ext = box_extent(counts, dram_s, 4, elem);
+  u128 sram_ext = box_extent(counts, sram_s, 4, elem);
+  CHECK(check_dram(x, a[DMA_BINDING], a[DMA_DRAM_OFFSET], dram_ext, elem, store, &dram));
+  if (store) {
+    CHECK(check_sram(x, "sram", a[DMA_SRAM_ADDR], sram_ext, elem));
+    land_dram(x, dram, dram_ext);
+  } else {
+    CHECK(check_sram_bounds(x, "sram", a[DMA_SRAM_ADDR], sram_ext, elem));
+    if (dense_box(counts, dram_s) && dense_box(counts, sram_s)) {
+      defer_load(x, a[DMA_SRAM_ADDR], dram, (size_t)sram_ext);
+      return NPU_STATUS_OK;
+    }
+    land_sram(x, a[DMA_SRAM_ADDR], sram_ext);
+  }
   uint8_t* sram = x->core->sram + a[DMA_SRAM_ADDR];
   uint8_t* dst = store ? dram : sram;
   const uint8_t* src = store ? sram : dram;

@@ -34,6 +34,16 @@ struct npu_core_t {
   atomic_uint_fast64_t cancels;   /* npu_core_cancel calls */
 };
 
+/* A dma.load whose copy is deferred (npu_deferred.h): SRAM [addr, addr + bytes) holds
+ * src's bytes. */
+typedef struct deferred_load_t {
+  uint32_t addr;
+  size_t bytes;
+  const uint8_t* src;
+} deferred_load_t;
+
+#define DEFERRED_LOADS 8
+
 typedef struct exec_t {
   npu_core_t* core;
   const npu_binding_t* bindings;
@@ -48,6 +58,8 @@ typedef struct exec_t {
   pool_t* pool;           /* NULL: every instruction runs on the caller */
   const uint32_t* constants;     /* the dispatch's push constants (fill push_constant) */
   size_t constant_count;
+  deferred_load_t deferred[DEFERRED_LOADS];   /* pairwise disjoint in SRAM */
+  size_t deferred_count;
 } exec_t;
 
 /* Writes "instruction <index> (<opcode>): <message>" to the run's error; returns status. */

@@ -544,8 +544,9 @@ int exec_matmul(exec_t* x, const instr_t* in) {
   u128 b_ext = box_extent(b_counts, b_strides, 2, elem);
   u128 o_ext = box_extent(o_counts, o_strides, 2, 4);
   u128 bias_ext = bias ? (u128)n * 4 : 0;
-  CHECK(check_sram(x, "a", a_addr, a_ext, elem));
-  CHECK(check_sram(x, "b", b_addr, b_ext, elem));
+  const uint8_t *a_at, *b_at;     /* where A and B are read (npu_deferred.h) */
+  CHECK(check_sram_input(x, "a", a_addr, a_ext, elem, &a_at));
+  CHECK(check_sram_input(x, "b", b_addr, b_ext, elem, &b_at));
   CHECK(check_sram(x, "out", out_addr, o_ext, 4));
   CHECK(check_sram(x, "bias", bias_addr, bias_ext, 4));
   CHECK(check_disjoint(x, "out", out_addr, o_ext, "a", a_addr, a_ext));
@@ -561,14 +562,16 @@ int exec_matmul(exec_t* x, const instr_t* in) {
    * matvec_rows_f32. */
   bool a_in_place = dt == DT_F32 && !ta;
   bool b_rows = dt == DT_F32 && tb && m == 1;    /* matvec_rows_f32 reads B in place */
-  bool b_in_place = b_rows || (dt == DT_F32 && !tb && ldb == n &&
+  bool b_in_place = b_rows || (dt == DT_F32 && !tb && ldb == n && b_at == sram + b_addr &&
                                (u128)b_addr + b_ext + GEMM_NR * 4 <= x->core->config.sram_bytes);
-  void* ap = a_in_place ? sram + a_addr : scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
-  void* bp = b_in_place ? sram + b_addr : scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
+  const void* ap = a_in_place ? a_at : scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
+  const void* bp = b_in_place ? b_at : scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
   if (!ap) return out_of_memory(x, (u128)m * k * 4);
   if (!bp) return out_of_memory(x, (u128)k * n * 4);
-  if (!a_in_place) pack_matrix(dt, sram + a_addr, m, k, ta ? 1 : lda, ta ? lda : 1, ap);
-  if (!b_in_place) pack_matrix(mac_b_dtype(in), sram + b_addr, k, n, tb ? 1 : ldb, tb ? ldb : 1, bp);
+  if (!a_in_place) pack_matrix(dt, a_at, m, k, ta ? 1 : lda, ta ? lda : 1, (uint8_t*)ap);
+  if (!b_in_place) {
+    pack_matrix(mac_b_dtype(in), b_at, k, n, tb ? 1 : ldb, tb ? ldb : 1, (uint8_t*)bp);
+  }
   uint8_t* out = sram + out_addr;
   if (!acc) {
     init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + bias_addr) : NULL, NULL);
@@ -692,8 +695,9 @@ int exec_conv2d(exec_t* x, const instr_t* in) {
   u128 w_ext = (u128)f * cg * kh * kw * elem;
   u128 o_ext = (u128)f * ho * wo * 4;
   u128 bias_ext = bias ? (u128)f * 4 : 0;
-  CHECK(check_sram(x, "in", p.in, in_ext, elem));
-  CHECK(check_sram(x, "w", p.w, w_ext, elem));
+  const uint8_t *in_at, *w_at;    /* where the input and weights are read (npu_deferred.h) */
+  CHECK(check_sram_input(x, "in", p.in, in_ext, elem, &in_at));
+  CHECK(check_sram_input(x, "w", p.w, w_ext, elem, &w_at));
   CHECK(check_sram(x, "out", p.out, o_ext, 4));
   CHECK(check_sram(x, "bias", p.bias, bias_ext, 4));
   CHECK(check_disjoint(x, "out", p.out, o_ext, "in", p.in, in_ext));
@@ -711,7 +715,7 @@ int exec_conv2d(exec_t* x, const instr_t* in) {
   size_t workers = worker_count(x->pool, macs, SIZE_MAX);
   /* Each worker's col buffer, with the GEMM's slack, rounded to 64 bytes. */
   size_t col_bytes = (kdim * chunk_rows * wo * 4 + GEMM_NR * 4 + 63) & ~(size_t)63;
-  void* wp = dt == DT_F32 ? sram + p.w : scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
+  const void* wp = dt == DT_F32 ? w_at : scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
   void* col = scratch(x, SCRATCH_B, (u128)col_bytes * workers);
   if (!wp) return out_of_memory(x, (u128)f * kdim * 4);
   if (!col) return out_of_memory(x, (u128)col_bytes * workers);
@@ -720,9 +724,9 @@ int exec_conv2d(exec_t* x, const instr_t* in) {
     init_accumulator(out, f, spatial, spatial, NULL,
                      bias ? (const uint32_t*)(sram + p.bias) : NULL);
   }
-  if (dt != DT_F32) pack_matrix(mac_b_dtype(in), sram + p.w, f, kdim, kdim, 1, wp);
+  if (dt != DT_F32) pack_matrix(mac_b_dtype(in), w_at, f, kdim, kdim, 1, (uint8_t*)wp);
   conv_job_t job = {dt, mac_sum(in), cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
-                    sram + p.in, wp, out, col, col_bytes, chunk_rows, chunks, NULL};
+                    in_at, wp, out, col, col_bytes, chunk_rows, chunks, NULL};
   if (workers > 1 && units < 2 * workers) return conv_split_chunks(x, &job);
   job.pack = scratch(x, SCRATCH_PACK, (u128)GEMM_PACK_BYTES * workers);
   if (!job.pack) return out_of_memory(x, (u128)GEMM_PACK_BYTES * workers);

@@ -1,6 +1,8 @@
 /* Operand range checks (npu_ranges.h). */
 #include "npu_ranges.h"
 
+#include "npu_deferred.h"
+
 u128 box_extent(const uint32_t* counts, const uint32_t* strides, int dims,
                 unsigned elem) {
   u128 span = 1;
@@ -8,8 +10,8 @@ u128 box_extent(const uint32_t* counts, const uint32_t* strides, int dims,
   return span * elem;
 }
 
-int check_sram(exec_t* x, const char* operand, uint32_t addr, u128 extent,
-               unsigned align) {
+int check_sram_bounds(exec_t* x, const char* operand, uint32_t addr, u128 extent,
+                      unsigned align) {
   if (addr % align) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT,
                 "%s SRAM address %u is not aligned to %u bytes", operand, addr, align);
@@ -21,6 +23,24 @@ int check_sram(exec_t* x, const char* operand, uint32_t addr, u128 extent,
                 operand, addr, num(end).s, (unsigned long long)x->core->config.sram_bytes);
   }
   if (end > x->stats->sram_peak_bytes) x->stats->sram_peak_bytes = (uint64_t)end;
+  return NPU_STATUS_OK;
+}
+
+int check_sram(exec_t* x, const char* operand, uint32_t addr, u128 extent,
+               unsigned align) {
+  CHECK(check_sram_bounds(x, operand, addr, extent, align));
+  land_sram(x, addr, extent);
+  return NPU_STATUS_OK;
+}
+
+int check_sram_input(exec_t* x, const char* operand, uint32_t addr, u128 extent,
+                     unsigned align, const uint8_t** at) {
+  CHECK(check_sram_bounds(x, operand, addr, extent, align));
+  *at = extent ? deferred_source(x, addr, extent) : NULL;
+  if (!*at) {
+    land_sram(x, addr, extent);
+    *at = x->core->sram + addr;
+  }
   return NPU_STATUS_OK;
 }
 

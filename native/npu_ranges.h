@@ -12,8 +12,19 @@
 /* Byte extent of a box: (1 + sum (n_i - 1) * s_i) * elem (counts are at least 1). */
 u128 box_extent(const uint32_t* counts, const uint32_t* strides, int dims, unsigned elem);
 
-/* [addr, addr + extent) within SRAM, addr a multiple of align; raises the SRAM peak. */
+/* [addr, addr + extent) within SRAM, addr a multiple of align; raises the SRAM peak.
+ * check_sram_bounds checks just that (a dma.load's destination, npu_dma.c); check_sram
+ * also lands the deferred loads the range overlaps (npu_deferred.h), so the instruction
+ * sees SRAM as if they had copied. */
+int check_sram_bounds(exec_t* x, const char* operand, uint32_t addr, u128 extent,
+                      unsigned align);
 int check_sram(exec_t* x, const char* operand, uint32_t addr, u128 extent, unsigned align);
+
+/* check_sram for an input read only by the instruction, exactly within its range: sets
+ * *at to the DRAM source of a deferred load that holds the whole range, else to the
+ * range in SRAM. */
+int check_sram_input(exec_t* x, const char* operand, uint32_t addr, u128 extent,
+                     unsigned align, const uint8_t** at);
 
 /* Disjointness of two SRAM byte ranges (an absent bias, extent 0, overlaps nothing). */
 int check_disjoint(exec_t* x, const char* out_name, uint32_t out, u128 out_extent,

@@ -15,6 +15,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "npu_deferred.h"
 #include "npu_elements.h"
 #include "npu_kernels.h"
 #include "npu_ranges.h"
@@ -61,6 +62,7 @@ static int read_record(exec_t* x, uint32_t params, uint64_t index, int dtype, re
                 "bytes)", (unsigned long long)index, table, (unsigned long long)end, elem,
                 (unsigned long long)x->core->config.sram_bytes);
   }
+  land_sram(x, table, end - table);
   r->table = x->core->sram + table;
   return NPU_STATUS_OK;
 }
