@@ -67,6 +67,10 @@ void npu_core_cancel(npu_core_t* core) {
 
 void npu_core_destroy(npu_core_t* core) {
   if (!core) return;
+  if (core->pool) {
+    pool_stop(core->pool);
+    free(core->pool);
+  }
   free(core->sram);
   for (int i = 0; i < SCRATCH_COUNT; i++) free(core->scratch[i]);
   if (core->semaphores) {
@@ -74,6 +78,17 @@ void npu_core_destroy(npu_core_t* core) {
   }
   free(core->semaphores);
   free(core);
+}
+
+/* The core's worker pool, started with its first run; NULL when the core runs on the
+ * caller alone (one thread, or none could be created). */
+static pool_t* core_pool(npu_core_t* core) {
+  if (core->threads > 1 && !core->pool) {
+    core->pool = malloc(sizeof(pool_t));
+    if (!core->pool) return NULL;
+    pool_start(core->pool, core->threads);
+  }
+  return core->pool && core->pool->count ? core->pool : NULL;
 }
 
 static int execute_instruction(exec_t* x, const instr_t* in) {
@@ -138,7 +153,6 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
   }
   size_t count = program_bytes / NPU_INSTRUCTION_BYTES;
   size_t end = count;
-  bool heavy = false;
   for (uint64_t s = 0; s < core->config.semaphores; s++) {
     core->semaphores[s].count = 0;
     core->semaphores[s].engine = -1;
@@ -151,7 +165,6 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
     CHECK(check_work(&x, &in));
     if (in.opcode == OP_SIGNAL || in.opcode == OP_WAIT) CHECK(check_semaphore(&x, &in));
     if (in.opcode == OP_END) end = i;
-    if (instruction_macs(&in) >= 2 * MACS_PER_WORKER) heavy = true;
   }
   if (end == count) {
     snprintf(error, error_capacity, "program has no end instruction");
@@ -159,11 +172,7 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
   }
   x.op = NULL;
   CHECK(reserve_signals(&x));
-  pool_t pool;
-  if (heavy && core->threads > 1) {
-    pool_start(&pool, core->threads);
-    x.pool = &pool;
-  }
+  x.pool = core_pool(core);
   timeline_t t = {{0}};
   int status = NPU_STATUS_OK;
   if (limits && limits->stop_on_sigint) {
@@ -191,7 +200,6 @@ int npu_core_execute(npu_core_t* core, const uint8_t* program, size_t program_by
   }
   t_control = NULL;
   land_all(&x);
-  if (x.pool) pool_stop(x.pool);
   for (int e = 0; e < NPU_ENGINE_COUNT; e++) {
     if (t.free_at[e] > stats->total_cycles) stats->total_cycles = t.free_at[e];
   }

@@ -31,6 +31,7 @@ struct npu_core_t {
   size_t scratch_bytes[SCRATCH_COUNT];
   semaphore_t* semaphores;
   size_t threads;         /* most workers one instruction runs on */
+  pool_t* pool;           /* the threads beside the caller (core_pool), or NULL */
   atomic_uint_fast64_t cancels;   /* npu_core_cancel calls */
 };
 

@@ -243,6 +243,12 @@ DEFINE_GEMM(gemm_bf16_sum, float)
  * FMA latency). The k left over (k % 4) and the outputs left over (n % 4) are summed
  * one by one, in the same order. */
 #define MATVEC_GROUPS 4
+/* worker_count weighs a matrix-vector MAC as this many GEMM MACs: each reads its own 4
+ * bytes of B, so an LSTM step's 1x32x512 product (16k MACs, about 3 us) is worth
+ * splitting over two spinning threads while a GEMM of that size is not. Measured
+ * (docs/performance.md): ddddocr_ocr 82 -> 66 ms per call, ppocr_cls unchanged; a lower
+ * MACS_PER_WORKER for every MAC instruction instead slowed ppocr_cls by 7%. */
+#define MATVEC_MAC_WORK 32
 
 typedef float mv_f32x4 __attribute__((vector_size(16), aligned(4)));
 typedef int32_t mv_i32x4 __attribute__((vector_size(16)));
@@ -484,7 +490,7 @@ _Static_assert(GEMM_UNIT_COLS % GEMM_NR == 0, "units are whole panels");
 static size_t gemm_split(gemm_job_t* g, size_t workers) {
   size_t m = g->m, n = g->n;
   if (g->b_rows_ld) {
-    g->unit_rows = m, g->unit_cols = GEMM_UNIT_COLS;
+    g->unit_rows = m, g->unit_cols = 4 * MATVEC_GROUPS;
   } else if (workers <= 1) {
     g->unit_rows = m, g->unit_cols = n;
   } else {
@@ -518,7 +524,9 @@ static void gemm_unit(const void* job, size_t u, size_t worker) {
 /* Runs g over the pool: its units on up to worker_count workers, each with a pack
  * buffer of the core's SCRATCH_PACK. */
 static int run_gemm(exec_t* x, gemm_job_t* g) {
-  size_t workers = worker_count(x->pool, (uint64_t)g->m * g->n * g->k, SIZE_MAX);
+  uint64_t work = (uint64_t)g->m * g->n * g->k;
+  if (g->b_rows_ld) work *= MATVEC_MAC_WORK;
+  size_t workers = worker_count(x->pool, work, SIZE_MAX);
   size_t units = gemm_split(g, workers);
   if (workers > units) workers = units;
   g->pack = scratch(x, SCRATCH_PACK, (u128)GEMM_PACK_BYTES * workers);
