@@ -690,6 +690,77 @@ static int conv_split_chunks(exec_t* x, const conv_job_t* j) {
   return NPU_STATUS_OK;
 }
 
+/* ---- depthwise: one input channel per output channel, computed directly ----------
+ * With one input and one output channel per group (dwconv2d, or a conv2d with groups =
+ * c = f) the im2col GEMM of a group is one row of weights times kh*kw rows of input:
+ * copying the input kh*kw times costs more than the products. With stride 1 along
+ * rows these units sum each output's taps directly instead, in the GEMM's k order (ky,
+ * then kx), each with FMA_STEP, so every output has the bits of the im2col path (f32:
+ * one fused multiply-add per product where the target has FMA, as the GEMM kernel; i32:
+ * exact). Strided convolutions and rows narrower than a vector keep the im2col path
+ * (their loads do not vectorize; the GEMM packs several rows into its columns).
+ * Unit u: chunk u % chunks of channel u / chunks. */
+typedef int8_t dw_i8_vec __attribute__((vector_size(GEMM_LANES), aligned(1)));
+typedef uint8_t dw_u8_vec __attribute__((vector_size(GEMM_LANES), aligned(1)));
+
+/* The GEMM_LANES outputs at o of one row, from the sums `acc`: each tap's products of
+ * the input at r (the row of the first output, tap (0, 0)) added in k order. */
+#define DEFINE_DEPTHWISE_BLOCK(NAME, T, S, V, VS)                                        \
+  static inline V NAME(const conv_job_t* j, const T* w, const S* r, V acc) {            \
+    for (size_t ky = 0; ky < j->kh; ky++) {                                              \
+      for (size_t kx = 0; kx < j->kw; kx++) {                                            \
+        V x = __builtin_convertvector(*(const VS*)(r + ky * j->dh * j->wi + kx * j->dw), V); \
+        FMA_STEP(acc, w[ky * j->kw + kx], x);                                            \
+      }                                                                                  \
+    }                                                                                    \
+    return acc;                                                                          \
+  }
+
+/* Output row y of channel g, stride 1, at least GEMM_LANES wide: blocks of GEMM_LANES
+ * neighbouring sums held in a vector register over all the taps; the last block ends
+ * at the row's end and starts from the row's values before the run, so the outputs it
+ * shares with the block before get the same sums again. */
+#define DEFINE_DEPTHWISE_ROW(NAME, BLOCK, T, S, V)                                       \
+  static void NAME(const conv_job_t* j, size_t g, size_t y) {                           \
+    size_t wo = j->wo, last = wo - GEMM_LANES;                                           \
+    const T* w = (const T*)j->weights + g * j->kh * j->kw;                               \
+    const S* in = (const S*)j->in + g * j->hi * j->wi + y * j->sh * j->wi;               \
+    T* o = (T*)j->out + (g * j->ho + y) * wo;                                            \
+    V last_start = *(const V*)(o + last);                                                \
+    for (size_t xo = 0; xo < last; xo += GEMM_LANES) {                                   \
+      *(V*)(o + xo) = BLOCK(j, w, in + xo, *(const V*)(o + xo));                         \
+    }                                                                                    \
+    *(V*)(o + last) = BLOCK(j, w, in + last, last_start);                                \
+  }
+DEFINE_DEPTHWISE_BLOCK(depthwise_block_f32, float, float, gemm_f32_vec, gemm_f32_vec)
+DEFINE_DEPTHWISE_BLOCK(depthwise_block_i8, int32_t, int8_t, gemm_i32_vec, dw_i8_vec)
+DEFINE_DEPTHWISE_BLOCK(depthwise_block_u8, int32_t, uint8_t, gemm_i32_vec, dw_u8_vec)
+DEFINE_DEPTHWISE_ROW(depthwise_row_f32, depthwise_block_f32, float, float, gemm_f32_vec)
+DEFINE_DEPTHWISE_ROW(depthwise_row_i8, depthwise_block_i8, int32_t, int8_t, gemm_i32_vec)
+DEFINE_DEPTHWISE_ROW(depthwise_row_u8, depthwise_block_u8, int32_t, uint8_t, gemm_i32_vec)
+
+static void depthwise_unit(const void* job, size_t u, size_t worker) {
+  (void)worker;
+  const conv_job_t* j = job;
+  size_t g = u / j->chunks, y0 = u % j->chunks * j->chunk_rows;
+  size_t y1 = y0 + j->chunk_rows < j->ho ? y0 + j->chunk_rows : j->ho;
+  void (*row)(const conv_job_t*, size_t, size_t) =
+      j->sum == SUM_F32 ? depthwise_row_f32 : j->dtype == DT_I8 ? depthwise_row_i8
+                                                                : depthwise_row_u8;
+  for (size_t y = y0; y < y1; y++) {
+    row(j, g, y);
+    if (stopping((uint64_t)j->wo * j->kh * j->kw)) return;
+  }
+}
+
+/* Whether conv j runs as depthwise_unit's direct products: one channel per group and
+ * f32 sums of f32 operands, or i32 sums of byte operands (f16/bf16 take the im2col
+ * path, which converts them). */
+static bool direct_depthwise(const conv_job_t* j) {
+  return j->cg == 1 && j->fg == 1 && j->sw == 1 && j->wo >= GEMM_LANES &&
+         ((j->sum == SUM_F32 && j->dtype == DT_F32) || (j->sum == SUM_I32 && is_byte_int(j->dtype)));
+}
+
 /* conv2d and dwconv2d (conv_args). */
 int exec_conv2d(exec_t* x, const instr_t* in) {
   conv_args_t p = conv_args(in);
@@ -721,12 +792,8 @@ int exec_conv2d(exec_t* x, const instr_t* in) {
   uint64_t macs = (uint64_t)f * spatial * kdim;
   size_t units = (size_t)groups * chunks;
   size_t workers = worker_count(x->pool, macs, SIZE_MAX);
-  /* Each worker's col buffer, with the GEMM's slack, rounded to 64 bytes. */
-  size_t col_bytes = (kdim * chunk_rows * wo * 4 + GEMM_NR * 4 + 63) & ~(size_t)63;
   const void* wp = dt == DT_F32 ? w_at : scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
-  void* col = scratch(x, SCRATCH_B, (u128)col_bytes * workers);
   if (!wp) return out_of_memory(x, (u128)f * kdim * 4);
-  if (!col) return out_of_memory(x, (u128)col_bytes * workers);
   uint8_t* out = sram + p.out;
   if (!acc) {
     init_accumulator(out, f, spatial, spatial, NULL,
@@ -734,7 +801,15 @@ int exec_conv2d(exec_t* x, const instr_t* in) {
   }
   if (dt != DT_F32) pack_matrix(mac_b_dtype(in), w_at, f, kdim, kdim, 1, (uint8_t*)wp);
   conv_job_t job = {dt, mac_sum(in), cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
-                    in_at, wp, out, col, col_bytes, chunk_rows, chunks, NULL};
+                    in_at, wp, out, NULL, 0, chunk_rows, chunks, NULL};
+  if (direct_depthwise(&job)) {
+    run_units(x->pool, depthwise_unit, &job, units, workers < units ? workers : units);
+    return NPU_STATUS_OK;
+  }
+  /* Each worker's col buffer, with the GEMM's slack, rounded to 64 bytes. */
+  job.col_bytes = (kdim * chunk_rows * wo * 4 + GEMM_NR * 4 + 63) & ~(size_t)63;
+  job.col = scratch(x, SCRATCH_B, (u128)job.col_bytes * workers);
+  if (!job.col) return out_of_memory(x, (u128)job.col_bytes * workers);
   if (workers > 1 && units < 2 * workers) return conv_split_chunks(x, &job);
   job.pack = scratch(x, SCRATCH_PACK, (u128)GEMM_PACK_BYTES * workers);
   if (!job.pack) return out_of_memory(x, (u128)GEMM_PACK_BYTES * workers);

@@ -38,9 +38,10 @@ ZERO_STRIDES = dict(dst_s0=0, dst_s1=0, dst_s2=0, src_s0=0, src_s1=0, src_s2=0)
 
 
 def heavy_conv(p: ProgramBuilder) -> None:
-    """conv2d.i8 of exactly the per-instruction cap, 2^32 MACs (f = 1: one GEMM row)."""
-    p.emit("conv2d", dtype="i8", **{"in": 0}, w=0x80000, out=0x100000, c=1, hi=639, wi=639,
-           f=1, ho=512, wo=512, kh_kw=(128, 128), sh_sw=(1, 1), dh_dw=(1, 1), groups=1)
+    """conv2d.i8 of exactly the per-instruction cap, 2^32 MACs (f = 1: one GEMM row; two
+    input channels, so the im2col path, not the direct one of a single channel)."""
+    p.emit("conv2d", dtype="i8", **{"in": 0}, w=0x80000, out=0x100000, c=2, hi=639, wi=383,
+           f=1, ho=512, wo=256, kh_kw=(128, 128), sh_sw=(1, 1), dh_dw=(1, 1), groups=1)
 
 
 def heavy_sigmoid(p: ProgramBuilder) -> None:

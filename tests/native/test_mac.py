@@ -288,6 +288,34 @@ def test_f32_conv2d_sums_in_channel_then_tap_order(core, rng):
     np.testing.assert_array_equal(result.view(o_addr, "f32", (f, ho, wo)).reshape(f, -1), expected)
 
 
+@pytest.mark.parametrize("opcode, stride", [("dwconv2d", 1), ("dwconv2d", 2), ("conv2d", 1)])
+def test_f32_depthwise_sums_in_tap_order(core, rng, opcode, stride):
+    """One channel per group (dwconv2d, or conv2d with groups = c = f) computes each
+    tap's products into whole output rows: each output still adds them in (ky, kx)
+    order onto its bias, one rounding each, as the im2col GEMM does."""
+    c, kh, kw, ho, wo = 5, 3, 5, 4, 33
+    hi, wi = (ho - 1) * stride + kh, (wo - 1) * stride + kw
+    w, x = _k_order_operands(rng, (c, 1, kh, kw), (c, hi, wi))
+    bias = rng.uniform(0.0, 1.0, size=c).astype(np.float32)
+    image = SramImage()
+    x_addr, w_addr, b_addr = image.put(x), image.put(w), image.put(bias)
+    o_addr = image.put(np.zeros((c, ho, wo), np.float32))
+    fields = dict(w=w_addr, out=o_addr, c=c, hi=hi, wi=wi, ho=ho, wo=wo, kh_kw=(kh, kw),
+                  sh_sw=(stride, stride), dh_dw=(1, 1), bias=b_addr)
+    if opcode == "conv2d":
+        fields.update(f=c, groups=c)
+    result = run_on_sram(core, image, instr(opcode, "f32", F.BIAS, **{"in": x_addr}, **fields))
+    expected = np.empty((c, ho * wo), np.float32)
+    for ch in range(c):
+        taps = [(ky, kx) for ky in range(kh) for kx in range(kw)]
+        a_cols = [w[ch:ch + 1, 0, ky, kx] for ky, kx in taps]
+        b_rows = [x[ch, ky:ky + (ho - 1) * stride + 1:stride,
+                    kx:kx + (wo - 1) * stride + 1:stride].reshape(-1) for ky, kx in taps]
+        expected[ch] = _sequential_fma(np.full((1, ho * wo), bias[ch]), a_cols, b_rows)[0]
+    np.testing.assert_array_equal(result.view(o_addr, "f32", (c, ho, wo)).reshape(c, -1),
+                                  expected)
+
+
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_narrow_sum_rounds_every_product_and_sum(core, rng, dtype):
     """NARROW_SUM: the sum is held in the operand dtype, as IR that multiplies and adds
