@@ -97,8 +97,8 @@ def link_npu_fb(parts: list[bytes]) -> bytes:
                 debug=None if debug is None else {"dispatch_name": debug.dispatch_name,
                                                   "source_location": debug.source_location,
                                                   "npu_ir": debug.npu_ir},
-                views=[(v.binding, v.offset_constant, v.min_size, v.offset_scale, v.offset_base)
-                       for v in export.views],
+                views=[(v.binding, v.offset_constant, v.min_size, v.offset_scale, v.offset_base,
+                        v.step_constant, v.step_scale) for v in export.views],
                 roofline=export.roofline,
                 parametric=None if parametric is None else (parametric.source,
                                                             parametric.dim_constants))

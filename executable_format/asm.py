@@ -8,7 +8,7 @@ The syntax (docs/npu-fb-format.md) in short:
     .constants f32 0.5, -1.0                      # append data: hex | f32 | f16 | bf16 | i8 | i32 | u8
     .export conv bindings=[ro:4096,rw:8192] constant_count=0 workgroup_count=1x1x1
     .export c2 bindings=[ro:0,rw:0] views=[0+pc0:4096,1+pc1*-2048+63488:2048] constant_count=2 ...
-                                                  # views: BINDING+pcK[*SCALE][+BASE]:SIZE,
+                                                  # views: BINDING+pcK[*SCALE][+pcJ*STEP][+BASE]:SIZE,
                                                   # addressed as bindings 2, 3 (after the bindings)
     .dispatch_name "conv_dispatch_0"              # optional debug strings (JSON literals)
     .sram_bytes 65536                             # optional, default the highest SRAM byte used
@@ -354,17 +354,23 @@ def _bindings(text: str) -> list[tuple[int, int]]:
     return bindings
 
 
-def _views(text: str) -> list[tuple[int, int, int, int, int]]:
+_VIEW_SYNTAX = "BINDING+pcK[*SCALE][+pcJ*STEP][+BASE]:SIZE"
+
+
+def _views(text: str) -> list[tuple[int, int, int, int, int, int, int]]:
     if not (text.startswith("[") and text.endswith("]")):
-        raise _LineError(f"views needs [BINDING+pcK[*SCALE][+BASE]:SIZE,...], got {text!r}")
+        raise _LineError(f"views needs [{_VIEW_SYNTAX},...], got {text!r}")
     views = []
     for part in filter(None, (p.strip() for p in text[1:-1].split(","))):
-        match = re.fullmatch(r"(\d+)\+pc(\d+)(?:\*(-?\d+))?([+-]\d+)?:(\S+)", part)
+        match = re.fullmatch(r"(\d+)\+pc(\d+)(?:\*(-?\d+))?(?:\+pc(\d+)\*(-?\d+))?([+-]\d+)?:(\S+)",
+                             part)
         if not match:
-            raise _LineError(f"view needs BINDING+pcK[*SCALE][+BASE]:SIZE, got {part!r}")
+            raise _LineError(f"view needs {_VIEW_SYNTAX}, got {part!r}")
         views.append((_u32(match[1], "view binding"), _u32(match[2], "view push constant"),
-                      _u64(match[5], "view size"), _i64(match[3] or "1", "view scale"),
-                      _i64(match[4] or "0", "view base")))
+                      _u64(match[7], "view size"), _i64(match[3] or "1", "view scale"),
+                      _i64(match[6] or "0", "view base"),
+                      _u32(match[4] or "0", "view step push constant"),
+                      _i64(match[5] or "0", "view step")))
     return views
 
 

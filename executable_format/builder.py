@@ -173,7 +173,7 @@ class _Export:
     program: ProgramBuilder
     workgroup_count: tuple[int, int, int]
     debug: dict = field(default_factory=dict)
-    views: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    views: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)
     roofline: Roofline | None = None
     parametric: tuple[str, tuple[int, ...]] | None = None
 
@@ -201,9 +201,10 @@ class ExecutableBuilder:
                    parametric: tuple[str, tuple[int, ...]] | None = None) -> int:
         """Adds an export; `bindings` is [(flags, min_size)]; returns its ordinal. `debug`
         may hold dispatch_name, source_location, npu_ir strings. `views` is
-        [(binding, offset_constant, min_size[, offset_scale[, offset_base]])]: windows of
-        the bindings at byte offset_base (default 0) + push constant x offset_scale
-        (default 1), which instructions name as binding len(bindings) + k. `roofline`:
+        [(binding, offset_constant, min_size[, offset_scale[, offset_base[, step_constant,
+        step_scale]]])]: windows of the bindings at byte offset_base (default 0) + push
+        constant x offset_scale (default 1) + push constant step_constant x step_scale
+        (default none), which instructions name as binding len(bindings) + k. `roofline`:
         the dispatch's true roofline (cost.Roofline), which the device reports cycles
         against. `parametric`: (source, dim_constants) of a dispatch the device
         specialises for its extents at dispatch time; its program is a lone `end`."""
@@ -332,14 +333,16 @@ def _build_roofline(builder, roofline: Roofline) -> int:
     return fb.RooflineEnd(builder)
 
 
-def _view(binding, offset_constant, min_size, offset_scale=1,
-          offset_base=0) -> tuple[int, int, int, int, int]:
-    return int(binding), int(offset_constant), int(min_size), int(offset_scale), int(offset_base)
+def _view(binding, offset_constant, min_size, offset_scale=1, offset_base=0, step_constant=0,
+          step_scale=0) -> tuple[int, int, int, int, int, int, int]:
+    return (int(binding), int(offset_constant), int(min_size), int(offset_scale),
+            int(offset_base), int(step_constant), int(step_scale))
 
 
-def _build_views(builder, views: list[tuple[int, int, int, int, int]]) -> int:
+def _build_views(builder, views: list[tuple[int, int, int, int, int, int, int]]) -> int:
     tables = []
-    for binding, offset_constant, min_size, offset_scale, offset_base in views:
+    for (binding, offset_constant, min_size, offset_scale, offset_base, step_constant,
+         step_scale) in views:
         fb.BindingViewStart(builder)
         fb.BindingViewAddBinding(builder, binding)
         fb.BindingViewAddOffsetConstant(builder, offset_constant)
@@ -348,6 +351,9 @@ def _build_views(builder, views: list[tuple[int, int, int, int, int]]) -> int:
             fb.BindingViewAddOffsetScale(builder, offset_scale)
         if offset_base:
             fb.BindingViewAddOffsetBase(builder, offset_base)
+        if step_scale:
+            fb.BindingViewAddStepConstant(builder, step_constant)
+            fb.BindingViewAddStepScale(builder, step_scale)
         tables.append(fb.BindingViewEnd(builder))
     return _table_vector(builder, tables)
 

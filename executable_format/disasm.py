@@ -36,6 +36,7 @@ def _export_lines(export: Export, machine: MachineConfig) -> list[str]:
     x, y, z = export.workgroup_count
     views = ",".join(f"{v.binding}+pc{v.offset_constant}"
                      f"{'' if v.offset_scale == 1 else f'*{v.offset_scale}'}"
+                     f"{f'+pc{v.step_constant}*{v.step_scale}' if v.step_scale else ''}"
                      f"{f'{v.offset_base:+d}' if v.offset_base else ''}:{v.min_size}"
                      for v in export.views)
     lines = [f".export {format_name(export.name)} bindings=[{bindings}] "

@@ -23,13 +23,16 @@ class Binding:
 @dataclass(frozen=True)
 class BindingView:
     """A window of binding `binding` starting at byte (push constant `offset_constant`)
-    x `offset_scale` + `offset_base`; instructions name view k as binding
+    x `offset_scale` + `offset_base` (+ push constant `step_constant` x `step_scale`
+    when step_scale is not 0); instructions name view k as binding
     len(Export.bindings) + k."""
     binding: int
     offset_constant: int
     min_size: int
     offset_scale: int = 1
     offset_base: int = 0
+    step_constant: int = 0
+    step_scale: int = 0
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,7 @@ def _export(export) -> Export:
         debug=None if debug is None else ExportDebug(
             _str(debug.DispatchName()), _str(debug.SourceLocation()), _str(debug.NpuIr())),
         views=[BindingView(v.Binding(), v.OffsetConstant(), v.MinSize(), v.OffsetScale(),
-                           v.OffsetBase())
+                           v.OffsetBase(), v.StepConstant(), v.StepScale())
                for v in map(export.Views, range(export.ViewsLength()))],
         roofline=_roofline(export.Roofline()),
         parametric=_parametric(export.Parametric()))

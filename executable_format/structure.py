@@ -51,7 +51,9 @@ BINDING_VIEW = Table("BindingView", (("binding", Scalar(4), False),
                                      ("offset_constant", Scalar(4), False),
                                      ("min_size", Scalar(8), False),
                                      ("offset_scale", Scalar(8), False),
-                                     ("offset_base", Scalar(8), False)))
+                                     ("offset_base", Scalar(8), False),
+                                     ("step_constant", Scalar(4), False),
+                                     ("step_scale", Scalar(8), False)))
 ROOFLINE = Table("Roofline", (("useful_macs", Scalar(8), False),
                               ("mac_dtype", Scalar(4), False),
                               ("read_bytes", Scalar(8), False),

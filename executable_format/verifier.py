@@ -126,6 +126,9 @@ def _views(where: str, export, bindings: list[tuple[int, bool]]) -> list[tuple[i
         if view.OffsetConstant() >= export.ConstantCount():
             raise FormatError(f"{where} view {k} takes its offset from push constant "
                               f"{view.OffsetConstant()} ({export.ConstantCount()} constants)")
+        if view.StepScale() and view.StepConstant() >= export.ConstantCount():
+            raise FormatError(f"{where} view {k} takes its step from push constant "
+                              f"{view.StepConstant()} ({export.ConstantCount()} constants)")
         windows.append((view.MinSize(), bindings[view.Binding()][1]))
     return windows
 

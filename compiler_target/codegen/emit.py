@@ -56,8 +56,9 @@ def emit(instrs: list[Instr], *, name: str, bindings, views, roofline, constant_
     sizes = dram_reach(program.instructions())
     builder.add_export(name, bindings=[(READ_ONLY if b.read_only else 0, b.size_bytes)
                                        for b in bindings],
-                       views=[(binding, constant, sizes.get(len(bindings) + k, 0), scale, base)
-                              for k, ((binding, constant, scale), base)
+                       views=[(binding, constant, sizes.get(len(bindings) + k, 0), scale, base,
+                               max(step_constant, 0), step)
+                              for k, ((binding, constant, scale, step_constant, step), base)
                               in enumerate(zip(views.keys, views.bases))],
                        constant_count=constant_count, program=program, roofline=roofline,
                        debug={"dispatch_name": name, "source_location": source_location,

@@ -49,11 +49,11 @@ class ConstantPool:
 @dataclass
 class Views:
     """The binding views lowering gives the tensors at push-constant offsets: one per
-    (binding, push constant, scale), program binding binding_count + k, based at the
-    lowest offset of its tensors (so that a window moving back as the constant grows
-    starts at or after the binding's start)."""
+    (binding, push constant, scale, step constant, step), program binding
+    binding_count + k, based at the lowest offset of its tensors (so that a window moving
+    back as the constant grows starts at or after the binding's start)."""
     binding_count: int
-    keys: list[tuple[int, int, int]] = field(default_factory=list)
+    keys: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     bases: list[int] = field(default_factory=list)
 
     @staticmethod
@@ -78,8 +78,8 @@ class Views:
         return self.binding_count + k, ref.offset - self.bases[k]
 
 
-def _view_key(ref: TensorRef) -> tuple[int, int, int]:
-    return ref.binding, ref.offset_constant, ref.offset_scale
+def _view_key(ref: TensorRef) -> tuple[int, int, int, int, int]:
+    return ref.binding, ref.offset_constant, ref.offset_scale, ref.step_constant, ref.step_scale
 
 
 @dataclass

@@ -167,8 +167,22 @@ class BindingView(object):
             return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
         return 0
 
+    # BindingView
+    def StepConstant(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+        return 0
+
+    # BindingView
+    def StepScale(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return 0
+
 def BindingViewStart(builder):
-    builder.StartObject(5)
+    builder.StartObject(7)
 
 def BindingViewAddBinding(builder, binding):
     builder.PrependUint32Slot(0, binding, 0)
@@ -184,6 +198,12 @@ def BindingViewAddOffsetScale(builder, offsetScale):
 
 def BindingViewAddOffsetBase(builder, offsetBase):
     builder.PrependInt64Slot(4, offsetBase, 0)
+
+def BindingViewAddStepConstant(builder, stepConstant):
+    builder.PrependUint32Slot(5, stepConstant, 0)
+
+def BindingViewAddStepScale(builder, stepScale):
+    builder.PrependInt64Slot(6, stepScale, 0)
 
 def BindingViewEnd(builder):
     return builder.EndObject()

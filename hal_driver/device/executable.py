@@ -136,7 +136,8 @@ class PreparedExport:
         # (binding, offset_base, offset_constant, offset_scale, min_size) per binding
         # view: plain tuples, read by every dispatch.
         self.views = tuple((view.binding, view.offset_base, view.offset_constant,
-                            view.offset_scale, view.min_size) for view in export.views)
+                            view.offset_scale, view.step_constant, view.step_scale,
+                            view.min_size) for view in export.views)
         self.roofline = _roofline(export, machine)
 
 
@@ -177,19 +178,25 @@ def _roofline(export, machine) -> tuple[int, float, str] | None:
 def _view_windows(prepared: PreparedExport, constants: Sequence[int],
                   bindings: Sequence[Buffer]) -> list[tuple[int, int, int]]:
     """(binding, start, length) of each binding view's window in its bound buffer
-    range: the start is the view's base plus its push constant times its scale; the
-    window [start, start + min_size) must lie inside the range."""
+    range: the start is the view's base plus its push constant times its scale (plus its
+    step constant times its step, if any); the window [start, start + min_size) must lie
+    inside the range."""
     windows = []
-    for k, (binding, base, constant, scale, min_size) in enumerate(prepared.views):
+    for k, (binding, base, constant, scale, step_constant, step, min_size) in \
+            enumerate(prepared.views):
         start = base + int(constants[constant]) * scale
+        if step:
+            start += int(constants[step_constant]) * step
         end = start + min_size
         length = bindings[binding].byte_length
         if start < 0 or end > length:
+            steps = f" + push constant {step_constant} = {constants[step_constant]} x {step}" \
+                if step else ""
             raise StatusError(
                 StatusCode.OUT_OF_RANGE,
                 f"npu-fb export '{prepared.export.name}' view {k}: bytes [{start}, {end}) of "
                 f"binding {binding} (push constant {constant} = {constants[constant]}, "
-                f"x {scale}, {base:+d}) lie outside its bound range of {length} bytes")
+                f"x {scale}{steps}, {base:+d}) lie outside its bound range of {length} bytes")
         windows.append((binding, start, min_size))
     return windows
 

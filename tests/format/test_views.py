@@ -31,6 +31,23 @@ def test_scaled_view_round_trips():
     assert assemble(text) == data
 
 
+def test_stepped_view_round_trips():
+    """npu-fb 2.9: a second term, push constant 0 x 1024 (a time step) inside a window at
+    push constant 1 (a call site's offset)."""
+    data = relu_view_executable(views=((0, 0, TILE_BYTES), (1, 1, TILE_BYTES, 1, 64, 0, 1024)))
+    assert read_executable(data).export("relu").views[1] == \
+        BindingView(1, 1, TILE_BYTES, 1, 64, 0, 1024)
+    text = disassemble(data)
+    assert f"views=[0+pc0:{TILE_BYTES},1+pc1+pc0*1024+64:{TILE_BYTES}]" in text
+    assert assemble(text) == data
+
+
+def test_view_step_from_a_missing_push_constant():
+    rejects(relu_view_executable(views=((0, 0, TILE_BYTES), (1, 1, TILE_BYTES, 1, 0, 2, 8)),
+                                 verify=False),
+            "export 0 view 1 takes its step from push constant 2 (2 constants)")
+
+
 def test_executable_without_views_has_none():
     assert read_executable(relu_executable()).export("relu").views == []
 
@@ -65,5 +82,7 @@ def test_binding_index_past_the_views():
 
 
 def test_asm_view_syntax_errors_name_the_line():
-    with pytest.raises(FormatError, match=r"<asm>:1: view needs BINDING\+pcK\[\*SCALE\]\[\+BASE\]:SIZE, got '0:64'"):
+    with pytest.raises(FormatError, match=r"<asm>:1: view needs "
+                                          r"BINDING\+pcK\[\*SCALE\]\[\+pcJ\*STEP\]\[\+BASE\]:SIZE, "
+                                          r"got '0:64'"):
         assemble(".export x bindings=[ro:0] views=[0:64] constant_count=1\n    end\n")

@@ -145,17 +145,20 @@ def test_executable_for_another_machine_is_rejected():
 
 
 def run_relu_views(hal, device, values: np.ndarray, constants: list[int],
-                   source_bytes: int, target_bytes: int, scales=(1, 1), bases=(0, 0)) -> bytes:
+                   source_bytes: int, target_bytes: int, scales=(1, 1), bases=(0, 0),
+                   source_step=0) -> bytes:
     """relu_view_executable over buffers whose input and output lie at the offsets the
-    push constants (times `scales`) give (the rest of the source is -7, of the target
-    0xAB); returns the whole target buffer."""
-    views = [(0, 0, TILE_BYTES, scales[0], bases[0]), (1, 1, TILE_BYTES, scales[1], bases[1])]
+    push constants (times `scales`) give (the input's window also moved by push constant
+    1 x `source_step`; the rest of the source is -7, of the target 0xAB); returns the
+    whole target buffer."""
+    views = [(0, 0, TILE_BYTES, scales[0], bases[0], 1, source_step),
+             (1, 1, TILE_BYTES, scales[1], bases[1])]
     exe = hal["executable.create"](device, -1, vm_str("npu-fb"),
                                    FakeVmBuffer(relu_view_executable(views)), None)
     allocator = hal["device.allocator"](device)
     source = hal["allocator.allocate"](allocator, -1, DEVICE_LOCAL, USAGE, source_bytes)
     padding = np.full(source_bytes // 4, -7.0, np.float32)
-    start = (bases[0] + constants[0] * scales[0]) // 4
+    start = (bases[0] + constants[0] * scales[0] + constants[1] * source_step) // 4
     if 0 <= start and start + len(values) <= len(padding):
         padding[start:start + len(values)] = values
     source.write(0, padding.tobytes())
@@ -193,6 +196,22 @@ def test_binding_view_offsets_scale_their_push_constants(device):
     np.testing.assert_array_equal(np.frombuffer(target[2 * TILE_BYTES:], np.float32),
                                   np.maximum(values, 0))
     assert target[:2 * TILE_BYTES] == bytes([0xAB]) * 2 * TILE_BYTES
+
+
+def test_binding_view_steps_inside_a_window_a_push_constant_places(device):
+    """npu-fb 2.9: one dispatch shared by the layers of a stacked GRU reads row t of its
+    layer's sequence: the window starts at push constant 0 (the layer's byte offset, 64
+    here) plus push constant 1 (t = 2) x TILE_BYTES."""
+    hal = hal_functions(device)
+    values = np.linspace(-4, 4, TILE_BYTES // 4, dtype=np.float32)
+    target = run_relu_views(hal, device, values, [64, 2], 64 + 3 * TILE_BYTES, 3 * TILE_BYTES,
+                            scales=(1, TILE_BYTES), source_step=TILE_BYTES)
+    np.testing.assert_array_equal(np.frombuffer(target[2 * TILE_BYTES:], np.float32),
+                                  np.maximum(values, 0))
+    with pytest.raises(StatusError, match=rf"view 0: bytes \[.*\) of binding 0 \(push constant "
+                                          rf"0 = 64, x 1 \+ push constant 1 = 3 x {TILE_BYTES}"):
+        run_relu_views(hal, device, values, [64, 3], 64 + 3 * TILE_BYTES, 4 * TILE_BYTES,
+                       scales=(1, TILE_BYTES), source_step=TILE_BYTES)
 
 
 def test_binding_view_offsets_can_run_backwards_from_a_base(device):

@@ -166,7 +166,9 @@ class Walk:
     def slice_ref(self, op, source, value_type) -> TensorRef:
         """The TensorRef of a load's result (or a store's value) in its binding. A slice
         offset that is a push constant (a loop position, e.g. an LSTM's time step) makes
-        the tensor's offset that constant times the dim's byte stride."""
+        the tensor's offset that constant times the dim's byte stride; in a binding placed
+        at a push constant offset (a dispatch shared by the layers of a stacked GRU, each
+        reading its own sequence) the position is the view's second term."""
         subspan = self.values[source]
         offsets, sizes, steps = (list(ir.DenseI64ArrayAttr(op.attributes[key]))
                                  for key in ("static_offsets", "static_sizes", "static_strides"))
@@ -178,19 +180,23 @@ class Walk:
         full = row_major(subspan.shape)
         elem = ELEMENT_BYTES[subspan.dtype]
         offset_constant, offset_scale = subspan.offset_constant, 1
+        step_constant, step_scale = -1, 0
         if positions:
             index = self.values.get(dynamic[0])
-            if not isinstance(index, PushConstant) or offset_constant >= 0:
-                raise NotSupported("dispatch tensor slice offset that is not a push constant "
-                                   "of a statically placed binding")
-            offset_constant, offset_scale = index.ordinal, full[positions[0]] * elem
+            if not isinstance(index, PushConstant):
+                raise NotSupported("dispatch tensor slice offset that is not a push constant")
+            if offset_constant >= 0:
+                step_constant, step_scale = index.ordinal, full[positions[0]] * elem
+            else:
+                offset_constant, offset_scale = index.ordinal, full[positions[0]] * elem
             offsets[positions[0]] = 0
         kept = kept_dims(sizes, ir.ShapedType(value_type).shape)
         element = sum(o * s for o, s in zip(offsets, full))
         return TensorRef(subspan.dtype, tuple(sizes[i] for i in kept),
                          tuple(full[i] * steps[i] for i in kept), subspan.binding,
                          subspan.offset + element * elem, offset_constant=offset_constant,
-                         offset_scale=offset_scale)
+                         offset_scale=offset_scale, step_constant=step_constant,
+                         step_scale=step_scale)
 
     def pad(self, op) -> Padded:
         source = self.values[op.operands[0]]
