@@ -206,6 +206,8 @@ OPCODE_LIST = (
     _unary(78, "verf"),               # dst = erf(src): the error function (exact GELU)
     _unary(79, "vlog"),               # dst = ln(src) (log-softmax)
     _unary(82, "vlog1p"),             # dst = ln(1 + src) (softplus, mish)
+    _unary(84, "vsin"),               # dst = sin(src) (DFT matrices, positional encodings)
+    _unary(85, "vcos"),               # dst = cos(src)
     # dst = src rounded to the nearest f16, held in f32: an f16 op of a mixed-precision body
     _unary(83, "vnarrow", (DType.F32,)),
     # dst = table[clamp(round((f32(src - zero)·mul) fma (fma_mul, fma_add) / div), lo, hi) - lo]
@@ -217,7 +219,7 @@ OPCODE_LIST = (
 OPCODES = {info.code: info for info in OPCODE_LIST}
 OPCODES_BY_NAME = {info.name: info for info in OPCODE_LIST}
 TRANSCENDENTAL = frozenset({"vsigmoid", "vtanh", "vexp", "vsqrt", "vrsqrt", "verf", "vlog",
-                            "vlog1p"})
+                            "vlog1p", "vsin", "vcos"})
 
 
 BYTE_INTS = (DType.I8, DType.U8)
@@ -286,6 +288,7 @@ UNUSED_FIELDS = {
     "vcopy": ("p0", "p1"), "vrelu": ("p0", "p1"), "vsigmoid": ("p0", "p1"),
     "vtanh": ("p0", "p1"), "vexp": ("p0", "p1"), "vsqrt": ("p0", "p1"), "vrsqrt": ("p0", "p1"),
     "verf": ("p0", "p1"), "vlog": ("p0", "p1"), "vlog1p": ("p0", "p1"),
+    "vsin": ("p0", "p1"), "vcos": ("p0", "p1"),
     "vnarrow": ("p0", "p1"), "vleakyrelu": ("p1",),
 }
 

@@ -255,6 +255,10 @@ VECTOR_LOOPS static void unary_f32(int op, int dtype, unsigned flags, float p0, 
     case OP_VERF: for (size_t i = 0; i < n; i++) v[i] = erff(v[i]); break;
     case OP_VLOG: for (size_t i = 0; i < n; i++) v[i] = logf(v[i]); break;
     case OP_VLOG1P: for (size_t i = 0; i < n; i++) v[i] = log1pf(v[i]); break;
+    /* the C library's sinf, cosf: within an ulp for every argument (IREE's CPU code uses
+     * a polynomial after its own range reduction) */
+    case OP_VSIN: for (size_t i = 0; i < n; i++) v[i] = sinf(v[i]); break;
+    case OP_VCOS: for (size_t i = 0; i < n; i++) v[i] = cosf(v[i]); break;
     /* f16 arithmetic of a mixed-precision body computed in f32: the f32 result rounded
      * to f16 (nearest even), as LLVM's promotion of an f16 op rounds each result */
     case OP_VNARROW: for (size_t i = 0; i < n; i++) v[i] = in_dtype(DT_F16, v[i]); break;

@@ -43,7 +43,8 @@ UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
          "sqrt": "vsqrt", "rsqrt": "vrsqrt", "clamp": "vclamp", "leakyrelu": "vleakyrelu",
          "scale": "vscale", "neg": "vscale", "abs": "vmax", "round": "vround",
          "floor": "vround", "ceil": "vround", "roundaway": "vround", "hswish": "vhswish",
-         "erf": "verf", "log": "vlog", "log1p": "vlog1p", "narrow": "vnarrow"}
+         "erf": "verf", "log": "vlog", "log1p": "vlog1p", "narrow": "vnarrow", "sin": "vsin",
+         "cos": "vcos"}
 
 
 @dataclass(frozen=True)

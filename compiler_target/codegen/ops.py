@@ -44,7 +44,7 @@ class TensorRef:
 #                             less, equal, greater, unordered) say, else 0 (arith.cmpf)
 #   ("select", (c, a, b))     c != 0 ? a : b, c a 0/1 condition (arith.select)
 #   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, sqrt, rsqrt (1/sqrt), erf, log,
-#                             log1p (ln(1 + a)), neg, abs, floor, ceil, roundaway
+#                             log1p (ln(1 + a)), sin, cos, neg, abs, floor, ceil, roundaway
 #                             (math.round: ties away from zero), clamp(lo, hi),
 #                             leakyrelu(alpha), scale(mul, add),
 #                             hswish(mul, add): a·clamp(a·mul + add, 0, 1)

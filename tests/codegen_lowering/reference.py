@@ -53,6 +53,7 @@ UNARY = {
     "relu": lambda x: np.maximum(x, 0), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "tanh": np.tanh, "exp": np.exp, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
     "erf": np.vectorize(math.erf, otypes=[np.float64]), "log": np.log, "log1p": np.log1p,
+    "sin": np.sin, "cos": np.cos,
     "neg": np.negative, "abs": np.abs,
     "clamp": lambda x, lo, hi: np.clip(x, lo, hi),
     "leakyrelu": lambda x, alpha: np.where(x < 0, alpha * x, x),

@@ -132,7 +132,7 @@ class _Generator:
     def unary(self, p):
         opcode = self.rng.choice(["vcopy", "vrelu", "vclamp", "vleakyrelu", "vsigmoid",
                                   "vtanh", "vexp", "vscale", "vsqrt", "vrsqrt", "vhswish",
-                                  "verf", "vlog", "vlog1p"])
+                                  "verf", "vlog", "vlog1p", "vsin", "vcos"])
         params = {"vclamp": 2, "vscale": 2, "vleakyrelu": 1, "vhswish": 2}.get(opcode, 0)
         a = [self.address(), self.address(), *self.counts(3), *self.strides(3),
              *self.strides(3), *(self.f32() for _ in range(params))]

@@ -92,7 +92,7 @@ def random_instruction(rng, sem_engines, sem_counts):
     if kind == "unary":
         op = _pick(rng, ["vcopy", "vrelu", "vclamp", "vleakyrelu", "vsigmoid", "vtanh",
                          "vexp", "vscale", "vsqrt", "vrsqrt", "vhswish", "verf",
-                         "vlog", "vlog1p"])
+                         "vlog", "vlog1p", "vsin", "vcos"])
         return instr(op, _pick(rng, ["f32", "f16", "bf16"]),
                      **_vector_fields(rng, ["dst", "src"], None))
     if kind == "vcvt":

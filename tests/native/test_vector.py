@@ -97,6 +97,8 @@ UNARY = {
              True),
     "vlog": (lambda x, p0, p1: np.log(x.astype(np.float64)).astype(np.float32), True),
     "vlog1p": (lambda x, p0, p1: np.log1p(x.astype(np.float64)).astype(np.float32), True),
+    "vsin": (lambda x, p0, p1: np.sin(x.astype(np.float64)).astype(np.float32), True),
+    "vcos": (lambda x, p0, p1: np.cos(x.astype(np.float64)).astype(np.float32), True),
 }
 PARAMS = {"vclamp": (-0.5, 0.75), "vleakyrelu": (0.125, 0.0), "vscale": (1.5, -0.25),
           "vhswish": (1 / 6, 0.5)}

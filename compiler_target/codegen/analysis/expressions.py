@@ -20,7 +20,7 @@ BINARY = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.
 UNARY = {"arith.negf": "neg", "math.absf": "abs", "math.tanh": "tanh", "math.exp": "exp",
          "math.sqrt": "sqrt", "math.rsqrt": "rsqrt", "math.floor": "floor", "math.ceil": "ceil",
          "math.round": "roundaway", "math.erf": "erf", "math.log": "log",
-         "math.log1p": "log1p"}
+         "math.log1p": "log1p", "math.sin": "sin", "math.cos": "cos"}
 # arith.cmpf's predicates (false, oeq, ogt, oge, olt, ole, one, ord, ueq, ugt, uge, ult,
 # ule, une, uno, true) as the outcomes of comparing lhs with rhs that make each true:
 # vcmp's flags.
