@@ -189,6 +189,7 @@ class Rowwise:
     out: TensorRef
     inputs: list[TensorRef]
     expr: list[ExprNode]
+    extra_outputs: list[tuple[TensorRef, int]] = field(default_factory=list)  # as Elementwise's
 
 
 def varies_along_rows(expr: list[ExprNode], input_varies: list[bool]) -> list[bool]:

@@ -41,19 +41,21 @@ class RowwisePlan:
     scratch: bool          # a scratch tile: for `abs`, or to make a reduced input dense
 
 
-def plan(expr, inputs, load_dtypes: list[str], floats: str) -> RowwisePlan:
-    """`load_dtypes`: the dtype each input is loaded as; `floats`: the float nodes'."""
+def plan(expr, inputs, load_dtypes: list[str], floats: str, stored=()) -> RowwisePlan:
+    """`load_dtypes`: the dtype each input is loaded as; `floats`: the float nodes';
+    `stored`: nodes besides the last that the tile stores (extra outputs), so their
+    temporaries live to the end of the tile."""
     varies = varies_along_rows(expr, [row_varying(ref, len(ref.shape) - 1) for ref in inputs])
     dtypes = node_dtypes(expr, load_dtypes, None, floats)
     for node in expr:
         check_vector_nodes([node], also=("reduce",))
         if node[0] == "reduce" and dtypes[node[1][0]] not in FLOATS:
             raise NotLowerable("a row sum of integers (vreduce sums floats)")
-    last_use = {}
+    last_use = {node: len(expr) for node in stored}
     for index, node in enumerate(expr):
         if node[0] not in LEAVES:
             for arg in node[1]:
-                last_use[arg] = index
+                last_use[arg] = max(index, last_use.get(arg, index))
     free: dict[tuple[bool, str], list[int]] = {}
     used: dict[tuple[bool, str], int] = {}
     slot = {}
@@ -170,8 +172,16 @@ class RowwiseEmitter:
             instrs.append(convert(Operand.flat(stored), Operand.flat(out),
                                   (1, 1, counts[0] * counts[1]), note + " convert"))
         sram_strides = [0] * len(self.batch) + ([columns, 1] if self.out_varies else [1, 0])
-        return instrs + store_instrs(self.tensors["out"], at + [r0, 0], self.batch + counts,
-                                     stored, sram_strides, note)
+        instrs += store_instrs(self.tensors["out"], at + [r0, 0], self.batch + counts,
+                               stored, sram_strides, note)
+        for k, (ref, node) in enumerate(self.op.extra_outputs, 1):
+            value, varies = values[node], self.plan.varies[node]
+            instrs += store_instrs(self.tensors[f"out.{k}"], at + [r0, 0],
+                                   self.batch + [rows, columns if varies else 1], value.buffer,
+                                   [0] * len(self.batch) + [value.strides[1],
+                                                            value.strides[2] if varies else 0],
+                                   f"{note} out.{k}")
+        return instrs
 
     def row_value(self, index: int, rows: int) -> Operand:
         key = (False, self.plan.dtypes[index], self.plan.slot[index])
@@ -212,10 +222,16 @@ class RowwiseTiler:
         floats = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs), expr=op.expr)
         self.lowered, self.m = lowered, m
         self.plan = plan(op.expr, op.inputs, [load_dtype(ref.dtype, floats) for ref in op.inputs],
-                         floats)
+                         floats, [node for _, node in op.extra_outputs])
         if self.plan.dtypes[-1] != op.out.dtype and \
                 FLOATS.count(self.plan.dtypes[-1]) + FLOATS.count(op.out.dtype) == 1:
             raise NotLowerable(f"{op.out.dtype} output from a {self.plan.dtypes[-1]} result")
+        for ref, node in op.extra_outputs:
+            if self.plan.dtypes[node] != ref.dtype:
+                raise NotLowerable(f"{ref.dtype} output of a {self.plan.dtypes[node]} value")
+            if self.plan.varies[node] != (ref.strides[-1] != 0):
+                raise NotLowerable("an output stored one per row of a value varying along "
+                                   "the row, or the reverse")
 
     def candidates(self) -> list[Candidate]:
         """1/1, 1/2, ... 1/256 of the rows, those whose tile the emitter can write (its

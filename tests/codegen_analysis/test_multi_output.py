@@ -155,7 +155,8 @@ def test_a_copy_stored_beside_a_computed_value_stays_on_host():
     dispatch = analyse(executable)
     assert dispatch.op is None
     assert dispatch.problem == ("dispatch writes 2 results, not all computed by one "
-                                "expression over an elementwise, contraction or convolution op")
+                                "expression over an elementwise, contraction, convolution or "
+                                "reduction op")
 
 
 def test_a_matmul_and_its_epilogue_both_stored_are_one_op():

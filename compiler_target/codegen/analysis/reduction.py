@@ -48,27 +48,30 @@ class ReductionMain(MainOp):
                 return dims
         return None
 
-    def build(self, out, expr, inputs) -> Reduce | Rowwise:
+    def build(self, out, expr, inputs, extra_outputs=()) -> Reduce | Rowwise:
+        """`extra_outputs`: (tensor, node) of the results besides `out` (a layer norm's
+        mean and variance from one sum): always the row-wise form, which stores any
+        node."""
         reduces = [i for i, node in enumerate(expr) if node[0] == "reduce"]
         varies = varies_along_rows(expr, [row_varying(ref, self.kept_rank) for ref in inputs])
         if len(reduces) == 1 and expr[expr[reduces[0]][1][0]][0] == "input" and \
-                not varies[-1]:
+                not varies[-1] and not extra_outputs:
             return self._reduce(out, expr, inputs, reduces[0], expr[reduces[0]][1][0],
                                 expr[reduces[0]][2])
         minimum = _minimum_of_input(expr, reduces)
-        if minimum is not None and not varies[-1]:
+        if minimum is not None and not varies[-1] and not extra_outputs:
             return self._reduce(out, expr, inputs, *minimum, "min")
         if any(expr[i][2] == "isum" for i in reduces):
             raise NotSupported(f"{self.name}: an i32 sum within a row-wise expression")
         self.built = "rowwise " + " ".join(node[2] if node[0] == "reduce" else node[0]
                                            for node in expr if node[0] not in LEAVES)
-        refs = [out] + list(inputs)
+        refs = [out] + list(inputs) + [ref for ref, _ in extra_outputs]
         split = next((k for k in range(max(self.kept_rank, 1)) if all(
             self._flattens(ref, k) for ref in refs)), None)
         if split is None:
             raise NotSupported(f"{self.name}: reduction operand dims cannot be flattened")
         return Rowwise(self._space(out, split), [self._space(ref, split) for ref in inputs],
-                       expr)
+                       expr, [(self._space(ref, split), node) for ref, node in extra_outputs])
 
     def _flattens(self, ref: TensorRef, split: int) -> bool:
         try:

@@ -872,16 +872,17 @@ class Walk:
         return op, self.main.summary
 
     def several_results(self) -> tuple[NpuOp, str]:
-        """Stores of several values of one expression, over an elementwise, contraction
-        or convolution main op (an LSTM cell's c and h; a matmul's BatchNormalization
-        output and the HardSwish factor of it): one op computing it once, whose `out` is
-        the last-computed stored value and whose extra outputs are the others, in store
+        """Stores of several values of one expression, over an elementwise, contraction,
+        convolution or reduction main op (an LSTM cell's c and h; a matmul's
+        BatchNormalization output and the HardSwish factor of it; a layer norm's mean and
+        variance from its sums): one op computing it once, whose `out` is the
+        last-computed stored value and whose extra outputs are the others, in store
         order."""
         if not isinstance(self.main, SEVERAL_RESULTS) or \
                 not all(isinstance(value, Result) for value, _ in self.stores):
             raise NotSupported(f"dispatch writes {len(self.stores)} results, not all computed "
-                               "by one expression over an elementwise, contraction or "
-                               "convolution op")
+                               "by one expression over an elementwise, contraction, "
+                               "convolution or reduction op")
         last = max(self.stores, key=lambda store: store[0].node)
         stores = [store for store in self.stores if store is not last] + [last]
         roots = [value.node for value, _ in stores]
@@ -909,7 +910,7 @@ class Walk:
 
 # The main ops whose NpuOp stores several results (extra_outputs).
 SEVERAL_RESULTS = (elementwise.ElementwiseMain, contraction.ContractionMain,
-                   convolution.ConvolutionMain)
+                   convolution.ConvolutionMain, reduction.ReductionMain)
 
 
 def _prologue(ops) -> set:
