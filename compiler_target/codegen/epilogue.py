@@ -77,7 +77,7 @@ def check_vector_nodes(expr, also: tuple[str, ...] = ()) -> None:
     """Raises NotLowerable naming the first node (other than a leaf or one of `also`)
     that no vector instruction computes."""
     for node in expr:
-        if node[0] not in LEAVES + also + ("cmp",) and node[0] not in BINARY and \
+        if node[0] not in LEAVES + also + ("cmp", "icmp") and node[0] not in BINARY and \
                 node[0] not in UNARY and node[0] not in INT_BINARY and \
                 node[0] not in CONVERT and node[0] not in INTO_DESTINATION:
             raise NotLowerable(f"expression op '{node[0]}' has no NPU vector instruction")
@@ -302,7 +302,7 @@ def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], 
     (`abs` needs a `scratch` operand of the box's size)."""
     if kind in BINARY:
         return [binary(BINARY[kind], dtype, target, args[0], args[1], box, note)]
-    if kind == "cmp":
+    if kind in ("cmp", "icmp"):
         return [binary("vcmp", dtype, target, args[0], args[1], box, note, flags=params[0])]
     if kind in INTO_DESTINATION:
         return into_destination(*INTO_DESTINATION[kind], dtype, target, args, box, scratch, note)

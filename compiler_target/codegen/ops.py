@@ -41,7 +41,8 @@ class TensorRef:
 #   ("selgt", (a, b, c))      a > b ? a : c, and selge a >= b ? a : c (a NaN compare is
 #                             false): softplus's threshold, PReLU
 #   ("cmp", (a, b), outcomes) 1 where a compares with b as `outcomes` (vcmp's flags:
-#                             less, equal, greater, unordered) say, else 0 (arith.cmpf)
+#                             less, equal, greater, unordered) say, else 0 (arith.cmpf);
+#                             "icmp" the same of i32 values, an i32 0 or 1 (arith.cmpi)
 #   ("select", (c, a, b))     c != 0 ? a : b, c a 0/1 condition (arith.select)
 #   (op, (a,), params...)     unary: relu, sigmoid, tanh, exp, sqrt, rsqrt (1/sqrt), erf, log,
 #                             log1p (ln(1 + a)), sin, cos, neg, abs, floor, ceil, roundaway
@@ -72,7 +73,7 @@ class TensorRef:
 ExprNode = tuple
 LEAVES = ("input", "acc", "const", "iconst", "pconst")
 INT_NODES = frozenset({"iadd", "isub", "imul", "imax", "imin", "iand", "ifma", "ftoi", "ftou",
-                       "ilookup", "iconst", "pconst"})
+                       "icmp", "ilookup", "iconst", "pconst"})
 SCALARS = ("const", "iconst", "pconst")    # leaves held in a one-element SRAM cell
 
 

@@ -29,6 +29,9 @@ _LT, _EQ, _GT, _UN = (int(f) for f in (Flag.CMP_LESS, Flag.CMP_EQUAL, Flag.CMP_G
 CMPF_OUTCOMES = (0, _EQ, _GT, _GT | _EQ, _LT, _LT | _EQ, _LT | _GT, _LT | _EQ | _GT,
                  _EQ | _UN, _GT | _UN, _GT | _EQ | _UN, _LT | _UN, _LT | _EQ | _UN,
                  _LT | _GT | _UN, _UN, _LT | _EQ | _GT | _UN)
+# arith.cmpi's signed predicates (eq, ne, slt, sle, sgt, sge) as vcmp's outcomes; the
+# unsigned ones (ult, ule, ugt, uge) are not taken.
+CMPI_OUTCOMES = {0: _EQ, 1: _LT | _GT, 2: _LT, 3: _LT | _EQ, 4: _GT, 5: _GT | _EQ}
 # Integer arithmetic on the vector engine's i32 values (i8/i16 values are held as i32;
 # arithmetic narrower than 32 bits is taken only where it provably cannot wrap).
 INT_BINARY = {"arith.addi": "iadd", "arith.subi": "isub", "arith.muli": "imul",

@@ -21,7 +21,7 @@ from iree.compiler import ir
 from ..ops import INT_NODES, LEAVES, Elementwise, NpuOp, TensorRef
 from . import contraction, convolution, elementwise, gather, half_precision, pooling, reduction
 from .errors import NotSupported
-from .expressions import (BINARY, CMPF_OUTCOMES, INT_BINARY, UNARY, constant,
+from .expressions import (BINARY, CMPF_OUTCOMES, CMPI_OUTCOMES, INT_BINARY, UNARY, constant,
                           index_arithmetic, pruned, pruned_to, reduction_kind, simplified,
                           splat, zero_extended)
 from .indexing import (ELEMENT_BYTES, Generic, Operand, linear, logical_strides, row_major,
@@ -433,6 +433,8 @@ class Walk:
             return self.boolean(op, node_of, name)
         if kind in INT_BINARY or kind in INT_CONVERSIONS:
             return self.integer_op(op, node_of, name)
+        if kind == "arith.cmpi":
+            return self.integer_compare(op, node_of, name)
         if kind == "math.roundeven":
             return self.add(("round", (node_of(op.operands[0]),), -math.inf, math.inf))
         if kind in BINARY:
@@ -462,6 +464,18 @@ class Walk:
         if constant.bits < 32:
             node = self.add(("iand", (node, self.add(("iconst", (1 << constant.bits) - 1)))))
         return node
+
+    def integer_compare(self, op, node_of, name: str) -> int:
+        """arith.cmpi of integers of up to 32 bits, signed (or eq, ne): an ("icmp", (a, b),
+        outcomes) node, vcmp in i32, whose 0 or 1 a select or an uitofp reads (a one-hot
+        of integer ids)."""
+        predicate = ir.IntegerAttr(op.attributes["predicate"]).value
+        bits = _int_bits(op.operands[0].type)
+        if predicate not in CMPI_OUTCOMES or bits is None or bits > 32:
+            raise NotSupported(f"{name}: arith.cmpi (predicate {predicate}) of "
+                               f"{op.operands[0].type}: vcmp compares signed i32")
+        lhs, rhs = (self.signed_node(value, node_of, name) for value in op.operands)
+        return self.add(("icmp", (lhs, rhs), CMPI_OUTCOMES[predicate]))
 
     def integer_op(self, op, node_of, name: str) -> int:
         """Integer arithmetic and conversions of a quantized body on i32 values. An op on
@@ -566,6 +580,8 @@ class Walk:
             return self.unsigned_conversion(node) or INT_RANGES.get(f"i{rest[1]}", INT_RANGES["i32"])
         if kind == "ftou":
             return 0, (1 << rest[1]) - 1
+        if kind == "icmp":
+            return 0, 1
         if kind == "iand":        # and with a non-negative value: at most that value
             highs = [hi for lo, hi in map(self.int_range, rest[0]) if lo >= 0]
             return (0, min(highs)) if highs else INT_RANGES["i32"]
