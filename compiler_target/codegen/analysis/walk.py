@@ -465,6 +465,22 @@ class Walk:
             node = self.add(("iand", (node, self.add(("iconst", (1 << constant.bits) - 1)))))
         return node
 
+    def signed_conversion(self, value: int, bits: int) -> int:
+        """arith.fptosi of float node `value` to `bits` bits. Beyond the signed range MLIR
+        calls the result poison; stock IREE's CPU code truncates to i32 and keeps the low
+        bits, which is what ONNX's Cast to uint8 of 128..255 (an image or a mask as
+        bytes), imported as fptosi to i8, relies on: unless the operand is known to lie
+        in the signed range (a quantizer's clamp) or in [0, 2^bits) (unsigned_conversion),
+        the i32 value's low bits, read as signed."""
+        lo, hi = self.float_range(value)
+        half = 1 << (bits - 1)
+        if bits == 32 or -half <= lo and hi < half or 0 <= lo and hi < (1 << bits):
+            return self.add(("ftoi", (value,), bits))
+        whole = self.add(("ftoi", (value,), 32))
+        low = self.add(("iand", (whole, self.add(("iconst", (1 << bits) - 1)))))
+        sign = self.add(("iand", (low, self.add(("iconst", half)))))
+        return self.add(("isub", (low, self.add(("imul", (sign, self.add(("iconst", 2))))))))
+
     def integer_compare(self, op, node_of, name: str) -> int:
         """arith.cmpi of integers of up to 32 bits, signed (or eq, ne): an ("icmp", (a, b),
         outcomes) node, vcmp in i32, whose 0 or 1 a select or an uitofp reads (a one-hot
@@ -493,8 +509,9 @@ class Walk:
         if kind in ("arith.fptosi", "arith.fptoui"):
             if bits is None or bits > 32 or kind == "arith.fptoui" and bits == 32:
                 raise NotSupported(f"{name}: {kind} to {op.results[0].type}")
-            return self.add(("ftoi" if kind == "arith.fptosi" else "ftou",
-                             (node_of(op.operands[0]),), bits))
+            if kind == "arith.fptosi":
+                return self.signed_conversion(node_of(op.operands[0]), bits)
+            return self.add(("ftou", (node_of(op.operands[0]),), bits))
         if bits is None or bits > 32:
             raise NotSupported(f"{name}: {kind} on {op.results[0].type}")
         if kind == "arith.trunci" and bits == 1:    # the low bit
