@@ -245,10 +245,11 @@ DEFINE_GEMM(gemm_bf16_sum, float)
 #define MATVEC_GROUPS 4
 /* worker_count weighs a matrix-vector MAC as this many GEMM MACs: each reads its own 4
  * bytes of B, so an LSTM step's 1x32x512 product (16k MACs, about 3 us) is worth
- * splitting over two spinning threads while a GEMM of that size is not. Measured
- * (docs/performance.md): ddddocr_ocr 82 -> 66 ms per call, ppocr_cls unchanged; a lower
- * MACS_PER_WORKER for every MAC instruction instead slowed ppocr_cls by 7%. */
-#define MATVEC_MAC_WORK 32
+ * splitting over two spinning threads (16k x 64 = 2 x MACS_PER_WORKER) while a GEMM of
+ * that size is not. Measured (docs/performance.md): ddddocr_ocr's core 51 -> 46 ms per
+ * call; a lower MACS_PER_WORKER for every MAC instruction instead slowed ppocr_cls by
+ * 7%. */
+#define MATVEC_MAC_WORK 64
 
 typedef float mv_f32x4 __attribute__((vector_size(16), aligned(4)));
 typedef int32_t mv_i32x4 __attribute__((vector_size(16)));
