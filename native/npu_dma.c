@@ -5,14 +5,36 @@
 #include "npu_kernels.h"
 #include "npu_ranges.h"
 
-/* Whether a 4-D box is one run of elements: each stride the product of the counts
- * inside it (a dimension of count 1 has any stride). */
-static bool dense_box(const uint32_t* counts, const uint32_t* strides) {
-  uint64_t run = 1;
-  for (int d = 3; d >= 0; d--) {
-    if (counts[d] != 1 && strides[d] != run) return false;
-    run *= counts[d];
+/* The dims of a 4-D box, innermost first, that are one run of elements on both sides
+ * (each stride the product of the counts inside it; a dimension of count 1 has any
+ * stride): their count in *dense and the run's length in *run. */
+static void dense_run(const uint32_t* counts, const uint32_t* dram_s, const uint32_t* sram_s,
+                      int* dense, uint64_t* run) {
+  *run = 1;
+  int d = 3;
+  for (; d >= 0; d--) {
+    if (counts[d] != 1 && (dram_s[d] != *run || sram_s[d] != *run)) break;
+    *run *= counts[d];
   }
+  *dense = 3 - d;
+}
+
+/* A dma.load as rows of contiguous bytes (npu_deferred.h), if it is one: a run of
+ * dense dims, then at most one dim of count above 1 whose rows do not overlap in
+ * SRAM. */
+static bool load_rows(const uint32_t* counts, const uint32_t* dram_s, const uint32_t* sram_s,
+                      unsigned elem, deferred_load_t* load) {
+  int dense;
+  uint64_t run;
+  dense_run(counts, dram_s, sram_s, &dense, &run);
+  load->rows = 1, load->sram_stride = load->dram_stride = 0;
+  for (int d = 3 - dense; d >= 0; d--) {
+    if (counts[d] == 1) continue;
+    if (load->rows != 1 || sram_s[d] < run) return false;
+    load->rows = counts[d];
+    load->sram_stride = (size_t)sram_s[d] * elem, load->dram_stride = (size_t)dram_s[d] * elem;
+  }
+  load->row_bytes = (size_t)run * elem;
   return true;
 }
 
@@ -31,8 +53,9 @@ int exec_dma(exec_t* x, const instr_t* in, bool store) {
     land_dram(x, dram, dram_ext);
   } else {
     CHECK(check_sram_bounds(x, "sram", a[DMA_SRAM_ADDR], sram_ext, elem));
-    if (dense_box(counts, dram_s) && dense_box(counts, sram_s)) {
-      defer_load(x, a[DMA_SRAM_ADDR], dram, (size_t)sram_ext);
+    deferred_load_t load = {.addr = a[DMA_SRAM_ADDR], .src = dram};
+    if (load_rows(counts, dram_s, sram_s, elem, &load)) {
+      defer_load(x, load);
       return NPU_STATUS_OK;
     }
     land_sram(x, a[DMA_SRAM_ADDR], sram_ext);

@@ -35,11 +35,12 @@ struct npu_core_t {
   atomic_uint_fast64_t cancels;   /* npu_core_cancel calls */
 };
 
-/* A dma.load whose copy is deferred (npu_deferred.h): SRAM [addr, addr + bytes) holds
- * src's bytes. */
+/* A dma.load whose copy is deferred (npu_deferred.h): `rows` rows of `row_bytes` bytes,
+ * row r at SRAM addr + r * sram_stride, holding DRAM src + r * dram_stride (sram_stride
+ * >= row_bytes: the rows do not overlap; one row when the box is contiguous). */
 typedef struct deferred_load_t {
   uint32_t addr;
-  size_t bytes;
+  size_t rows, row_bytes, sram_stride, dram_stride;
   const uint8_t* src;
 } deferred_load_t;
 
@@ -59,7 +60,7 @@ typedef struct exec_t {
   pool_t* pool;           /* NULL: every instruction runs on the caller */
   const uint32_t* constants;     /* the dispatch's push constants (fill push_constant) */
   size_t constant_count;
-  deferred_load_t deferred[DEFERRED_LOADS];   /* pairwise disjoint in SRAM */
+  deferred_load_t deferred[DEFERRED_LOADS];   /* their SRAM spans pairwise disjoint */
   size_t deferred_count;
 } exec_t;
 

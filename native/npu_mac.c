@@ -553,9 +553,13 @@ int exec_matmul(exec_t* x, const instr_t* in) {
   u128 b_ext = box_extent(b_counts, b_strides, 2, elem);
   u128 o_ext = box_extent(o_counts, o_strides, 2, 4);
   u128 bias_ext = bias ? (u128)n * 4 : 0;
-  const uint8_t *a_at, *b_at;     /* where A and B are read (npu_deferred.h) */
-  CHECK(check_sram_input(x, "a", a_addr, a_ext, elem, &a_at));
-  CHECK(check_sram_input(x, "b", b_addr, b_ext, elem, &b_at));
+  const uint8_t *a_at, *b_at;     /* where A and B are read (npu_deferred.h), */
+  size_t a_ld, b_ld;              /* their bytes between rows there */
+  CHECK(check_sram_input(x, "a", a_addr, a_ext, elem, a_counts[0], (size_t)a_counts[1] * elem,
+                         (size_t)lda * elem, &a_at, &a_ld));
+  CHECK(check_sram_input(x, "b", b_addr, b_ext, elem, b_counts[0], (size_t)b_counts[1] * elem,
+                         (size_t)ldb * elem, &b_at, &b_ld));
+  a_ld /= elem, b_ld /= elem;
   CHECK(check_sram(x, "out", out_addr, o_ext, 4));
   CHECK(check_sram(x, "bias", bias_addr, bias_ext, 4));
   CHECK(check_disjoint(x, "out", out_addr, o_ext, "a", a_addr, a_ext));
@@ -577,15 +581,15 @@ int exec_matmul(exec_t* x, const instr_t* in) {
   const void* bp = b_in_place ? b_at : scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
   if (!ap) return out_of_memory(x, (u128)m * k * 4);
   if (!bp) return out_of_memory(x, (u128)k * n * 4);
-  if (!a_in_place) pack_matrix(dt, a_at, m, k, ta ? 1 : lda, ta ? lda : 1, (uint8_t*)ap);
+  if (!a_in_place) pack_matrix(dt, a_at, m, k, ta ? 1 : a_ld, ta ? a_ld : 1, (uint8_t*)ap);
   if (!b_in_place) {
-    pack_matrix(mac_b_dtype(in), b_at, k, n, tb ? 1 : ldb, tb ? ldb : 1, (uint8_t*)bp);
+    pack_matrix(mac_b_dtype(in), b_at, k, n, tb ? 1 : b_ld, tb ? b_ld : 1, (uint8_t*)bp);
   }
   uint8_t* out = sram + out_addr;
   if (!acc) {
     init_accumulator(out, m, n, ldo, bias ? (const uint32_t*)(sram + bias_addr) : NULL, NULL);
   }
-  gemm_job_t job = {mac_sum(in), m, n, k, ap, a_in_place ? lda : k, bp, b_rows ? ldb : 0,
+  gemm_job_t job = {mac_sum(in), m, n, k, ap, a_in_place ? a_ld : k, bp, b_rows ? b_ld : 0,
                     out, ldo};
   return run_gemm(x, &job);
 }
@@ -776,8 +780,11 @@ int exec_conv2d(exec_t* x, const instr_t* in) {
   u128 o_ext = (u128)f * ho * wo * 4;
   u128 bias_ext = bias ? (u128)f * 4 : 0;
   const uint8_t *in_at, *w_at;    /* where the input and weights are read (npu_deferred.h) */
-  CHECK(check_sram_input(x, "in", p.in, in_ext, elem, &in_at));
-  CHECK(check_sram_input(x, "w", p.w, w_ext, elem, &w_at));
+  size_t unused_stride;           /* (each is one contiguous run) */
+  CHECK(check_sram_input(x, "in", p.in, in_ext, elem, 1, (size_t)in_ext, (size_t)in_ext, &in_at,
+                         &unused_stride));
+  CHECK(check_sram_input(x, "w", p.w, w_ext, elem, 1, (size_t)w_ext, (size_t)w_ext, &w_at,
+                         &unused_stride));
   CHECK(check_sram(x, "out", p.out, o_ext, 4));
   CHECK(check_sram(x, "bias", p.bias, bias_ext, 4));
   CHECK(check_disjoint(x, "out", p.out, o_ext, "in", p.in, in_ext));

@@ -34,12 +34,14 @@ int check_sram(exec_t* x, const char* operand, uint32_t addr, u128 extent,
 }
 
 int check_sram_input(exec_t* x, const char* operand, uint32_t addr, u128 extent,
-                     unsigned align, const uint8_t** at) {
+                     unsigned align, size_t rows, size_t row_bytes, size_t stride,
+                     const uint8_t** at, size_t* at_stride) {
   CHECK(check_sram_bounds(x, operand, addr, extent, align));
-  *at = extent ? deferred_source(x, addr, extent) : NULL;
+  *at = extent ? deferred_source(x, addr, rows, row_bytes, stride, at_stride) : NULL;
   if (!*at) {
     land_sram(x, addr, extent);
     *at = x->core->sram + addr;
+    *at_stride = stride;
   }
   return NPU_STATUS_OK;
 }

@@ -20,11 +20,13 @@ int check_sram_bounds(exec_t* x, const char* operand, uint32_t addr, u128 extent
                       unsigned align);
 int check_sram(exec_t* x, const char* operand, uint32_t addr, u128 extent, unsigned align);
 
-/* check_sram for an input read only by the instruction, exactly within its range: sets
- * *at to the DRAM source of a deferred load that holds the whole range, else to the
- * range in SRAM. */
+/* check_sram for an input the instruction only reads, as `rows` rows of `row_bytes`
+ * bytes `stride` bytes apart (exactly those bytes, within [addr, addr + extent)): sets
+ * *at to the DRAM source of a deferred load that holds the rows and *at_stride to its
+ * bytes between them, else to the rows in SRAM and `stride`. */
 int check_sram_input(exec_t* x, const char* operand, uint32_t addr, u128 extent,
-                     unsigned align, const uint8_t** at);
+                     unsigned align, size_t rows, size_t row_bytes, size_t stride,
+                     const uint8_t** at, size_t* at_stride);
 
 /* Disjointness of two SRAM byte ranges (an absent bias, extent 0, overlaps nothing). */
 int check_disjoint(exec_t* x, const char* out_name, uint32_t out, u128 out_extent,

@@ -1,10 +1,11 @@
-"""Deferred dma.loads (native/npu_deferred.h): the core may postpone a contiguous load's
-copy and let a MAC instruction read the DRAM source in place, but every program must
-see SRAM and DRAM exactly as if each instruction had run in order. Random programs of
-loads (contiguous and strided, from a read-only and a read-write binding), stores over
-a load's source, overlapping and covering loads and matrix-vector products are checked
-against a numpy model of that order; and a vrequant's table, which no operand box
-names, is read after its load lands."""
+"""Deferred dma.loads (native/npu_deferred.h): the core may postpone the copy of a load
+of contiguous rows and let a MAC instruction read the DRAM source in place, but every
+program must see SRAM and DRAM exactly as if each instruction had run in order. Random
+programs of loads (contiguous and strided, from a read-only and a read-write binding;
+a product's matrix as rows of a wider one), stores over a load's source, overlapping
+and covering loads and matrix-vector products are checked against a numpy model of
+that order; and a vrequant's table, which no operand box names, is read after its
+load lands."""
 import numpy as np
 import pytest
 
@@ -15,9 +16,10 @@ F = isa.Flag
 SRAM_WORDS = 1024              # the f32 words of SRAM the programs use
 DRAM_WORDS = 1536
 # SRAM zones of the matrix-vector product: its vector, its matrix (n rows of k) and its
-# output are disjoint, as the core requires; loads and stores land anywhere
-A_AT, B_AT, OUT_AT = 0, 64, 960
-K, N = 48, 16                  # B_AT + N * K <= OUT_AT
+# output are disjoint, as the core requires, with a row's room between the first two;
+# loads and stores land anywhere
+A_AT, B_AT, OUT_AT = 0, 112, 960
+K, N = 48, 16                  # A_AT + K <= B_AT - K, B_AT + N * K <= OUT_AT
 
 
 def _dense(count: int):
@@ -34,12 +36,22 @@ class _Model:
         self.sram = np.zeros(SRAM_WORDS, np.float32)
 
     def random_op(self, rng) -> np.ndarray:
-        kind = rng.choice(["load", "load", "strided", "store", "matvec"])
+        kind = rng.choice(["load", "load", "strided", "weights", "store", "matvec"])
         if kind == "matvec":
             a, b = self.sram[A_AT:A_AT + K], self.sram[B_AT:B_AT + N * K].reshape(N, K)
             self.sram[OUT_AT:OUT_AT + N] = b @ a            # small integers: exact
             return instr("matmul", "f32", F.TRANSPOSE_B, a=A_AT * 4, b=B_AT * 4,
                          out=OUT_AT * 4, m=1, n=N, k=K, lda=K, ldb=K, ldo=N)
+        if kind == "weights":    # the product's matrix from rows of a wider one, from row 0
+            binding = int(rng.integers(0, 2))      # or 1 of the load (a row before it)
+            first = B_AT - K * int(rng.integers(0, 2))
+            rows = (B_AT - first) // K + N
+            src = int(rng.integers(0, DRAM_WORDS - rows * (K + 8)))
+            for r in range(rows):
+                self.sram[first + r * K:first + (r + 1) * K] = \
+                    self.dram[binding][src + r * (K + 8):src + r * (K + 8) + K]
+            return dma("dma.load", binding, src * 4, first * 4, (1, 1, rows, K),
+                       (0, 0, K + 8, 1), (0, 0, K, 1))
         if kind == "strided":            # rows of `run` words, SRAM rows `gap` apart
             rows, run, gap = (int(v) for v in rng.integers(2, 6, 3))
             binding = int(rng.integers(0, 2))
