@@ -67,7 +67,7 @@ void npu_core_cancel(npu_core_t* core) {
 
 void npu_core_destroy(npu_core_t* core) {
   if (!core) return;
-  if (core->pool) {
+  if (core->pool && pool_owned(core->pool)) {   /* a forked child's is left alone */
     pool_stop(core->pool);
     free(core->pool);
   }
@@ -80,9 +80,11 @@ void npu_core_destroy(npu_core_t* core) {
   free(core);
 }
 
-/* The core's worker pool, started with its first run; NULL when the core runs on the
- * caller alone (one thread, or none could be created). */
+/* The core's worker pool, started with its first run (in a forked child, its first
+ * run there: the parent's pool is not the child's, pool_owned); NULL when the core runs
+ * on the caller alone (one thread, or none could be created). */
 static pool_t* core_pool(npu_core_t* core) {
+  if (core->pool && !pool_owned(core->pool)) core->pool = NULL;   /* the parent's memory */
   if (core->threads > 1 && !core->pool) {
     core->pool = malloc(sizeof(pool_t));
     if (!core->pool) return NULL;

@@ -66,6 +66,7 @@ void pool_start(pool_t* p, size_t threads) {
   atomic_init(&p->sleepers, 0);
   atomic_init(&p->stop, false);
   p->count = 0;
+  p->owner = getpid();
   for (size_t i = 0; i + 1 < threads; i++) {
     p->args[i] = (pool_thread_t){p, i + 1};
     if (pthread_create(&p->threads[i], NULL, pool_thread, &p->args[i]) != 0) break;
@@ -81,6 +82,10 @@ void pool_stop(pool_t* p) {
   for (size_t i = 0; i < p->count; i++) pthread_join(p->threads[i], NULL);
   pthread_cond_destroy(&p->wake);
   pthread_mutex_destroy(&p->lock);
+}
+
+bool pool_owned(const pool_t* p) {
+  return p->owner == getpid();
 }
 
 void pool_wake(pool_t* p) {

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/types.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,6 +48,7 @@ struct pool_t {
   atomic_size_t sleepers;    /* threads asleep on wake */
   atomic_bool stop;
   size_t count;              /* threads running */
+  pid_t owner;               /* the process whose threads they are (pool_owned) */
   pthread_t threads[MAX_THREADS];
   pool_thread_t args[MAX_THREADS];
 };
@@ -55,6 +57,13 @@ struct pool_t {
  * be created. */
 void pool_start(pool_t* p, size_t threads);
 void pool_stop(pool_t* p);
+
+/* Whether the pool's threads run in this process. A forked child (Python's
+ * multiprocessing, the compiler's planning workers) inherits the pool's memory but
+ * not its threads, and its lock and condition variable in whatever state they were:
+ * the child must neither use nor stop it (joining threads it does not have, destroying
+ * a condition variable other threads were waiting on, waits forever). */
+bool pool_owned(const pool_t* p);
 
 /* Wakes the sleeping threads after a job was posted. */
 void pool_wake(pool_t* p);

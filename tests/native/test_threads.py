@@ -1,6 +1,8 @@
 """Heavy MAC instructions are split over NPU_SIM_THREADS threads: every thread count
 gives the same bits and statistics, and a setting that is not a positive number falls
-back to the online CPUs; a thread that cannot be created leaves its work to the caller."""
+back to the online CPUs; a thread that cannot be created leaves its work to the caller;
+a forked child (the compiler's planning workers) uses and destroys an inherited core
+without its parent's threads."""
 import os
 import pathlib
 import subprocess
@@ -130,3 +132,47 @@ def test_failed_thread_creation_runs_on_the_caller(tmp_path):
         assert run.returncode == 0, run.stderr
         digests.append(run.stdout.strip())
     assert digests[0] == digests[1]
+
+
+_FORK_CHILD = """
+import gc, hashlib, os, time
+import numpy as np
+from hal_driver.device.npu_core import NpuCore
+from tests.native.programs import run_on_sram
+from tests.native.test_threads import MACHINE, _matmul
+
+image, record, (out, acc, shape) = _matmul(np.random.default_rng(7), "f32", 96, 256, 128, 0)
+
+def digest(core):
+    return hashlib.sha256(run_on_sram(core, image, record).view(out, acc, shape).tobytes()).hexdigest()
+
+core = NpuCore(MACHINE)
+parent = digest(core)       # starts the core's pool
+time.sleep(0.2)             # its threads stop spinning and wait on the pool's condition
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    child = digest(core)    # the child's own pool
+    del core
+    gc.collect()            # destroys the inherited core
+    os.write(write, child.encode())
+    os._exit(0)
+os.close(write)
+child = os.read(read, 64).decode()
+_, status = os.waitpid(pid, 0)
+del core
+gc.collect()
+print(status, parent == child)
+"""
+
+
+def test_a_forked_child_uses_and_destroys_an_inherited_core(tmp_path):
+    """The child neither joins its parent's threads nor destroys the condition variable
+    they wait on (that waited forever: the compiler's forked planning workers hung when
+    a collection destroyed an NpuCore they had inherited)."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = dict(os.environ, NPU_SIM_THREADS="2", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    run = subprocess.run([sys.executable, "-c", _FORK_CHILD], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["0", "True"]
