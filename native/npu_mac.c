@@ -473,11 +473,12 @@ static void gemm_block(const gemm_job_t* g, size_t i0, size_t i1, size_t j0, siz
        (const float*)g->b + j0, n, (float*)c, g->ldc, (float*)pack);
 }
 
-/* Columns of C per unit of a matrix-vector product: whole panels of GEMM_NR, and 128
- * bytes of each row of C, so two workers do not write neighbouring cache lines
- * (narrower units halved the speed of two threads: each row of C then shares its
- * 128-byte pair of lines, which the CPU fetches together, with the other worker's). It
- * is also the narrowest unit of a GEMM split. */
+/* The narrowest unit of a GEMM split: whole panels of GEMM_NR, and 128 bytes of each
+ * row of C, so two workers do not write neighbouring cache lines (narrower units
+ * halved the speed of two threads: each row of C then shares its 128-byte pair of
+ * lines, which the CPU fetches together, with the other worker's). A matrix-vector
+ * product, which writes each output once after its sums, splits into its groups of
+ * 4 * MATVEC_GROUPS outputs (gemm_split). */
 #define GEMM_UNIT_COLS 32
 _Static_assert(GEMM_UNIT_COLS % GEMM_NR == 0, "units are whole panels");
 /* A GEMM split over several workers aims at this many units per worker (a worker whose
@@ -763,7 +764,8 @@ static void depthwise_unit(const void* job, size_t u, size_t worker) {
  * path, which converts them). */
 static bool direct_depthwise(const conv_job_t* j) {
   return j->cg == 1 && j->fg == 1 && j->sw == 1 && j->wo >= GEMM_LANES &&
-         ((j->sum == SUM_F32 && j->dtype == DT_F32) || (j->sum == SUM_I32 && is_byte_int(j->dtype)));
+         ((j->sum == SUM_F32 && j->dtype == DT_F32) ||
+          (j->sum == SUM_I32 && is_byte_int(j->dtype)));
 }
 
 /* conv2d and dwconv2d (conv_args). */
@@ -811,7 +813,7 @@ int exec_conv2d(exec_t* x, const instr_t* in) {
   conv_job_t job = {dt, mac_sum(in), cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
                     in_at, wp, out, NULL, 0, chunk_rows, chunks, NULL};
   if (direct_depthwise(&job)) {
-    run_units(x->pool, depthwise_unit, &job, units, workers < units ? workers : units);
+    run_units(x->pool, depthwise_unit, &job, units, worker_count(x->pool, macs, units));
     return NPU_STATUS_OK;
   }
   /* Each worker's col buffer, with the GEMM's slack, rounded to 64 bytes. */

@@ -57,7 +57,7 @@ def emit(instrs: list[Instr], *, name: str, bindings, views, roofline, constant_
     builder.add_export(name, bindings=[(READ_ONLY if b.read_only else 0, b.size_bytes)
                                        for b in bindings],
                        views=[(binding, constant, sizes.get(len(bindings) + k, 0), scale, base,
-                               max(step_constant, 0), step)
+                               step_constant, step)
                               for k, ((binding, constant, scale, step_constant, step), base)
                               in enumerate(zip(views.keys, views.bases))],
                        constant_count=constant_count, program=program, roofline=roofline,

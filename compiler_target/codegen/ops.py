@@ -24,8 +24,9 @@ class TensorRef:
     constant: np.ndarray | None = field(default=None, compare=False)  # inlined data (dense, C order of `shape`)
     offset_constant: int = -1        # push constant whose value x offset_scale is added
     offset_scale: int = 1            # to `offset` (bytes), or -1
-    step_constant: int = -1          # a second push constant (a slice position inside a
-    step_scale: int = 0              # window that offset_constant places), x step_scale
+    step_constant: int = 0           # a second push constant (a slice position inside a
+    step_scale: int = 0              # window that offset_constant places) x step_scale;
+                                     # step_scale 0: none (npu-fb's BindingView)
     # With `constant` (offset is then 0), `strides` index the constant's flat C-order data
     # like a binding's elements: element i is constant.ravel()[Σ i_d·strides_d], so an
     # inlined bias can be broadcast with stride 0 without being expanded.

@@ -180,7 +180,7 @@ class Walk:
         full = row_major(subspan.shape)
         elem = ELEMENT_BYTES[subspan.dtype]
         offset_constant, offset_scale = subspan.offset_constant, 1
-        step_constant, step_scale = -1, 0
+        step_constant, step_scale = 0, 0
         if positions:
             index = self.values.get(dynamic[0])
             if not isinstance(index, PushConstant):
