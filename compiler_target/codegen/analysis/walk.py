@@ -131,6 +131,8 @@ class Walk:
                                                       _int_bits(op.results[0].type))
         elif kind == "arith.trunci":
             self.values[op.results[0]] = self.low_bit(op, name)
+        elif kind == "tensor.extract_slice" and (part := self.constant_slice(op)) is not None:
+            self.values[op.results[0]] = part
         elif kind == "tensor.extract" and (element := self.extracted_element(op)) is not None:
             self.values[op.results[0]] = element
         elif kind == "linalg.generic" and op in self.deferred:
@@ -162,6 +164,25 @@ class Walk:
                           str(tensor.element_type), tuple(tensor.shape), offset_constant)
         self.bindings[subspan.binding].subspans.append(subspan)
         return subspan
+
+    def constant_slice(self, op) -> View | None:
+        """A static tensor.extract_slice of an inlined constant (a bias the dispatch
+        trims to its channels) as a constant of its own; None for any other slice."""
+        source = self.values.get(op.operands[0])
+        if len(op.operands) != 1 or not isinstance(source, View) or \
+                source.ref.constant is None:
+            return None
+        offsets, sizes, steps = (list(ir.DenseI64ArrayAttr(op.attributes[key]))
+                                 for key in ("static_offsets", "static_sizes", "static_strides"))
+        ref = source.ref
+        flat = sum(np.reshape((offset + step * np.arange(size)) * stride,
+                              [-1 if d == i else 1 for d in range(len(sizes))])
+                   for i, (offset, size, step, stride)
+                   in enumerate(zip(offsets, sizes, steps, ref.strides)))
+        shape = tuple(ir.ShapedType(op.results[0].type).shape)
+        kept_dims(sizes, shape)      # NotSupported unless only unit dims are dropped
+        data = ref.constant.ravel()[flat].reshape(shape)
+        return View(TensorRef(ref.dtype, shape, row_major(shape), -1, 0, data))
 
     def slice_ref(self, op, source, value_type) -> TensorRef:
         """The TensorRef of a load's result (or a store's value) in its binding. A slice
