@@ -30,10 +30,12 @@ from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
 from .affine_fold import AffineFold
+from .emit import timeline
 from .epilogue import (LEAVES, EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
                        temp_count, used_inputs)
 from .lower import Lowered, NotLowerable, extra_outputs
 from .ops import reachable
+from .schedule import schedule
 from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes, mac_flags, mac_operands_supported
 from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned,
                    block_candidates, ceil_div, dense_sram_strides, dma_instrs, fitting, prod,
@@ -45,6 +47,8 @@ ROLES = ("batch", "m", "n", "k")
 ACC_SLOTS = 3   # accumulator tiles: the MAC fills the third while the epilogue of the
                 # first waits for its inputs (the first one's for the setup's table)
 TENSOR_ROLES = {"a": ("batch", "m", "k"), "b": ("batch", "k", "n"), "out": ("batch", "m", "n")}
+RAMP_DEPTHS = range(4)  # pieces - 1 of the last tile (ramp_pieces)
+RAMP_GROWTH = 1.0       # the least MAC / other engine ratio of a tile worth a ramp
 
 
 def tensor_roles(name: str) -> tuple[str, ...]:
@@ -164,6 +168,19 @@ def flat_stride(strides, counts) -> int | None:
     return live[-1][0]
 
 
+def ramp_down_pieces(count: int, depth: int, growth: float, step: int) -> list[int] | None:
+    """`count` cut into `depth` + 1 pieces (multiples of `step`) that shrink by `growth`
+    each, the last two equal: 48 at depth 2, growth 2 is [24, 12, 12]. None when a piece
+    would be shorter than `step`."""
+    weights = [growth ** i for i in range(depth)][::-1] + [1.0]
+    last = count / sum(weights) / step
+    if int(last) < 1:
+        return None
+    pieces = [max(1, round(w * last)) * step for w in weights[1:]]
+    first = count - sum(pieces)
+    return [first] + pieces if first >= pieces[0] else None
+
+
 @dataclass(frozen=True)
 class ContractionTiling:
     m: Split
@@ -182,6 +199,7 @@ class ContractionTiler:
     busy one way and all of them the other."""
 
     def __init__(self, lowered: Lowered, machine: MachineConfig):
+        self.machine = machine
         self.orientations = [OrientedTiler(lowered, machine)]
         swapped = transposed(lowered)
         if swapped is not None:
@@ -207,8 +225,15 @@ class ContractionTiler:
         return self.orientations[index].estimate(t)
 
     def emit(self, tiling) -> TiledProgram:
+        """The program of `tiling` with the ramp down (OrientedTiler.ramps) whose
+        scheduled program takes the fewest cycles (the estimate does not see a ramp's
+        pieces waiting on each other)."""
         index, t = tiling
-        program = self.orientations[index].emit(t)
+        orientation = self.orientations[index]
+        programs = [orientation.emit(t, pieces) for pieces in orientation.ramps(t)]
+        program = min(programs, key=lambda p: timeline(schedule(p.instrs, self.machine),
+                                                       self.machine).total_cycles) \
+            if len(programs) > 1 else programs[0]
         if index:
             program.tiles += ", M and N swapped: out^T = b^T a^T"
         return program
@@ -431,6 +456,43 @@ class OrientedTiler:
         return max(tiles * nk * mac, dma_in, tiles * store, tiles * vector + scaled * scale) + \
             load_a + load_b + scale + epilogue_loads + mac + vector + store
 
+    def inner_role(self, t: ContractionTiling) -> str:
+        return "n" if t.m_outer else "m"
+
+    def ramps(self, t: ContractionTiling) -> list[list[Split]]:
+        """The ways to cut the last tile worth trying (ramp_pieces), [] (no cut) first."""
+        return [pieces for depth in RAMP_DEPTHS
+                if (pieces := self.ramp_pieces(t, depth)) is not None]
+
+    def ramp_pieces(self, t: ContractionTiling, depth: int) -> list[Split] | None:
+        """The ramp down: the last tile (the last block of the inner loop's role in the
+        last outer block) cut along its split dim into `depth` + 1 pieces, shrinking by
+        the ratio of a tile's MAC cycles to its busiest other engine's, so that each
+        piece's epilogue and store fit in the next one's MAC and the pipeline drains
+        with a short epilogue and store. N pieces are whole MAC columns. [] at depth 0;
+        None when the MAC does not outrun the other engines by RAMP_GROWTH, when the
+        block is too short or N is split along an outer dim."""
+        if not depth:
+            return []
+        role = self.inner_role(t)
+        split, extents = getattr(t, role), self.extents(role)
+        step = 1
+        if role == "n":
+            if split.dim != len(extents) - 1:
+                return None
+            step = self.m.mac_cols
+        (_, _, nk), (load_a, load_b, store, epilogue_loads, mac, vector, _) = \
+            self._block_costs(t.m, t.n, t.k)
+        inner_load, outer_load = (load_b, load_a) if role == "n" else (load_a, load_b)
+        loads = nk * (inner_load + (outer_load if nk > 2 else 0)) + epilogue_loads
+        growth = nk * mac / max(vector, store, loads)
+        if growth < RAMP_GROWTH:
+            return None
+        whole = extents[split.dim]
+        last = whole - (ceil_div(whole, split.chunk) - 1) * split.chunk
+        pieces = ramp_down_pieces(last, depth, growth, step)
+        return None if pieces is None else [Split(split.dim, piece) for piece in pieces]
+
     def _block_costs(self, m: Split, n: Split, k: Split):
         """The block counts of M, N and K, and the busy cycles of one tile's transfers,
         MAC, epilogue and B scaling: what both loop orders share, cached."""
@@ -483,15 +545,17 @@ class OrientedTiler:
                                f"{self.layout.count('k')}")
         return candidates
 
-    def emit(self, t: ContractionTiling) -> TiledProgram:
-        return ContractionEmitter(self, t).run()
+    def emit(self, t: ContractionTiling, pieces: list[Split]) -> TiledProgram:
+        """The program of tiling `t`, its last tile cut into `pieces` ([]: not cut)."""
+        return ContractionEmitter(self, t, pieces=pieces).run()
 
 
 # ----------------------------------------------------------------------- the emitter
 
 class ContractionEmitter:
-    def __init__(self, tiler: OrientedTiler, t: ContractionTiling, sram: Sram | None = None):
-        self.p, self.t = tiler, t
+    def __init__(self, tiler: OrientedTiler, t: ContractionTiling, sram: Sram | None = None,
+                 pieces: list[Split] = ()):
+        self.p, self.t, self.pieces = tiler, t, list(pieces)
         self.tensors = tiler.layout.tensors
         mt, nt, kt = tiler.sizes(t)
         sram = sram or Sram(tiler.m.sram_bytes)
@@ -532,13 +596,40 @@ class ContractionEmitter:
         if self.affine is not None:
             setup = setup + self.affine.scale_and_bias(Operand(self.folded_bias, (0, 0, 1)))
         pipeline = Pipeline(setup)
-        for batch in itertools.product(*(range(n) for n in p.extents("batch"))):
-            for m_block, n_block in pairs:
+        batches = list(itertools.product(*(range(n) for n in p.extents("batch"))))
+        for batch in batches:
+            last = batch == batches[-1]
+            for m_block, n_block in self._ramped(pairs, len(m_blocks) + len(n_blocks)) \
+                    if last else pairs:
                 pipeline.add(*self._tile(batch, m_block, n_block))
         mt, nt, kt = p.sizes(t)
         order = "M-outer" if t.m_outer else "N-outer"
+        pieces = self.pieces
+        ramp = f", last {p.inner_role(t).upper()} block in " + \
+            "+".join(str(piece.size(p.extents(p.inner_role(t)))) for piece in pieces) \
+            if pieces else ""
         return TiledProgram(pipeline.finish(), self.sram.buffers,
-                            f"tiles {mt}x{nt}x{kt} (MxNxK, {order})", 2)
+                            f"tiles {mt}x{nt}x{kt} (MxNxK, {order}{ramp})", 2)
+
+    def _ramped(self, pairs, fresh: int):
+        """`pairs` with the last tile cut into the ramp's pieces (OrientedTiler.ramps);
+        the pieces' block indices start at `fresh`, so that no SRAM slot takes one for
+        a block it holds."""
+        pieces = self.pieces
+        if not pieces:
+            return pairs
+        inner = 1 if self.p.inner_role(self.t) == "n" else 0
+        _, (starts, counts) = pairs[-1][inner]
+        ramped, offset = list(pairs[:-1]), 0
+        for i, piece in enumerate(pieces):
+            dim = piece.dim
+            block = (fresh + i, (starts[:dim] + (starts[dim] + offset,) + starts[dim + 1:],
+                                 counts[:dim] + (piece.chunk,) + counts[dim + 1:]))
+            offset += piece.chunk
+            pair = list(pairs[-1])
+            pair[inner] = block
+            ramped.append(tuple(pair))
+        return ramped
 
     def _tile(self, batch, m_block, n_block) -> tuple[list[Instr], list[Instr]]:
         p = self.p

@@ -3,6 +3,7 @@ broadcast, bias and epilogues, on the native NPU core against numpy."""
 import numpy as np
 import pytest
 
+from compiler_target.codegen import tile_contraction
 from compiler_target.codegen.ops import Matmul, TensorRef
 from executable_format.machine import MachineConfig
 
@@ -72,6 +73,25 @@ def test_few_columns_swap_m_and_n(rng):
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-3)
     assert "M and N swapped" in compiled.detail
     assert compiled.roofline.fraction(MACHINE, stats.total_cycles) >= 0.8
+
+
+@pytest.mark.parametrize("batch, m, n, k", [(1, 240, 960, 240), (2, 500, 64, 300)])
+def test_last_tile_is_cut_to_drain_the_pipeline_early(batch, m, n, k, monkeypatch):
+    """The last tile is cut into shrinking pieces (tile_contraction.ramp_pieces), so the
+    epilogue and store after the MAC's last instruction are short: the same results in
+    fewer cycles than the program with the last tile whole (a second batch's last tile
+    only)."""
+    op, b, expected = build_matmul(np.random.default_rng(1), batch, m, n, k,
+                                   epilogue="bias_gelu_ish")
+    compiled, stats = compile_and_run(op, b)
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-3)
+    assert " block in " in compiled.detail
+    assert compiled.estimated_cycles == stats.total_cycles
+    monkeypatch.setattr(tile_contraction, "RAMP_DEPTHS", range(1))
+    op, b, _ = build_matmul(np.random.default_rng(1), batch, m, n, k, epilogue="bias_gelu_ish")
+    whole, whole_stats = compile_and_run(op, b)
+    assert " block in " not in whole.detail
+    assert stats.total_cycles < whole_stats.total_cycles
 
 
 def build_contraction(rng, batch, m, n, k, orders, epilogue=False, out_padding=0):
