@@ -11,6 +11,11 @@ Intermediate values live in SRAM temporaries of their class (a tile, or a row ve
 reused once their last reader has run. The number of rows per tile comes from an
 estimate (the cost model's cycles of each tile's transfers and vector work against
 the pipeline fill and drain), among the tilings whose buffers fit SRAM.
+
+A row too long for SRAM (an InstanceNormalization over a whole image) is streamed: one
+row per tile, read in chunks once per level of reductions (softmax: its max, then its
+sum, then the output), each pass recomputing what it needs from the inputs and adding
+each chunk's vreduce into the row values, which stay in SRAM to the end of the row.
 """
 from dataclasses import dataclass
 
@@ -24,9 +29,10 @@ from .npu_ir import FLOATS, Buffer, Instr
 from .ops import SCALARS, row_varying, varies_along_rows
 from .tile import Slots, Sram, Streamed, TiledProgram, ceil_div, store_instrs
 from .tiler import Candidate, pipelined_cycles
-from .vector import Operand, convert, unary
+from .vector import Operand, binary, convert, unary
 
 REDUCE_FLAGS = {"sum": Flag.NONE, "max": Flag.REDUCE_MAX}
+STREAMED_CHUNK_CANDIDATES = 3
 
 
 @dataclass
@@ -81,25 +87,74 @@ def plan(expr, inputs, load_dtypes: list[str], floats: str, stored=()) -> Rowwis
                        sparse_reduced or any(node[0] in SCRATCH_NODES for node in expr))
 
 
+def reduction_levels(expr) -> list[int]:
+    """Per node, the most reductions on a path from the leaves to it (a reduction's own
+    included): a streamed row (RowwiseEmitter.streamed_row) computes a value of level L
+    in pass L and completes a reduction of level L + 1 there."""
+    levels: list[int] = []
+    for node in expr:
+        if node[0] in LEAVES:
+            levels.append(0)
+        elif node[0] == "reduce":
+            levels.append(levels[node[1][0]] + 1)
+        else:
+            levels.append(max(levels[a] for a in node[1]))
+    return levels
+
+
+def passes(op, plan_: RowwisePlan) -> list[tuple[list[int], list[int]]]:
+    """The passes over a streamed row: per pass, the nodes it computes per chunk (in
+    order: those the reductions it completes need and, in the last pass, those it
+    stores, down to the row values kept from earlier passes) and the nodes it stores
+    per chunk (the results varying along the row, in the last pass)."""
+    expr, levels = op.expr, reduction_levels(op.expr)
+    final = len(expr) - 1
+    stored = [node for node in [final] + [node for _, node in op.extra_outputs]
+              if plan_.varies[node]]
+    reductions = [index for index, node in enumerate(expr) if node[0] == "reduce"]
+    last = max([levels[expr[r][1][0]] for r in reductions] + [levels[n] for n in stored])
+    result = []
+    for number in range(last + 1):
+        sinks = [r for r in reductions if levels[r] == number + 1] + \
+            (stored if number == last else [])
+        needed, pending = set(), list(sinks)
+        while pending:
+            index = pending.pop()
+            if index in needed:
+                continue
+            needed.add(index)
+            node = expr[index]
+            kept = node[0] == "reduce" and levels[index] <= number
+            if node[0] not in LEAVES and not kept:
+                pending += list(node[1])
+        result.append((sorted(needed), stored if number == last else []))
+    return result
+
+
 def batches(op) -> int:
     """B of a (B, O, I) space, 1 for an (O, I) one."""
     return op.out.shape[0] if len(op.out.shape) == 3 else 1
 
 
 class RowwiseEmitter:
-    def __init__(self, lowered: Lowered, m: MachineConfig, plan_: RowwisePlan, rows: int):
+    """Tiles of `rows` whole rows, or with a `chunk` shorter than the row, tiles of one
+    row streamed through SRAM (streamed_row)."""
+
+    def __init__(self, lowered: Lowered, m: MachineConfig, plan_: RowwisePlan, rows: int,
+                 chunk: int | None = None):
         op = lowered.op
         self.op, self.m, self.plan, self.rows = op, m, plan_, rows
         self.dtype = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs), expr=op.expr)
         self.columns = op.out.shape[-1]
+        self.chunk = chunk or self.columns
         self.batch = [1] * (len(op.out.shape) - 2)      # a (B, O, I) space's unit B count
         self.tensors = lowered.tensors
         sram = Sram(m.sram_bytes)
         self.sram = sram
-        full, row = rows * self.columns, rows
+        full, row = rows * self.chunk, rows
         used = sorted({node[1] for node in op.expr if node[0] == "input"})
         self.streams = {k: Streamed(sram, self.tensors[f"in.{k}"],
-                                    self.batch + [rows, self.columns],
+                                    self.batch + [rows, self.chunk],
                                     compute_dtype=load_dtype(op.inputs[k].dtype, self.dtype))
                         for k in used}
         self.temps = {(varies, dtype, i): sram.alloc(
@@ -107,6 +162,8 @@ class RowwiseEmitter:
             dtype, (full if varies else row,))
             for (varies, dtype), count in plan_.slots.items() for i in range(count)}
         self.scratch = sram.alloc("scratch", self.dtype, (full,)) if plan_.scratch else None
+        self.partial = sram.alloc("partial", self.dtype, (row,)) \
+            if self.chunk < self.columns else None      # a chunk's sums of a streamed row
         out_varies = op.out.strides[-1] != 0
         result = plan_.dtypes[-1]
         self.outs = Slots(sram, "out", op.out.dtype, (full if out_varies else row,))
@@ -127,11 +184,17 @@ class RowwiseEmitter:
         for b in range(batches(self.op)):
             for r0 in range(0, total, self.rows):
                 instrs += self.tile(b, r0, min(self.rows, total - r0))
-        return TiledProgram(instrs, self.sram.buffers,
-                            f"tiles {self.rows}x{self.columns} (rows x row length)", 2)
+        if self.chunk < self.columns:
+            tiles = f"tiles of 1 row, {len(passes(self.op, self.plan))} passes over it " \
+                f"in chunks of {self.chunk} (row length {self.columns})"
+        else:
+            tiles = f"tiles {self.rows}x{self.columns} (rows x row length)"
+        return TiledProgram(instrs, self.sram.buffers, tiles, 2)
 
     def tile(self, b: int, r0: int, rows: int) -> list[Instr]:
         """Rows r0 .. r0 + rows - 1 (of batch b)."""
+        if self.chunk < self.columns:
+            return self.streamed_row(b, r0)
         expr, columns = self.op.expr, self.columns
         at = [b] * len(self.batch)
         note = f"rows {r0}+{rows}" + (f" of batch {b}" if self.batch else "")
@@ -183,6 +246,107 @@ class RowwiseEmitter:
                                    f"{note} out.{k}")
         return instrs
 
+    def streamed_row(self, b: int, r0: int) -> list[Instr]:
+        """Row r0 (of batch b) when it does not fit SRAM: one pass over its chunks per
+        level of reductions (`passes`), each pass recomputing from the inputs the values
+        varying along the row that it needs, and adding each chunk's vreduce into the
+        row values of the reductions it completes; the row values stay in SRAM between
+        passes. Only the last pass stores what varies along the row (so an output
+        written over an input is read first), then the row values' results."""
+        expr, at = self.op.expr, [b] * len(self.batch)
+        note = f"row {r0}" + (f" of batch {b}" if self.batch else "")
+        levels = reduction_levels(expr)
+        instrs: list[Instr] = []
+        values: dict[int, Operand] = {}
+        for number, (computed, stored) in enumerate(passes(self.op, self.plan)):
+            for c0 in range(0, self.columns, self.chunk):
+                count = min(self.chunk, self.columns - c0)
+                chunk_note = f"{note} pass {number} columns {c0}+{count}"
+                for index in computed:
+                    node = expr[index]
+                    if node[0] == "reduce" and levels[index] <= number:
+                        continue        # completed by an earlier pass: a kept row value
+                    instrs += self.chunk_node(index, at, r0, c0, count, values, chunk_note)
+                for index in stored:
+                    instrs += self.store_chunk(index, at, r0, c0, count, values[index],
+                                               chunk_note)
+        final = len(expr) - 1
+        for index in range(len(expr)):
+            if not self.plan.varies[index] and index not in values:
+                instrs += self.chunk_node(index, at, r0, 0, 1, values, note)
+        row_results = ([final] if not self.plan.varies[final] else []) + \
+            [node for _, node in self.op.extra_outputs if not self.plan.varies[node]]
+        for index in row_results:
+            instrs += self.store_chunk(index, at, r0, 0, 1, values[index], note)
+        return instrs
+
+    def chunk_node(self, index: int, at: list[int], r0: int, c0: int, count: int,
+                   values: dict, note: str) -> list[Instr]:
+        """Node `index` over columns c0 .. c0 + count - 1 of a streamed row; a reduction
+        adds the chunk's vreduce into its row value (the first chunk writes it)."""
+        node = self.op.expr[index]
+        kind = node[0]
+        box = (1, 1, count) if self.plan.varies[index] else (1, 1, 1)
+        if kind == "input":
+            buf, strides, loads = self.streams[node[1]].load(at + [r0, c0],
+                                                             self.batch + [1, count], note)
+            values[index] = Operand(buf, (0, strides[-2], strides[-1]))
+            return loads
+        if kind in SCALARS:
+            values[index] = Operand(self.consts[index], (0, 0, 0))
+            return []
+        if kind == "reduce":
+            values[index] = self.row_value(index, 1)
+            if not c0:
+                return self.reduce(values[index], values[node[1][0]], node[2], 1, note,
+                                   inner=count)
+            partial = Operand(self.partial, (0, 1, 0))
+            combine = "vadd" if node[2] == "sum" else "vmax"
+            return self.reduce(partial, values[node[1][0]], node[2], 1, note, inner=count) + \
+                [binary(combine, self.dtype, values[index], values[index], partial, box,
+                        note + " (row so far)")]
+        if index == len(self.op.expr) - 1:     # the result, into an output slot
+            stored, _ = self.outs.acquire(None)
+            out = self.results.acquire(None)[0] if self.results is not None else stored
+            self.final_tile = (stored, out)
+            target = Operand(out, (0, self.chunk, 1))
+        else:
+            target = self.temp(index)
+        scratch = Operand(self.scratch, (0, self.chunk, 1)) if self.scratch else None
+        values[index] = target
+        return node_instrs(kind, node[2:], self.plan.dtypes[index], target,
+                           [values[a] for a in node[1]], box, scratch, note)
+
+    def temp(self, index: int) -> Operand:
+        """The SRAM temporary of node `index` (a chunk, or a row value) when streamed."""
+        if self.plan.varies[index]:
+            key = (True, self.plan.dtypes[index], self.plan.slot[index])
+            return Operand(self.temps[key], (0, self.chunk, 1))
+        return self.row_value(index, 1)
+
+    def store_chunk(self, index: int, at: list[int], r0: int, c0: int, count: int,
+                    value: Operand, note: str) -> list[Instr]:
+        """Stores node `index`'s chunk (or row value) to the output it is (`out`, or an
+        extra output), through the output slots (a copy, and a conversion to a
+        narrower integer output) for `out`."""
+        if index != len(self.op.expr) - 1:
+            k = next(k for k, (_, node) in enumerate(self.op.extra_outputs, 1) if node == index)
+            return store_instrs(self.tensors[f"out.{k}"], at + [r0, c0],
+                                self.batch + [1, count], value.buffer,
+                                [0] * len(self.batch) + [0, value.strides[2]], f"{note} out.{k}")
+        box = (1, 1, count)
+        if self.op.expr[index][0] in LEAVES + ("reduce",):     # a value, copied out
+            stored, _ = self.outs.acquire(None)
+            out = self.results.acquire(None)[0] if self.results is not None else stored
+            instrs = [unary("vcopy", self.plan.dtypes[index], Operand(out, (0, 0, 1)), value,
+                            box, note)]
+        else:                                   # computed into its output slot
+            (stored, out), instrs = self.final_tile, []
+        if out is not stored:
+            instrs.append(convert(Operand.flat(stored), Operand.flat(out), box, note + " convert"))
+        return instrs + store_instrs(self.tensors["out"], at + [r0, c0], self.batch + [1, count],
+                                     stored, [0] * len(self.batch) + [0, 1], note)
+
     def row_value(self, index: int, rows: int) -> Operand:
         key = (False, self.plan.dtypes[index], self.plan.slot[index])
         return Operand(self.temps[key], (0, 1, 0))
@@ -199,11 +363,13 @@ class RowwiseEmitter:
             return Operand(self.temps[key], (0, self.columns, 1))
         return self.row_value(index, rows)
 
-    def reduce(self, target: Operand, source: Operand, kind: str, rows: int, note: str) -> list[Instr]:
-        """vreduce of a dense [row][i] value; other layouts are first copied into one."""
-        columns = self.columns
+    def reduce(self, target: Operand, source: Operand, kind: str, rows: int, note: str,
+               inner: int | None = None) -> list[Instr]:
+        """vreduce of a dense [row][i] value of `inner` (the row length) elements per row;
+        other layouts are first copied into one."""
+        columns = inner or self.columns
         instrs = []
-        if source.strides[1:] != (columns, 1):
+        if source.strides[2] != 1 or rows > 1 and source.strides[1] != columns:
             dense = Operand(self.scratch, (0, columns, 1))
             instrs.append(unary("vcopy", self.dtype, dense, source, (1, rows, columns), note))
             source = dense
@@ -215,14 +381,18 @@ class RowwiseEmitter:
 
 
 class RowwiseTiler:
-    """The tiler (tiler.Tiler) of rowwise dispatches; a tiling is the rows per tile."""
+    """The tiler (tiler.Tiler) of rowwise dispatches; a tiling is (rows per tile, None)
+    or, for a row too long for SRAM, (1, chunk)."""
 
     def __init__(self, lowered: Lowered, m: MachineConfig):
         op = lowered.op
         floats = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs), expr=op.expr)
         self.lowered, self.m = lowered, m
-        self.plan = plan(op.expr, op.inputs, [load_dtype(ref.dtype, floats) for ref in op.inputs],
-                         floats, [node for _, node in op.extra_outputs])
+        self.floats = floats
+        self.load_dtypes = [load_dtype(ref.dtype, floats) for ref in op.inputs]
+        self.plan = plan(op.expr, op.inputs, self.load_dtypes, floats,
+                         [node for _, node in op.extra_outputs])
+        self.streamed_plan: RowwisePlan | None = None
         if self.plan.dtypes[-1] != op.out.dtype and \
                 FLOATS.count(self.plan.dtypes[-1]) + FLOATS.count(op.out.dtype) == 1:
             raise NotLowerable(f"{op.out.dtype} output from a {self.plan.dtypes[-1]} result")
@@ -235,24 +405,50 @@ class RowwiseTiler:
 
     def candidates(self) -> list[Candidate]:
         """1/1, 1/2, ... 1/256 of the rows, those whose tile the emitter can write (its
-        buffers fit SRAM)."""
+        buffers fit SRAM); when not even one row fits, one row streamed in chunks of
+        1/2, 1/4, ... 1/4096 of it (RowwiseEmitter.streamed_row)."""
         total, columns = self.lowered.op.out.shape[-2:]
-        candidates = []
-        for rows in sorted({ceil_div(total, 1 << i) for i in range(9)}, reverse=True):
-            try:
-                self.estimate(rows)
-            except NotLowerable:
-                continue
-            candidates.append(Candidate(rows, rows))
+        candidates = self._fitting((rows, None) for rows in
+                                   sorted({ceil_div(total, 1 << i) for i in range(9)},
+                                          reverse=True))
+        if not candidates:      # the longest chunks that fit: shorter ones only add work
+            candidates = self._fitting(((1, ceil_div(columns, 1 << i)) for i in range(1, 13)),
+                                       most=STREAMED_CHUNK_CANDIDATES)
         if not candidates:
             raise NotLowerable(f"does not fit SRAM even tiled: rows of {columns} elements")
         return candidates
 
-    def estimate(self, rows: int) -> int:
+    def _fitting(self, tilings, most: int | None = None) -> list[Candidate]:
+        """The `tilings` whose buffers fit SRAM (the first `most`), as candidates."""
+        candidates = []
+        for rows, chunk in tilings:
+            if len(candidates) == most:
+                break
+            try:
+                self.estimate((rows, chunk))
+            except NotLowerable:
+                continue
+            candidates.append(Candidate((rows, chunk), rows * (chunk or 1)))
+        return candidates
+
+    def estimate(self, tiling) -> int:
         """From the instructions of the first tile as the emitter writes them."""
+        rows, chunk = tiling
         total = self.lowered.op.out.shape[-2]
-        first = RowwiseEmitter(self.lowered, self.m, self.plan, rows).tile(0, 0, min(rows, total))
+        first = self._emitter(rows, chunk).tile(0, 0, min(rows, total))
         return pipelined_cycles(self.m, first, batches(self.lowered.op) * ceil_div(total, rows))
 
-    def emit(self, rows: int) -> TiledProgram:
-        return RowwiseEmitter(self.lowered, self.m, self.plan, rows).run()
+    def emit(self, tiling) -> TiledProgram:
+        return self._emitter(*tiling).run()
+
+    def _emitter(self, rows: int, chunk: int | None) -> RowwiseEmitter:
+        """A streamed row keeps every row value to the end of the row: later passes
+        read them again."""
+        if chunk is None:
+            return RowwiseEmitter(self.lowered, self.m, self.plan, rows)
+        if self.streamed_plan is None:
+            op = self.lowered.op
+            kept = [index for index, varies in enumerate(self.plan.varies) if not varies]
+            self.streamed_plan = plan(op.expr, op.inputs, self.load_dtypes, self.floats,
+                                      kept + [node for _, node in op.extra_outputs])
+        return RowwiseEmitter(self.lowered, self.m, self.streamed_plan, rows, chunk)

@@ -90,3 +90,20 @@ def test_layer_norm_in_several_tiles(rng, root):
     tiles = compiled.asm.count("vreduce") // 2
     assert tiles > 1 and compiled.asm.count(f"v{root}.") == tiles
     assert compiled.estimated_cycles == stats.total_cycles
+
+
+@pytest.mark.parametrize("case", ["softmax", "normalize", "layer_norm", "softmax_transposed",
+                                  "sum_of_squares"])
+def test_rows_longer_than_sram_stream_through_it(rng, case):
+    """Rows of 6000 f32 in a 16 KiB SRAM (an InstanceNormalization over a whole image
+    in a real one): each row streamed in chunks, one pass per level of reductions
+    (softmax's max, then its sum: three passes), the row values kept between passes."""
+    expr, passes = {"softmax": (SOFTMAX, 3), "normalize": (NORMALIZE, 3),
+                    "layer_norm": (layer_norm(6000, "rsqrt"), 3),
+                    "softmax_transposed": (SOFTMAX, 3), "sum_of_squares": (SUM_OF_SQUARES, 1)}[case]
+    op, b, expected = build(rng, expr, 3, 6000, transposed=case.endswith("transposed"),
+                            per_row_out=case == "sum_of_squares")
+    compiled, stats = compile_and_run(op, b, machine=MachineConfig(sram_bytes=16 * 1024))
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-5)
+    assert f"{passes} passes over it" in compiled.detail
+    assert compiled.estimated_cycles == stats.total_cycles
