@@ -14,6 +14,7 @@ previous tile. A per-channel bias becomes an extra K row: X gets a constant row 
 The output tile [f][pixels] is the direct strategy's [f][rows][cols]; epilogue and
 store are shared with it. tile_conv picks whichever strategy its estimate prefers.
 """
+from collections import Counter
 from dataclasses import dataclass
 
 from executable_format.isa import f32_bits
@@ -76,9 +77,11 @@ class Im2colTiler:
         s = self.s
         tiles = [(rows, min(t.cols, s.wo - x0)) for _, rows in self.row_blocks(t)
                  for x0 in range(0, s.wo, t.cols)]
-        costs = [self._tile_costs(rows, cols) for rows, cols in tiles]
-        (load, mac, copy, _, _), (_, _, _, epilogue, store) = costs[0], costs[-1]
-        totals = [s.n * sum(c[i] for c in costs) for i in range(5)]
+        shapes = Counter(tiles)     # a big image has thousands of tiles of a few shapes
+        costs = {shape: self._tile_costs(*shape) for shape in shapes}
+        (load, mac, copy, _, _), (_, _, _, epilogue, store) = costs[tiles[0]], costs[tiles[-1]]
+        totals = [s.n * sum(costs[shape][i] * count for shape, count in shapes.items())
+                  for i in range(5)]
         busiest = max(totals[0], totals[1], totals[2] + totals[3], totals[4])
         return busiest + load + copy + mac + epilogue + store
 

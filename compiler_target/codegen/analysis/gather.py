@@ -84,7 +84,11 @@ def _extract_indices(generic: Generic, values: dict):
     """Each tensor.extract's (result, index at every loop position with any push
     constant at 0, how the index moves with a push constant: a Moving or None), and the
     body values computed from a push constant."""
-    worlds = ({}, {})            # body value -> its value at every position, for p = 0, 1
+    # body value -> its value at every position, for p = 0, 1; one world when the body
+    # reads no push constant (a Resize's indices over millions of positions)
+    reads_push_constant = any(isinstance(values.get(operand), PushConstant)
+                              for op in generic.body for operand in op.operands)
+    worlds = ({}, {}) if reads_push_constant else ({},) * 2
     moving_with: dict = {}       # body value -> the push constant it depends on
 
     def array_of(world: int, value):
@@ -110,7 +114,7 @@ def _extract_indices(generic: Generic, values: dict):
         if ordinals:
             _check_affine_in_push_constant(op, ordinals, push_constant_of, generic.name)
             moving_with[op.results[0]] = next(iter(ordinals))
-        for world in (0, 1):
+        for world in (0, 1) if reads_push_constant else (0,):
             positional = index_arithmetic(op, lambda v: array_of(world, v), generic.position)
             if positional is not None:
                 worlds[world][op.results[0]] = positional
