@@ -164,6 +164,8 @@ class RowwiseEmitter:
         self.scratch = sram.alloc("scratch", self.dtype, (full,)) if plan_.scratch else None
         self.partial = sram.alloc("partial", self.dtype, (row,)) \
             if self.chunk < self.columns else None      # a chunk's sums of a streamed row
+        self.final_tile: tuple[Buffer, Buffer] | None = None    # a streamed chunk's
+        # output slot and, for a narrower integer output, the slot computed into
         out_varies = op.out.strides[-1] != 0
         result = plan_.dtypes[-1]
         self.outs = Slots(sram, "out", op.out.dtype, (full if out_varies else row,))

@@ -107,3 +107,27 @@ def test_rows_longer_than_sram_stream_through_it(rng, case):
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-5)
     assert f"{passes} passes over it" in compiled.detail
     assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_streamed_rows_store_a_row_value_and_a_varying_value_beside_the_result(rng):
+    """Extra outputs of a streamed row (tf2onnx's layer-norm moments: the mean beside the
+    centred values): the mean, a row value, after the last pass; the squares, varying
+    along the row, chunk by chunk in it."""
+    rows, columns = 2, 6000
+    b = Bindings()
+    x = rng.standard_normal((rows, columns)).astype(np.float32)
+    expr = [("input", 0), ("reduce", (0,), "sum"), ("const", 1 / columns), ("mul", (1, 2)),
+            ("sub", (0, 3)), ("mul", (4, 4))]
+    out = b.output((rows, columns))
+    mean = b.output((rows, 1))
+    mean = type(mean)(mean.dtype, (rows, columns), (mean.strides[0], 0), mean.binding,
+                      mean.offset)
+    centred = b.output((rows, columns))
+    op = Rowwise(out, [b.add(x)], expr, extra_outputs=[(mean, 3), (centred, 4)])
+    compiled, stats = compile_and_run(op, b, machine=MachineConfig(sram_bytes=16 * 1024))
+    expected_mean = x.mean(axis=1, keepdims=True, dtype=np.float64)
+    np.testing.assert_allclose(b.read(mean)[:, :1], expected_mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b.read(centred), x - expected_mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b.read(out), (x - expected_mean) ** 2, rtol=1e-4, atol=1e-5)
+    assert "2 passes over it" in compiled.detail
+    assert compiled.estimated_cycles == stats.total_cycles
