@@ -41,13 +41,14 @@ class DType(enum.IntEnum):
     I8 = 3
     I32 = 4
     U8 = 5      # unsigned bytes: quantized activations with a uint8 zero point
+    I64 = 6     # loaded and converted to f32 only (vcvt's src_dtype): ONNX's ids and masks
 
 
 DTYPE_NAMES = {DType.F32: "f32", DType.F16: "f16", DType.BF16: "bf16", DType.I8: "i8",
-               DType.I32: "i32", DType.U8: "u8"}
+               DType.I32: "i32", DType.U8: "u8", DType.I64: "i64"}
 DTYPES_BY_NAME = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 DTYPE_BYTES = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.I8: 1, DType.I32: 4,
-               DType.U8: 1}
+               DType.U8: 1, DType.I64: 8}
 # The MAC array accumulates floats in f32 and bytes (both operands i8, or both u8) in i32.
 ACCUMULATOR = {DType.F32: DType.F32, DType.F16: DType.F32, DType.BF16: DType.F32,
                DType.I8: DType.I32, DType.U8: DType.I32}
@@ -114,7 +115,8 @@ class OpcodeInfo:
 
 
 _FLOAT = (DType.F32, DType.F16, DType.BF16)
-_ALL = tuple(DType)
+_ALL = _FLOAT + (DType.I8, DType.I32, DType.U8)     # every dtype an op computes in
+
 
 # Operand layouts: the field lists of the opcodes, by name. Opcodes of one layout share its
 # field list (every binary vector op the "binary" one); native/npu_isa.h names each field
@@ -168,7 +170,7 @@ OPCODE_LIST = (
     _op(2, "signal", Engine.CONTROL, "signal", _ALL),
     _op(3, "wait", Engine.CONTROL, "wait", _ALL),
     _op(4, "barrier", Engine.CONTROL, None, _ALL),
-    _op(16, "dma.load", Engine.DMA_IN, "dma", _ALL),
+    _op(16, "dma.load", Engine.DMA_IN, "dma", _ALL + (DType.I64,)),
     _op(17, "dma.store", Engine.DMA_OUT, "dma", _ALL),
     _op(18, "fill", Engine.DMA_IN, "fill", _ALL),
     _op(32, "matmul", Engine.MAC, "matmul", _FLOAT + (DType.I8, DType.U8)),

@@ -15,11 +15,14 @@ from .generated import npu_executable_generated as fb
 from .isa import (BYTE_INTS, CONST_POOL, DTYPE_BYTES, DTYPE_NAMES, ELEMENTS_PER_SRAM_BYTE,
                   ENGINE_NAMES, HALF_FLOATS, INSTRUCTION_BYTES, INSTRUCTION_DTYPE,
                   MACS_PER_SRAM_BYTE, OPCODE_FLAGS, OPCODES, ROUNDING_FLAGS,
-                  UNUSED_FIELDS, Engine, Flag, unpack_pair)
+                  UNUSED_FIELDS, DType, Engine, Flag, f32_bits, unpack_pair)
 from .machine import MachineConfig
 from .ranges import Access, Accesses, instruction_accesses, program_accesses
 from .structure import check_structure
 from .version import VERSION_MAJOR
+
+MAC_DTYPES = set(DTYPE_NAMES) - {DType.I64}     # a roofline's peak rate is of one of these
+F32_ONE = f32_bits(1.0)
 
 READ_ONLY = fb.BindingFlags.ReadOnly         # the only binding flag
 ENGINES = (Engine.DMA_IN, Engine.DMA_OUT, Engine.MAC, Engine.VECTOR)   # signal/wait targets
@@ -102,7 +105,7 @@ def _check_export(index: int, export, machine: MachineConfig, constants_size: in
         _text(debug.SourceLocation(), f"{where} debug source_location")
         _text(debug.NpuIr(), f"{where} debug npu_ir")
     roofline = export.Roofline()
-    if roofline is not None and roofline.MacDtype() not in DTYPE_NAMES:
+    if roofline is not None and roofline.MacDtype() not in MAC_DTYPES:
         raise FormatError(f"{where} roofline mac_dtype {roofline.MacDtype()} is unknown")
     windows = [(b.MinSize(), bool(b.Flags() & READ_ONLY)) for b in bindings]
     windows += _views(where, export, windows)
@@ -440,6 +443,9 @@ def _check_vcvt(fields: dict, flags: int, dtype: int) -> None:
     _positive(fields, "n0", "n1", "n2")
     if fields["src_dtype"] not in DTYPE_NAMES:
         raise FormatError(f"unknown src_dtype {fields['src_dtype']}")
+    if fields["src_dtype"] == DType.I64 and (dtype != DType.F32 or flags or
+                                             fields["scale"] not in (0, F32_ONE)):
+        raise FormatError("src_dtype i64 converts to f32 only, unscaled, without flags")
 
 
 def _check_vround(fields: dict, flags: int, dtype: int) -> None:

@@ -7,4 +7,4 @@ verifier rejects as unknown, naming the instruction).
 FORMAT_NAME = "npu-fb"
 FILE_IDENTIFIER = b"NPUF"
 VERSION_MAJOR = 2
-VERSION_MINOR = 9
+VERSION_MINOR = 10

@@ -58,7 +58,8 @@ enum {
   DT_I8 = 3,
   DT_I32 = 4,
   DT_U8 = 5,
-  DT_COUNT = 6,
+  DT_I64 = 6,
+  DT_COUNT = 7,
 };
 
 enum {
@@ -337,7 +338,7 @@ static const op_info_t OPS[256] = {
   [OP_BARRIER] = {"barrier", ENGINE_CONTROL, 0,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x0, LAYOUT_NONE, 0},
   [OP_DMA_LOAD] = {"dma.load", ENGINE_DMA_IN, 15,
-      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x0, LAYOUT_DMA, 0},
+      DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8) | DTM(DT_I64), 0x0, LAYOUT_DMA, 0},
   [OP_DMA_STORE] = {"dma.store", ENGINE_DMA_OUT, 15,
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16) | DTM(DT_I8) | DTM(DT_I32) | DTM(DT_U8), 0x0, LAYOUT_DMA, 0},
   [OP_FILL] = {"fill", ENGINE_DMA_IN, 10,
@@ -416,7 +417,7 @@ static const op_info_t OPS[256] = {
       DTM(DT_F32) | DTM(DT_F16) | DTM(DT_BF16), 0x3, LAYOUT_VREDUCE, 0},
 };
 
-static const unsigned DTYPE_BYTES[DT_COUNT] = {4, 2, 2, 1, 4, 1};
-static const char* const DTYPE_NAMES[DT_COUNT] = {"f32", "f16", "bf16", "i8", "i32", "u8"};
+static const unsigned DTYPE_BYTES[DT_COUNT] = {4, 2, 2, 1, 4, 1, 8};
+static const char* const DTYPE_NAMES[DT_COUNT] = {"f32", "f16", "bf16", "i8", "i32", "u8", "i64"};
 
 #endif  /* NPU_ISA_H_ */

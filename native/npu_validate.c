@@ -290,6 +290,11 @@ int check_encoding(exec_t* x, const instr_t* in) {
       if (in->a[VCVT_SRC_DTYPE] >= DT_COUNT) {
         return fail(x, NPU_STATUS_INVALID_ARGUMENT, "invalid src_dtype %u", in->a[VCVT_SRC_DTYPE]);
       }
+      if (in->a[VCVT_SRC_DTYPE] == DT_I64 &&
+          (in->dtype != DT_F32 || in->flags || (in->a[VCVT_SCALE] && in->a[VCVT_SCALE] != 0x3f800000u))) {
+        return fail(x, NPU_STATUS_INVALID_ARGUMENT,
+                    "src_dtype i64 converts to f32 only, unscaled, without flags");
+      }
       return check_counts(x, in, VCVT_N0, 3);
     default:      /* binary and unary vector ops: their boxes' counts */
       if (x->op->engine != ENGINE_VECTOR) return NPU_STATUS_OK;

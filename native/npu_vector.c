@@ -331,7 +331,8 @@ int exec_unary(exec_t* x, const instr_t* in) {
 
 /* vcvt: v = x * scale (scale 0 means 1) in double; floats round to f32 (exactly the
  * f32 product for float sources) then to the destination; integers round half to
- * even (toward zero with FLAG_TRUNCATE) and saturate (NaN becomes 0). */
+ * even (toward zero with FLAG_TRUNCATE) and saturate (NaN becomes 0). An i64 source
+ * (to f32 only, unscaled) rounds to f32 once. */
 static void cvt_load(int dtype, const uint8_t* base, size_t stride, size_t n,
                      double scale, double* restrict out) {
   switch (dtype) {
@@ -347,6 +348,11 @@ static void cvt_load(int dtype, const uint8_t* base, size_t stride, size_t n,
     case DT_I32: {
       const int32_t* s = (const int32_t*)base;
       for (size_t i = 0; i < n; i++) out[i] = s[i * stride] * scale;
+      break;
+    }
+    case DT_I64: {      /* to f32 only, unscaled (validated): one rounding, as sitofp */
+      const int64_t* s = (const int64_t*)base;
+      for (size_t i = 0; i < n; i++) out[i] = (float)s[i * stride];
       break;
     }
     default: {

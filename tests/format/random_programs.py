@@ -72,9 +72,12 @@ class _Generator:
         load = self.rng.random() < 0.6
         opcode = "dma.load" if load else "dma.store"
         binding = self.rng.choice([0, 1, 2, CONST_POOL] if load else [1, 2])
-        a = [binding, self.rng.randrange(0, 256) * 4, self.address(),
+        dtype = self.dtype(opcode)
+        align = 2 if dtype == DType.I64 else 1     # 8-byte elements: 8-byte aligned
+        a = [binding, self.rng.randrange(0, 256) // align * align * 4,
+             self.address() // (4 * align) * (4 * align),
              *self.counts(4), *self.strides(4), *self.strides(4)]
-        p.emit_raw(OPCODES_BY_NAME[opcode].code, self.dtype(opcode), 0, a)
+        p.emit_raw(OPCODES_BY_NAME[opcode].code, dtype, 0, a)
 
     def fill(self, p):
         dtype = self.dtype("fill")
@@ -139,9 +142,13 @@ class _Generator:
         p.emit_raw(OPCODES_BY_NAME[opcode].code, self.dtype(opcode), 0, a)
 
     def vcvt(self, p):
-        a = [self.address(), self.address(), *self.counts(3), *self.strides(3),
-             *self.strides(3), self.f32(), self.rng.choice(list(DType))]
-        p.emit_raw(OPCODES_BY_NAME["vcvt"].code, self.dtype("vcvt"), 0, a)
+        """An i64 source converts to f32 only, unscaled."""
+        source = self.rng.choice(list(DType))
+        i64 = source == DType.I64
+        a = [self.address(), self.address() // 8 * 8 if i64 else self.address(),
+             *self.counts(3), *self.strides(3), *self.strides(3), 0 if i64 else self.f32(),
+             source]
+        p.emit_raw(OPCODES_BY_NAME["vcvt"].code, DType.F32 if i64 else self.dtype("vcvt"), 0, a)
 
     def vrequant(self, p):
         """Its records zero-filled first (valid data: lo = hi = 0, a one-entry table at 0)."""

@@ -200,6 +200,21 @@ def test_dtype_not_allowed():
     rejects(data, "instruction 7 (vpool): dtype i8 is not allowed")
 
 
+def test_i64_is_loaded_and_converted_to_f32_only():
+    """i64 (npu-fb 2.10) is dma.load's and vcvt's src_dtype's: converted to f32, unscaled."""
+    vadd_i64 = with_extra(lambda p: p.emit_raw(OPCODES_BY_NAME["vadd"].code, 6, 0,
+                                               [0, 0, 0, 1, 1, 1] + [0] * 9))
+    rejects(vadd_i64, "instruction 7 (vadd): dtype i64 is not allowed")
+    vcvt = OPCODES_BY_NAME["vcvt"].code
+    for dtype, scale in ((4, 0), (0, 0x40000000)):       # to i32; scaled by 2
+        data = with_extra(lambda p: p.emit_raw(vcvt, dtype, 0, [0, 64, 1, 1, 1] + [0] * 6 +
+                                               [scale, 6, 0, 0]))
+        rejects(data, "instruction 7 (vcvt): src_dtype i64 converts to f32 only, unscaled, "
+                      "without flags")
+    verify(with_extra(lambda p: p.emit_raw(vcvt, 0, 0, [0, 64, 1, 1, 1] + [0] * 6 +
+                                           [0, 6, 0, 0])))
+
+
 def test_undefined_flag_bits():
     rejects(patched_record(relu_executable(), 3, flags=1),
             "instruction 3 (vrelu): flags 0x1 has bits not defined for vrelu")

@@ -173,6 +173,11 @@ MALFORMED_CASES = [
      "instruction 0 (fill): 8589934592 elements exceed the per-instruction limit 134217728 "
      "(64 per SRAM byte)"),
     (program(instr("vcvt", src_dtype=9)), "instruction 0 (vcvt): invalid src_dtype 9"),
+    (program(instr("vcvt", "i32", n0=1, n1=1, n2=1, src_dtype=int(isa.DType.I64))),
+     "instruction 0 (vcvt): src_dtype i64 converts to f32 only, unscaled, without flags"),
+    (program(instr("vcvt", "f32", n0=1, n1=1, n2=1, scale=isa.f32_bits(2.0),
+                   src_dtype=int(isa.DType.I64))),
+     "instruction 0 (vcvt): src_dtype i64 converts to f32 only, unscaled, without flags"),
     (program(instr("signal", engine=1, sem=2), instr("wait", engine=3, sem=2, value=1),
              instr("wait", engine=3, sem=2, value=2)),
      "instruction 2 (wait): waits for signal 2 of semaphore 2 but only 1 precede it"),

@@ -313,6 +313,24 @@ def test_vcvt(core, rng, src, dst, scale):
                                   _cvt_reference(x, src, dst, scale))
 
 
+def test_i64_to_f32_rounds_once(core, rng):
+    """An i64 (ONNX's ids and masks) converts to f32 as arith.sitofp does, one rounding to
+    nearest even: values beyond 2^24, beyond 2^53 (where a detour through f64 would round
+    twice), ties, the extremes."""
+    x = np.concatenate([rng.integers(-2**63, 2**63 - 1, 300, dtype=np.int64),
+                        rng.integers(-2**30, 2**30, 300, dtype=np.int64),
+                        np.int64([0, 1, -1, 2**24 + 1, 2**24 + 3, -(2**24 + 1), 2**53 + 1,
+                                  2**60 + 2**36 + 1, 2**63 - 1, -2**63,
+                                  (1 << 62) + (1 << 38) + (1 << 37) + 1])])
+    image = SramImage()
+    s_addr = image.put(x)
+    d_addr = image.reserve(x.size * 4)
+    result = run_on_sram(core, image, instr(
+        "vcvt", "f32", dst=d_addr, src=s_addr, n0=1, n1=1, n2=x.size, dst_s2=1, src_s2=1,
+        src_dtype=int(isa.DType.I64)))
+    np.testing.assert_array_equal(result.view(d_addr, "f32", x.size), x.astype(np.float32))
+
+
 def test_f16_conversions_exhaustive(core, rng):
     halves = np.arange(65536, dtype=np.uint32).astype(np.uint16)
     floats = np.concatenate([rng.integers(0, 1 << 32, size=200000, dtype=np.uint64)
