@@ -324,8 +324,11 @@ def node_instrs(kind, params, dtype: str, target: Operand, args: list[Operand], 
 
 def load_dtype(dtype: str, compute_dtype: str) -> str:
     """The dtype an input of `dtype` is loaded as for an expression computing floats in
-    `compute_dtype`: i32 for an integer input (the integer nodes' dtype), else
+    `compute_dtype`: i32 for an integer input (the integer nodes' dtype), f32 for an i64
+    one (which the walk takes only where it is converted to f32: ids, masks), else
     `compute_dtype` (an integer one meaning f32)."""
+    if dtype == "i64":
+        return "f32"
     return "i32" if dtype in INTS else float_dtype(compute_dtype)
 
 

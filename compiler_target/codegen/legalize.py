@@ -32,8 +32,10 @@ def legalize(analysis: Analysis, machine) -> str:
 
 def _problem(op: NpuOp) -> str:
     refs = _tensor_refs(op)
-    dtypes = sorted({ref.dtype for _, ref in refs})
-    unsupported = [f"{ref.dtype} ({role})" for role, ref in refs if ref.dtype not in DTYPES]
+    # An i64 input is loaded converted to f32 (the walk takes one only as sitofp to f32)
+    dtypes = sorted({ref.dtype for role, ref in refs if not _converted_i64(role, ref)})
+    unsupported = [f"{ref.dtype} ({role})" for role, ref in refs
+                   if ref.dtype not in DTYPES and not _converted_i64(role, ref)]
     if unsupported:
         return f"unsupported element type {unsupported[0]}"
     if len(dtypes) > 1 and not set(dtypes) <= QUANTIZED and not set(dtypes) <= HALF and \
@@ -49,6 +51,11 @@ def _problem(op: NpuOp) -> str:
     if isinstance(op, Reduce) and op.kind not in REDUCE_KINDS:
         return f"reduction kind {op.kind}"
     return ""
+
+
+def _converted_i64(role: str, ref: TensorRef) -> bool:
+    """An i64 expression input (elementwise or epilogue): loaded converted to f32."""
+    return ref.dtype == "i64" and role.startswith(("input ", "epilogue input "))
 
 
 def _conv_problem(op: Conv2D) -> str:

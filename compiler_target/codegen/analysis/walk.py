@@ -520,6 +520,10 @@ class Walk:
         and i16 values are held as i32, so extsi is the value itself)."""
         kind = op.name
         bits = _int_bits(op.results[0].type)
+        if kind == "arith.sitofp" and self.is_i64_input(node_of(op.operands[0])):
+            if str(op.results[0].type) != "f32":
+                raise NotSupported(f"{name}: arith.sitofp of i64 to {op.results[0].type}")
+            return node_of(op.operands[0])      # loaded as f32 (vcvt from i64)
         if kind == "arith.sitofp":
             return self.add(("itof", (self.signed_node(op.operands[0], node_of, name),)))
         if kind == "arith.uitofp" and _int_bits(op.operands[0].type) == 1 and \
@@ -599,6 +603,8 @@ class Walk:
             sign = self.add(("iand", (word, self.add(("iconst", 1 << (known.bits - 1))))))
             return self.add(("isub", (node, self.add(("imul", (sign, self.add(("iconst", 2))))))))
         kind, *rest = self.nodes[node]
+        if self.is_i64_input(node):
+            raise NotSupported(f"{name}: an i64 input other than converted to f32")
         if kind == "ftoi" and self.unsigned_conversion(node) is not None:
             raise NotSupported(f"{name}: an fptosi beyond the signed range read as signed")
         if _int_bits(value.type) == 8 and (
@@ -606,6 +612,11 @@ class Walk:
                 kind == "ftou" and rest[1] == 8):
             raise NotSupported(f"{name}: an i8 value read both signed and unsigned")
         return node
+
+    def is_i64_input(self, node: int) -> bool:
+        """Whether `node` reads an i64 input, which loads as f32 (epilogue.load_dtype)."""
+        kind, *rest = self.nodes[node]
+        return kind == "input" and self.inputs[rest[0]].dtype == "i64"
 
     def int_range(self, node: int) -> tuple[int, int]:
         """Bounds of an integer node's value (i32's for values nothing bounds)."""
