@@ -167,15 +167,17 @@ class ElementwiseTiler:
         ins = [lowered.tensors[f"in.{k}"] for k in range(len(op.inputs))]
         self.dtype = out.dtype
         copies = all(node[0] in LEAVES for node in op.expr)
+        # A copy loads each input as it is, but an i64 one (a Cast of ids) as f32.
+        copied = [load_dtype(i.dtype, out.dtype) if i.dtype == "i64" else i.dtype for i in ins]
         if copies and any(dram.dtype != out.dtype for dram, _ in self.outputs):
             raise NotLowerable("elementwise copies into outputs of different dtypes")
-        if copies and any(ins[k].dtype != out.dtype and
-                          FLOATS.count(ins[k].dtype) + FLOATS.count(out.dtype) < 2 for k in used):
+        if copies and any(copied[k] != out.dtype and
+                          FLOATS.count(copied[k]) + FLOATS.count(out.dtype) < 2 for k in used):
             raise NotLowerable("elementwise copy between dtypes (not both floats)")
         # Inputs are loaded as the dtype the expression reads them in (integers as i32).
         self.floats = out.dtype if copies else float_dtype(out.dtype, *(i.dtype for i in ins),
                                                            expr=op.expr)
-        self.load_dtypes = [i.dtype if copies else load_dtype(i.dtype, self.floats) for i in ins]
+        self.load_dtypes = copied if copies else [load_dtype(i.dtype, self.floats) for i in ins]
         self.shape, strides = simplify(out.shape, [dram.strides for dram, _ in self.outputs] +
                                        [ins[k].strides for k in used])
         self.out_views = [view(dram, self.shape, st)

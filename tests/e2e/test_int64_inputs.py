@@ -7,6 +7,7 @@ IREE fuses the cast into the first layer's Q K^T dispatch, which stores the bias
 the scores, and the i64 epilogue input sent that matmul to the host. And a plain Cast of
 int64 ids to float: beyond 2^24 it rounds, once, as arith.sitofp does."""
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output
@@ -57,13 +58,15 @@ def test_attention_bias_from_an_int64_mask_keeps_its_matmul_on_the_npu(tmp_path)
     np.testing.assert_allclose(call.output, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_int64_ids_cast_to_float_round_once(tmp_path):
+@pytest.mark.parametrize("scaled", [False, True])
+def test_int64_ids_cast_to_float_round_once(tmp_path, scaled):
+    """The Cast alone is a copy between dtypes (tile_elementwise), scaled an expression."""
+    cast = helper.make_node("Cast", ["ids"], ["f" if scaled else "y"], to=TensorProto.FLOAT)
     graph = helper.make_graph(
-        [helper.make_node("Cast", ["ids"], ["f"], to=TensorProto.FLOAT),
-         helper.make_node("Mul", ["f", "half"], ["y"])],
+        [cast] + ([helper.make_node("Mul", ["f", "half"], ["y"])] if scaled else []),
         "ids_to_float", [helper.make_tensor_value_info("ids", TensorProto.INT64, [4, 300])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 300])],
-        [numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+        [numpy_helper.from_array(np.array(0.5, np.float32), "half")] if scaled else [])
     path = save(graph, tmp_path / "ids_to_float.onnx")
     rng = np.random.default_rng(6)
     ids = np.concatenate([rng.integers(0, 30000, 600), rng.integers(-2**62, 2**62, 600)]) \
