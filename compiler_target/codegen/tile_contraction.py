@@ -21,7 +21,9 @@ each B tile as it is loaded, its offset into the BIAS operand (affine_fold). Whe
 channel is M (a pointwise convolution in NCHW, computed as out^T = b^T a^T), the chain
 is folded per row: its scale into each A tile, and each accumulator tile starts at its
 offset (a vcopy; the MAC's bias is per column), which the MAC accumulates onto. The
-rest runs on the vector engine.
+rest runs on the vector engine. The last tile may be cut into shrinking pieces, so that
+the pipeline drains with a short epilogue and store (ramp_pieces): each cut is emitted
+and scheduled, and the fastest program kept.
 """
 import itertools
 from dataclasses import dataclass, replace

@@ -334,7 +334,7 @@ def batch_as_rows(lowered: Lowered) -> Lowered:
     rows = replace(op, input=swapped(op.input), out=swapped(op.out),
                    epilogue_inputs=[swapped(ref) for ref in op.epilogue_inputs],
                    extra_outputs=[(swapped(ref), node) for ref, node in op.extra_outputs])
-    tensors = {role: buffer if role == "weight" else
+    tensors = {role: buffer if role == "weight" or len(buffer.shape) != 4 else
                replace(swapped(buffer), view_of=buffer.view_of or buffer)
                for role, buffer in lowered.tensors.items()}
     return replace(lowered, op=rows, tensors=tensors)
