@@ -265,12 +265,12 @@ def _sum(nodes: list, start: int | None, terms) -> int | None:
     return current
 
 
-def split_correction(expr, pattern: Pattern, tensors: dict):
-    """acc - Y as (the expression of acc - P, or None when P = 0; the record's zero Z):
-    Y = P + Z, Z the terms that vary along the records' dim at most (the per-channel part
-    of IREE's zero-point correction, computed per tile on one value per record) and P the
-    others (a per-pixel input sum times the weights' zero point: one ifma per element).
-    i32 arithmetic wraps, so any order of the terms gives the same bits."""
+def correction_terms(expr, pattern: Pattern, tensors: dict):
+    """acc - Y as (the record terms: (sign, node) of Y = P + Z whose Z varies along the
+    records' dim at most, the per-channel part of IREE's zero-point correction; the
+    pixel terms: (sign, node) of acc + Σ sign·node = acc - P, the others, a per-pixel
+    input sum times the weights' zero point), or None when the record operands vary
+    along more than one dim."""
     dims = set()
     for name, operand in pattern.operands.items():
         if operand[0] == "input":
@@ -279,15 +279,82 @@ def split_correction(expr, pattern: Pattern, tensors: dict):
         return None
     record, pixel = [], []
     for sign, term in _terms(expr, pattern.correction, -1):
-        term_dims = set()
-        for i in reachable(expr, [term]):
-            if expr[i][0] == "input":
-                term_dims |= _varying_dims(tensors[f"epilogue.{expr[i][1]}"])
+        term_dims = _term_dims(expr, term, tensors)
         if len(term_dims | dims) <= 1:
             record.append((-sign, term))
             dims |= term_dims
         else:
             pixel.append((sign, term))
+    return record, pixel
+
+
+def _term_dims(expr, term: int, tensors: dict) -> set[int]:
+    dims = set()
+    for i in reachable(expr, [term]):
+        if expr[i][0] == "input":
+            dims |= _varying_dims(tensors[f"epilogue.{expr[i][1]}"])
+    return dims
+
+
+def column_bias(expr, tensors: dict, column_dims: set[int]) -> tuple[list, list] | None:
+    """The pixel terms of a quantized epilogue's correction (correction_terms) as an
+    expression of the epilogue inputs, when they vary along `column_dims` only (the MAC's
+    output columns: an NCHW pointwise convolution computed as out^T = b^T a^T has the
+    pixels there), so that the MAC's BIAS adds them before the products instead of an
+    ifma pass over every tile after them (i32 sums wrap: the same bits): (that
+    expression, the epilogue with the correction reduced to its record terms); else
+    None."""
+    pattern = match(expr)
+    if pattern is None or pattern.correction is None:
+        return None
+    terms = correction_terms(expr, pattern, tensors)
+    if terms is None or not terms[1] or any(
+            not _term_dims(expr, term, tensors) <= column_dims or
+            any(expr[i][0] in ("acc", "pconst") for i in reachable(expr, [term]))
+            for _, term in terms[1]):
+        return None
+    nodes = list(expr)
+    bias = live_nodes(nodes, _sum(nodes, None, terms[1]))
+    record = _sum(nodes, None, terms[0])
+    if record is None:
+        nodes.append(("iconst", 0))
+        record = len(nodes) - 1
+    return bias, substituted(nodes, pattern.correction, record, len(expr) - 1)
+
+
+def substituted(nodes: list, old: int, new: int, final: int) -> list:
+    """The expression of node `final` of `nodes` with node `old` read as node `new`
+    wherever it is an argument, its nodes renumbered in an order that keeps every
+    argument before its users (`new` may come after `old`'s users in `nodes`)."""
+    order: list[int] = []
+    seen: set[int] = set()
+
+    def visit(index: int) -> None:
+        index = new if index == old else index
+        if index in seen:
+            return
+        seen.add(index)
+        if nodes[index][0] not in LEAVES:
+            for arg in nodes[index][1]:
+                visit(arg)
+        order.append(index)
+
+    visit(final)
+    renumber = {index: position for position, index in enumerate(order)}
+    renumber[old] = renumber[new]
+    return [nodes[i] if nodes[i][0] in LEAVES else
+            (nodes[i][0], tuple(renumber[a] for a in nodes[i][1])) + tuple(nodes[i][2:])
+            for i in order]
+
+
+def split_correction(expr, pattern: Pattern, tensors: dict):
+    """acc - Y as (the expression of acc - P, or None when P = 0; the record's zero Z):
+    Y = P + Z (correction_terms), P computed per element (one ifma each), Z per record.
+    i32 arithmetic wraps, so any order of the terms gives the same bits."""
+    terms = correction_terms(expr, pattern, tensors)
+    if terms is None:
+        return None
+    record, pixel = terms
     nodes = list(expr)
     acc = next(i for i, node in enumerate(expr) if node[0] == "acc")
     corrected = _sum(nodes, acc, pixel)

@@ -33,10 +33,11 @@ from executable_format.machine import MachineConfig
 
 from .affine_fold import AffineFold
 from .emit import timeline
-from .epilogue import (LEAVES, EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
-                       temp_count, used_inputs)
+from .epilogue import (LEAVES, EpilogueInputs, EpiloguePlan, OutputStage, accumulator,
+                       fold_affine, fold_bias, temp_count, used_inputs)
 from .lower import Lowered, NotLowerable, extra_outputs
 from .ops import reachable
+from .requant import column_bias
 from .schedule import schedule
 from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes, mac_flags, mac_operands_supported
 from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned,
@@ -305,6 +306,19 @@ class OrientedTiler:
                     self.affine, self.affine_role = steps, role
                     expr, bias_index = folded, None
                     break
+        # The per-pixel terms of an int8 epilogue's zero-point correction, where the
+        # pixels are the MAC's columns: the BIAS operand, computed per tile from them.
+        self.column_bias = None
+        if acc_dtype == "i32" and bias_index is None and not op.extra_outputs:
+            first = len(self.layout.extents["batch"]) + len(self.layout.extents["m"])
+            columns = set(range(first, first + len(self.layout.extents["n"])))
+            folded = column_bias(expr, self.layout.tensors, columns)
+            # Its inputs are read as one dense run per tile: they vary along every N dim.
+            if folded is not None and all(
+                    self.layout.tensors[f"epilogue.{k}"].strides[d] != 0
+                    for k in used_inputs(folded[0]) for d in columns
+                    if self.layout.tensors[f"epilogue.{k}"].shape[d] > 1):
+                self.column_bias, expr = folded
         used = used_inputs(expr)
         self.expr, self.bias_index, self.used = expr, bias_index, used
         self.epilogue_count = len(op.epilogue_inputs)
@@ -390,6 +404,9 @@ class OrientedTiler:
                 total += 2 * aligned(live * self.acc_e)
         if self.affine:     # A, B and each step's operand over all channels
             total += (2 + len(self.affine)) * aligned(self.layout.count(self.affine_role) * 4)
+        if self.column_bias:    # its inputs (and their conversions), temporaries, results
+            total += (4 * len(used_inputs(self.column_bias)) + temp_count(self.column_bias) +
+                      2) * aligned(nt * 4)
         return total + (self.consts + 1) * SRAM_ALIGN
 
     def first_counts(self, t: ContractionTiling) -> list[int]:
@@ -579,6 +596,14 @@ class ContractionEmitter:
             self.affine = AffineFold(sram, tiler.affine, self.tensors, channels, tiler.m,
                                      channel_dim)
             self.folded_bias = sram.alloc("affine.bias", "f32", (channels,))
+        self.column_plan = None
+        if tiler.column_bias:
+            inputs = used_inputs(tiler.column_bias)
+            self.column_streams = {k: Streamed(sram, self.tensors[f"epilogue.{k}"], counts,
+                                               compute_dtype="i32") for k in inputs}
+            self.column_plan = EpiloguePlan(tiler.column_bias, sram, "i32", nt, name="colbias",
+                                            input_dtypes=["i32"] * (1 + max(inputs)))
+            self.column_slots = Slots(sram, "colbias", "i32", (nt,))
         self.epi = EpilogueInputs(sram, self.tensors, tiler.used, tiler.epilogue_count,
                                   counts, tiler.acc_dtype, tiler.m, tiler.expand)
         self.output = OutputStage(sram, tiler.expr, tiler.acc_dtype, self.tensors["out"],
@@ -595,6 +620,8 @@ class ContractionEmitter:
         pairs = [(mb, nb) for mb in m_blocks for nb in n_blocks] if t.m_outer else \
             [(mb, nb) for nb in n_blocks for mb in m_blocks]
         setup = self.output.setup + self.epi.setup
+        if self.column_plan is not None:
+            setup = setup + self.column_plan.setup
         if self.affine is not None:
             setup = setup + self.affine.scale_and_bias(Operand(self.folded_bias, (0, 0, 1)))
         pipeline = Pipeline(setup)
@@ -647,6 +674,10 @@ class ContractionEmitter:
             buf, _, loads = self.bias.load(starts, counts, note)
             front += loads
             bias_reads, flags, bias_addr = (buf,), Flag.BIAS, buf.addr
+        elif self.column_plan is not None:
+            bias_buf, loads = self._column_bias(starts, counts, nt, note)
+            front += loads
+            bias_reads, flags, bias_addr = (bias_buf,), Flag.BIAS, bias_buf.addr
         elif self.folded_bias is not None and p.affine_role == "n":
             bias_reads, flags = (self.folded_bias,), Flag.BIAS
             bias_addr = self.folded_bias.addr + n_starts[0] * 4
@@ -683,6 +714,21 @@ class ContractionEmitter:
                                writes=(out,), note=note + f" k{ki}:{kt}"))
         loads, back = self.epilogue(batch, m_block, n_block, out, note)
         return front, loads + back
+
+    def _column_bias(self, starts, counts, nt: int, note: str) -> tuple[Buffer, list[Instr]]:
+        """The tile's BIAS operand: the correction's per-column terms (OrientedTiler.
+        column_bias) over its nt columns, from their inputs' loads (dense over N)."""
+        instrs: list[Instr] = []
+        operands: list[Operand | None] = [None] * (1 + max(self.column_streams))
+        n_dims = len(self.p.extents("n"))
+        for k, stream in self.column_streams.items():
+            buf, strides, loads = stream.load(starts, counts, note)
+            instrs += loads
+            operands[k] = Operand(buf, (0, 0, flat_stride(strides[-n_dims:], counts[-n_dims:])))
+        bias, _ = self.column_slots.acquire(None)
+        instrs += self.column_plan.emit((1, 1, nt), Operand(bias, (0, 0, 1)), operands, None,
+                                        note + " column bias")
+        return bias, instrs
 
     def epilogue(self, batch, m_block, n_block, out: Buffer, note: str):
         """(the epilogue inputs' loads, the epilogue and store) of the tile's accumulator

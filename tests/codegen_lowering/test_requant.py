@@ -6,7 +6,7 @@ epilogue as separate vector instructions (the path that matches stock IREE)."""
 import numpy as np
 import pytest
 
-from compiler_target.codegen import epilogue, requant
+from compiler_target.codegen import epilogue, requant, tile_contraction
 from compiler_target.codegen.epilogue import EpiloguePlan
 from compiler_target.codegen.lower import ConstantPool
 from compiler_target.codegen.npu_ir import Buffer
@@ -89,7 +89,12 @@ def test_per_channel_requantization_is_one_vrequant(monkeypatch, kind):
 
 
 def test_per_pixel_correction_is_computed_into_the_accumulator(monkeypatch):
-    """acc - (row_sum·zp_b + col_term - k): the correction varies along M and N."""
+    """acc - (row_sum·zp_b + col_term - k): the correction varies along M and N. Here
+    the pixels (M = 120) are the MAC's columns (out^T = b^T a^T), so the per-pixel term
+    is the MAC's BIAS, computed per tile over its columns (tile_contraction's
+    column_bias), and col_term - 77 goes into the records: no pass over the tile but the
+    vrequant. The same bits as with the per-pixel term computed into the accumulator
+    after the MAC (one vfma per tile), and as the epilogue's separate instructions."""
     correction = [("input", 0), ("iconst", 3), ("imul", (1, 2)), ("input", 2),
                   ("iadd", (3, 4)), ("iconst", 77), ("isub", (5, 6))]
     expr = _stage_one(correction, 7)
@@ -114,9 +119,19 @@ def test_per_pixel_correction_is_computed_into_the_accumulator(monkeypatch):
     (fused, compiled), (separate, _) = _run_both(make, monkeypatch)
     np.testing.assert_array_equal(fused, separate)
     assert "vrequant.i8" in compiled.asm
+    matmuls = [line for line in compiled.asm.splitlines() if "matmul.i8" in line]
+    assert all("bias" in line.split(",")[0] or "accumulate" in line for line in matmuls)
+    assert "vfma.i32" not in compiled.asm
+
+    monkeypatch.undo()
+    monkeypatch.setattr(tile_contraction, "column_bias", lambda *args: None)
+    b, op, out = make(np.random.default_rng(7))
+    after_mac, stats = compile_and_run(op, b)
+    np.testing.assert_array_equal(b.read(out), fused)
     # acc + row_sum·(-3) as one vfma per tile; col_term - 77 computed into the records
-    assert compiled.asm.count("vfma.i32") == compiled.asm.count("vrequant.i8")
-    assert "vmul.i32" not in compiled.asm
+    assert after_mac.asm.count("vfma.i32") == after_mac.asm.count("vrequant.i8")
+    assert "vmul.i32" not in after_mac.asm
+    assert stats.total_cycles > compiled.estimated_cycles
 
 
 def test_table_reads_scalar_inputs(monkeypatch):
