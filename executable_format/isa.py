@@ -76,6 +76,7 @@ class Flag(enum.IntFlag):
     MIXED_SIGN = 16      # i8/u8: B (the weights) has the other signedness (u8 x i8, i8 x u8)
     NARROW_SUM = 32      # f16/bf16: each product and each running sum rounded to the dtype
     PIXEL_COLUMNS = 64   # CONV2D: the columns take output pixels of one channel (cost only)
+    HALF_B = 128         # f32: B (the weights) is f16, widened exactly (fp16-stored weights)
     # VPOOL
     POOL_AVG = 1         # else max
     COUNT_INCLUDE_PAD = 2
@@ -239,9 +240,11 @@ def requant_src_dtype(flags: int) -> DType:
 
 def mac_b_dtype(dtype: DType, flags: int) -> DType:
     """The dtype of a MAC instruction's B operand (matmul) or weights (conv2d, dwconv2d):
-    the instruction's, or with MIXED_SIGN the other byte integer."""
+    the instruction's, with MIXED_SIGN the other byte integer, with HALF_B f16."""
     if flags & Flag.MIXED_SIGN:
         return DType.U8 if dtype == DType.I8 else DType.I8
+    if flags & Flag.HALF_B:
+        return DType.F16
     return dtype
 
 
@@ -265,11 +268,14 @@ def bits_f32(bits: int) -> float:
 OPCODE_FLAGS = {
     "matmul": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS,
                "transpose_a": Flag.TRANSPOSE_A, "transpose_b": Flag.TRANSPOSE_B,
-               "mixed_sign": Flag.MIXED_SIGN, "narrow_sum": Flag.NARROW_SUM},
+               "mixed_sign": Flag.MIXED_SIGN, "narrow_sum": Flag.NARROW_SUM,
+               "half_b": Flag.HALF_B},
     "conv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS, "mixed_sign": Flag.MIXED_SIGN,
-               "narrow_sum": Flag.NARROW_SUM, "pixel_columns": Flag.PIXEL_COLUMNS},
+               "narrow_sum": Flag.NARROW_SUM, "pixel_columns": Flag.PIXEL_COLUMNS,
+               "half_b": Flag.HALF_B},
     "dwconv2d": {"accumulate": Flag.ACCUMULATE, "bias": Flag.BIAS,
-                 "mixed_sign": Flag.MIXED_SIGN, "narrow_sum": Flag.NARROW_SUM},
+                 "mixed_sign": Flag.MIXED_SIGN, "narrow_sum": Flag.NARROW_SUM,
+                 "half_b": Flag.HALF_B},
     "vpool": {"avg": Flag.POOL_AVG, "count_include_pad": Flag.COUNT_INCLUDE_PAD},
     "vreduce": {"max": Flag.REDUCE_MAX, "mean": Flag.REDUCE_MEAN},
     "vcvt": {"truncate": Flag.TRUNCATE},

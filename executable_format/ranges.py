@@ -152,9 +152,14 @@ def _matmul(name, rows, f, dtype, flags, elem):
     return [_matrix(rows, f, "a", np.where(transpose_a, k, m), np.where(transpose_a, m, k),
                     "lda", elem, False),
             _matrix(rows, f, "b", np.where(transpose_b, n, k), np.where(transpose_b, k, n),
-                    "ldb", elem, False),
+                    "ldb", _b_elem(flags, elem), False),
             _bias(rows, f, flags, n, acc),
             _matrix(rows, f, "out", m, n, "ldo", acc, True)]
+
+
+def _b_elem(flags, elem):
+    """Bytes per element of a MAC instruction's B or weights: f16's with HALF_B."""
+    return np.where(flags & Flag.HALF_B, 2, elem)
 
 
 def _conv2d(name, rows, f, dtype, flags, elem):
@@ -163,7 +168,8 @@ def _conv2d(name, rows, f, dtype, flags, elem):
     groups = f["groups"]
     per_group = np.where(groups > 0, f["c"] // np.maximum(groups, 1), 0)
     return [_sram(rows, f, "in", _big(f["c"]) * f["hi"] * f["wi"], elem, False),
-            _sram(rows, f, "w", _big(f["f"]) * per_group * kh * kw, elem, False),
+            _sram(rows, f, "w", _big(f["f"]) * per_group * kh * kw, _b_elem(flags, elem),
+                  False),
             _bias(rows, f, flags, f["f"], acc),
             _sram(rows, f, "out", _big(f["f"]) * f["ho"] * f["wo"], acc, True)]
 
@@ -172,7 +178,7 @@ def _dwconv2d(name, rows, f, dtype, flags, elem):
     acc = _ACC_BYTES[dtype]
     kh, kw = _pair(f["kh_kw"])
     return [_sram(rows, f, "in", _big(f["c"]) * f["hi"] * f["wi"], elem, False),
-            _sram(rows, f, "w", _big(f["c"]) * kh * kw, elem, False),
+            _sram(rows, f, "w", _big(f["c"]) * kh * kw, _b_elem(flags, elem), False),
             _bias(rows, f, flags, f["c"], acc),
             _sram(rows, f, "out", _big(f["c"]) * f["ho"] * f["wo"], acc, True)]
 

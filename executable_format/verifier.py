@@ -381,6 +381,8 @@ def _mac_flags(fields: dict, flags: int, dtype: int) -> None:
         raise FormatError(f"flag mixed_sign needs i8 or u8 operands, not {DTYPE_NAMES[dtype]}")
     if flags & Flag.NARROW_SUM and dtype not in HALF_FLOATS:
         raise FormatError(f"flag narrow_sum needs f16 or bf16 operands, not {DTYPE_NAMES[dtype]}")
+    if flags & Flag.HALF_B and dtype != DType.F32:
+        raise FormatError(f"flag half_b needs an f32 instruction, not {DTYPE_NAMES[dtype]}")
     if flags & Flag.ACCUMULATE and flags & Flag.BIAS:
         raise FormatError("flags accumulate and bias exclude each other")
     if not flags & Flag.BIAS and fields["bias"]:

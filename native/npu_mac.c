@@ -329,8 +329,10 @@ static void matvec_rows_f32(size_t n, size_t k, const float* a, const float* b, 
 #define PACK_RUN 64
 
 /* The dtype of a MAC instruction's B operand (matmul) or weights (conv2d, dwconv2d):
- * the instruction's, or with MIXED_SIGN the other byte integer (isa.mac_b_dtype). */
+ * the instruction's, with MIXED_SIGN the other byte integer, with HALF_B f16 (an f32
+ * instruction's fp16-stored weights, widened exactly when packed) (isa.mac_b_dtype). */
 static int mac_b_dtype(const instr_t* in) {
+  if (in->flags & FLAG_HALF_B) return DT_F16;
   if (!(in->flags & FLAG_MIXED_SIGN)) return in->dtype;
   return in->dtype == DT_I8 ? DT_U8 : DT_I8;
 }
@@ -539,8 +541,8 @@ static int run_gemm(exec_t* x, gemm_job_t* g) {
 
 int exec_matmul(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
-  int dt = in->dtype;
-  unsigned elem = DTYPE_BYTES[dt];
+  int dt = in->dtype, bt = mac_b_dtype(in);
+  unsigned elem = DTYPE_BYTES[dt], b_elem = DTYPE_BYTES[bt];
   uint32_t m = a[MATMUL_M], n = a[MATMUL_N], k = a[MATMUL_K];
   uint32_t lda = a[MATMUL_LDA], ldb = a[MATMUL_LDB], ldo = a[MATMUL_LDO];
   uint32_t a_addr = a[MATMUL_A], b_addr = a[MATMUL_B], out_addr = a[MATMUL_OUT];
@@ -551,16 +553,16 @@ int exec_matmul(exec_t* x, const instr_t* in) {
   uint32_t b_counts[2] = {tb ? n : k, tb ? k : n}, b_strides[2] = {ldb, 1};
   uint32_t o_counts[2] = {m, n}, o_strides[2] = {ldo, 1};
   u128 a_ext = box_extent(a_counts, a_strides, 2, elem);
-  u128 b_ext = box_extent(b_counts, b_strides, 2, elem);
+  u128 b_ext = box_extent(b_counts, b_strides, 2, b_elem);
   u128 o_ext = box_extent(o_counts, o_strides, 2, 4);
   u128 bias_ext = bias ? (u128)n * 4 : 0;
   const uint8_t *a_at, *b_at;     /* where A and B are read (npu_deferred.h), */
   size_t a_ld, b_ld;              /* their bytes between rows there */
   CHECK(check_sram_input(x, "a", a_addr, a_ext, elem, a_counts[0], (size_t)a_counts[1] * elem,
                          (size_t)lda * elem, &a_at, &a_ld));
-  CHECK(check_sram_input(x, "b", b_addr, b_ext, elem, b_counts[0], (size_t)b_counts[1] * elem,
-                         (size_t)ldb * elem, &b_at, &b_ld));
-  a_ld /= elem, b_ld /= elem;
+  CHECK(check_sram_input(x, "b", b_addr, b_ext, b_elem, b_counts[0],
+                         (size_t)b_counts[1] * b_elem, (size_t)ldb * b_elem, &b_at, &b_ld));
+  a_ld /= elem, b_ld /= b_elem;
   CHECK(check_sram(x, "out", out_addr, o_ext, 4));
   CHECK(check_sram(x, "bias", bias_addr, bias_ext, 4));
   CHECK(check_disjoint(x, "out", out_addr, o_ext, "a", a_addr, a_ext));
@@ -575,8 +577,8 @@ int exec_matmul(exec_t* x, const instr_t* in) {
    * for the same reason a transposed f32 B with m = 1 is read in place, by
    * matvec_rows_f32. */
   bool a_in_place = dt == DT_F32 && !ta;
-  bool b_rows = dt == DT_F32 && tb && m == 1;    /* matvec_rows_f32 reads B in place */
-  bool b_in_place = b_rows || (dt == DT_F32 && !tb && ldb == n && b_at == sram + b_addr &&
+  bool b_rows = bt == DT_F32 && tb && m == 1;    /* matvec_rows_f32 reads B in place */
+  bool b_in_place = b_rows || (bt == DT_F32 && !tb && ldb == n && b_at == sram + b_addr &&
                                (u128)b_addr + b_ext + GEMM_NR * 4 <= x->core->config.sram_bytes);
   const void* ap = a_in_place ? a_at : scratch(x, SCRATCH_A, (u128)m * k * 4 + 4);
   const void* bp = b_in_place ? b_at : scratch(x, SCRATCH_B, (u128)k * n * 4 + GEMM_NR * 4);
@@ -584,7 +586,7 @@ int exec_matmul(exec_t* x, const instr_t* in) {
   if (!bp) return out_of_memory(x, (u128)k * n * 4);
   if (!a_in_place) pack_matrix(dt, a_at, m, k, ta ? 1 : a_ld, ta ? a_ld : 1, (uint8_t*)ap);
   if (!b_in_place) {
-    pack_matrix(mac_b_dtype(in), b_at, k, n, tb ? 1 : b_ld, tb ? b_ld : 1, (uint8_t*)bp);
+    pack_matrix(bt, b_at, k, n, tb ? 1 : b_ld, tb ? b_ld : 1, (uint8_t*)bp);
   }
   uint8_t* out = sram + out_addr;
   if (!acc) {
@@ -771,21 +773,21 @@ static bool direct_depthwise(const conv_job_t* j) {
 /* conv2d and dwconv2d (conv_args). */
 int exec_conv2d(exec_t* x, const instr_t* in) {
   conv_args_t p = conv_args(in);
-  int dt = in->dtype;
-  unsigned elem = DTYPE_BYTES[dt];
+  int dt = in->dtype, wt = mac_b_dtype(in);
+  unsigned elem = DTYPE_BYTES[dt], w_elem = DTYPE_BYTES[wt];
   uint32_t c = p.c, hi = p.hi, wi = p.wi, f = p.f, ho = p.ho, wo = p.wo;
   uint32_t kh = p.kh, kw = p.kw, sh = p.sh, sw = p.sw, dh = p.dh, dw = p.dw, groups = p.groups;
   bool bias = in->flags & FLAG_BIAS, acc = in->flags & FLAG_ACCUMULATE;
   uint32_t cg = c / groups, fg = f / groups;
   u128 in_ext = (u128)c * hi * wi * elem;
-  u128 w_ext = (u128)f * cg * kh * kw * elem;
+  u128 w_ext = (u128)f * cg * kh * kw * w_elem;
   u128 o_ext = (u128)f * ho * wo * 4;
   u128 bias_ext = bias ? (u128)f * 4 : 0;
   const uint8_t *in_at, *w_at;    /* where the input and weights are read (npu_deferred.h) */
   size_t unused_stride;           /* (each is one contiguous run) */
   CHECK(check_sram_input(x, "in", p.in, in_ext, elem, 1, (size_t)in_ext, (size_t)in_ext, &in_at,
                          &unused_stride));
-  CHECK(check_sram_input(x, "w", p.w, w_ext, elem, 1, (size_t)w_ext, (size_t)w_ext, &w_at,
+  CHECK(check_sram_input(x, "w", p.w, w_ext, w_elem, 1, (size_t)w_ext, (size_t)w_ext, &w_at,
                          &unused_stride));
   CHECK(check_sram(x, "out", p.out, o_ext, 4));
   CHECK(check_sram(x, "bias", p.bias, bias_ext, 4));
@@ -802,14 +804,14 @@ int exec_conv2d(exec_t* x, const instr_t* in) {
   uint64_t macs = (uint64_t)f * spatial * kdim;
   size_t units = (size_t)groups * chunks;
   size_t workers = worker_count(x->pool, macs, SIZE_MAX);
-  const void* wp = dt == DT_F32 ? w_at : scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
+  const void* wp = wt == DT_F32 ? w_at : scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
   if (!wp) return out_of_memory(x, (u128)f * kdim * 4);
   uint8_t* out = sram + p.out;
   if (!acc) {
     init_accumulator(out, f, spatial, spatial, NULL,
                      bias ? (const uint32_t*)(sram + p.bias) : NULL);
   }
-  if (dt != DT_F32) pack_matrix(mac_b_dtype(in), w_at, f, kdim, kdim, 1, (uint8_t*)wp);
+  if (wt != DT_F32) pack_matrix(wt, w_at, f, kdim, kdim, 1, (uint8_t*)wp);
   conv_job_t job = {dt, mac_sum(in), cg, hi, wi, fg, wo, ho, kh, kw, sh, sw, dh, dw, groups,
                     in_at, wp, out, NULL, 0, chunk_rows, chunks, NULL};
   if (direct_depthwise(&job)) {

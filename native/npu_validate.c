@@ -99,6 +99,9 @@ static int check_mac_flags(exec_t* x, const instr_t* in, uint32_t bias) {
   if ((in->flags & FLAG_MIXED_SIGN) && !is_byte_int(in->dtype)) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flag MIXED_SIGN needs i8 or u8 operands");
   }
+  if ((in->flags & FLAG_HALF_B) && in->dtype != DT_F32) {
+    return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flag HALF_B needs an f32 instruction");
+  }
   if ((in->flags & FLAG_NARROW_SUM) && in->dtype != DT_F16 && in->dtype != DT_BF16) {
     return fail(x, NPU_STATUS_INVALID_ARGUMENT, "flag NARROW_SUM needs f16 or bf16 operands");
   }

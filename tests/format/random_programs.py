@@ -54,12 +54,14 @@ class _Generator:
 
     def mac_flags(self, opcode: str, dtype: int) -> int:
         """Random valid flags of a MAC instruction: mixed_sign only with byte operands,
-        narrow_sum only with f16 or bf16 ones."""
+        narrow_sum only with f16 or bf16 ones, half_b only with f32 ones."""
         flags = self.flags(opcode, [(Flag.ACCUMULATE, Flag.BIAS)])
         if dtype not in BYTE_INTS:
             flags &= ~Flag.MIXED_SIGN
         if dtype not in HALF_FLOATS:
             flags &= ~Flag.NARROW_SUM
+        if dtype != DType.F32:
+            flags &= ~Flag.HALF_B
         return flags
 
     def emit(self, p: ProgramBuilder) -> None:

@@ -215,6 +215,14 @@ def test_i64_is_loaded_and_converted_to_f32_only():
                                            [0, 6, 0, 0])))
 
 
+def test_half_b_needs_an_f32_instruction():
+    """half_b (npu-fb 2.10): an f32 MAC instruction's f16 weights."""
+    matmul = OPCODES_BY_NAME["matmul"].code
+    data = with_extra(lambda p: p.emit_raw(matmul, 3, 128, [0, 64, 128, 1, 1, 1, 1, 1, 1, 0]
+                                           + [0] * 5))
+    rejects(data, "instruction 7 (matmul): flag half_b needs an f32 instruction, not i8")
+
+
 def test_undefined_flag_bits():
     rejects(patched_record(relu_executable(), 3, flags=1),
             "instruction 3 (vrelu): flags 0x1 has bits not defined for vrelu")

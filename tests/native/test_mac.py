@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from executable_format import isa
-from tests.native.programs import SramImage, instr, random_values, run_on_sram, to_f32
+from hal_driver.status import StatusError
+from tests.native.programs import (SramImage, instr, program, random_values, run_on_sram,
+                                   to_f32)
 
 MAC_DTYPES = ["f32", "f16", "bf16", "i8", "u8"]
 BYTE_INTS = ("i8", "u8")
@@ -371,3 +373,58 @@ def test_narrow_sum_conv2d_is_the_matmul_order(core, rng):
                 expected = expected + np.outer(w[:, ci, ky, kx], tap)
     np.testing.assert_array_equal(result.view(o_addr, "f32", (f, ho, wo)).reshape(f, -1),
                                   expected.astype(np.float32))
+
+
+@pytest.mark.parametrize("m, n, k, flags", [(13, 37, 300, 0), (1, 64, 512, F.TRANSPOSE_B),
+                                            (7, 37, 45, F.TRANSPOSE_B | F.BIAS)])
+def test_half_b_matmul_is_the_f32_matmul_of_the_widened_weights(core, rng, m, n, k, flags):
+    """HALF_B (npu-fb 2.10): an f32 matmul whose B is stored as f16 (fp16-stored
+    weights that IREE widens with arith.extf in the body) has the bits of the same f32
+    matmul with B widened first, f16 to f32 being exact."""
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if flags & F.TRANSPOSE_B else (k, n)).astype(np.float16)
+    bias = rng.standard_normal(n).astype(np.float32)
+    outputs = []
+    for half in (True, False):
+        image = SramImage()
+        a_addr, bias_addr = image.put(a), image.put(bias)
+        b_addr = image.put(b if half else b.astype(np.float32))
+        o_addr = image.put(np.zeros((m, n), np.float32))
+        result = run_on_sram(core, image, instr(
+            "matmul", "f32", flags | (F.HALF_B if half else 0), a=a_addr, b=b_addr,
+            out=o_addr, m=m, n=n, k=k, lda=k, ldb=k if flags & F.TRANSPOSE_B else n, ldo=n,
+            bias=bias_addr if flags & F.BIAS else 0))
+        outputs.append(result.view(o_addr, "f32", (m, n)).copy())
+    np.testing.assert_array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+    wide = b.astype(np.float64).T if flags & F.TRANSPOSE_B else b.astype(np.float64)
+    assert np.allclose(outputs[0], a.astype(np.float64) @ wide +
+                       (bias if flags & F.BIAS else 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("opcode, groups", [("conv2d", 1), ("conv2d", 4), ("dwconv2d", 8)])
+def test_half_b_conv_is_the_f32_conv_of_the_widened_weights(core, rng, opcode, groups):
+    c, f, kh, kw, ho, wo = 8, 8, 3, 3, 5, 37
+    per_group = 1 if opcode == "dwconv2d" else c // groups
+    w = rng.standard_normal((f, per_group, kh, kw)).astype(np.float16)
+    x = rng.standard_normal((c, ho + kh - 1, wo + kw - 1)).astype(np.float32)
+    fields = dict(c=c, hi=ho + kh - 1, wi=wo + kw - 1, ho=ho, wo=wo, kh_kw=(kh, kw),
+                  sh_sw=(1, 1), dh_dw=(1, 1))
+    if opcode == "conv2d":
+        fields.update(f=f, groups=groups)
+    outputs = []
+    for half in (True, False):
+        image = SramImage()
+        x_addr, w_addr = image.put(x), image.put(w if half else w.astype(np.float32))
+        o_addr = image.put(np.zeros((f, ho, wo), np.float32))
+        result = run_on_sram(core, image, instr(
+            opcode, "f32", F.HALF_B if half else 0, **{"in": x_addr}, w=w_addr, out=o_addr,
+            **fields))
+        outputs.append(result.view(o_addr, "f32", (f, ho, wo)).copy())
+    np.testing.assert_array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+
+
+def test_half_b_needs_an_f32_instruction(core):
+    with pytest.raises(StatusError, match="flag HALF_B needs an f32 instruction"):
+        core.execute(program(instr("matmul", "i8", F.HALF_B, a=0, b=64, out=128, m=1, n=1,
+                                   k=1, lda=1, ldb=1, ldo=1)),
+                     [np.zeros(64, np.uint8)])
