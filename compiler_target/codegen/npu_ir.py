@@ -31,16 +31,19 @@ MAC_DTYPES = ("f32", "f16", "bf16", "i8", "u8")
 
 
 def mac_operands_supported(a_dtype: str, b_dtype: str) -> bool:
-    """Whether the MAC array multiplies these operand dtypes: equal ones, or i8 with u8."""
-    return a_dtype in MAC_DTYPES and (b_dtype == a_dtype or {a_dtype, b_dtype} == {"i8", "u8"})
+    """Whether the MAC array multiplies these operand dtypes: equal ones, i8 with u8, or
+    an f32 A with an f16 B (fp16-stored weights)."""
+    return a_dtype in MAC_DTYPES and (b_dtype == a_dtype or {a_dtype, b_dtype} == {"i8", "u8"}
+                                      or (a_dtype, b_dtype) == ("f32", "f16"))
 
 
 def mac_flags(a_dtype: str, b_dtype: str, narrow_sum: bool) -> int:
-    """The operand flags of a MAC instruction whose dtype field is a's: MIXED_SIGN when B
-    (the weights) has the other byte signedness, NARROW_SUM when the sum is in the f16 or
-    bf16 operand dtype."""
-    return (int(Flag.MIXED_SIGN) if a_dtype != b_dtype else 0) | \
-        (int(Flag.NARROW_SUM) if narrow_sum else 0)
+    """The operand flags of a MAC instruction whose dtype field is a's: HALF_B when B (the
+    weights) is an f32 instruction's f16, MIXED_SIGN when it has the other byte
+    signedness, NARROW_SUM when the sum is in the f16 or bf16 operand dtype."""
+    operands = Flag.HALF_B if (a_dtype, b_dtype) == ("f32", "f16") else \
+        Flag.MIXED_SIGN if a_dtype != b_dtype else 0
+    return int(operands) | (int(Flag.NARROW_SUM) if narrow_sum else 0)
 
 
 def dtype_bytes(dtype: str) -> int:

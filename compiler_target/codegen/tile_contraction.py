@@ -203,17 +203,21 @@ class ContractionTiler:
 
     def __init__(self, lowered: Lowered, machine: MachineConfig):
         self.machine = machine
-        self.orientations = [OrientedTiler(lowered, machine)]
-        swapped = transposed(lowered)
-        if swapped is not None:
+        self.orientations: list[tuple[bool, OrientedTiler]] = []    # (swapped, tiler)
+        refusal = None
+        for swapped, form in ((False, lowered), (True, transposed(lowered))):
+            if form is None:
+                continue
             try:
-                self.orientations.append(OrientedTiler(swapped, machine))
-            except NotLowerable:    # operand dtypes the MAC takes in one order only
-                pass
+                self.orientations.append((swapped, OrientedTiler(form, machine)))
+            except NotLowerable as error:   # operand dtypes the MAC takes in one order only
+                refusal = refusal or error
+        if not self.orientations:
+            raise refusal
 
     def candidates(self) -> list[Candidate]:
         candidates, refusal = [], None
-        for index, orientation in enumerate(self.orientations):
+        for index, (_, orientation) in enumerate(self.orientations):
             try:
                 candidates += [Candidate((index, c.tiling), c.size)
                                for c in orientation.candidates()]
@@ -225,19 +229,19 @@ class ContractionTiler:
 
     def estimate(self, tiling) -> int:
         index, t = tiling
-        return self.orientations[index].estimate(t)
+        return self.orientations[index][1].estimate(t)
 
     def emit(self, tiling) -> TiledProgram:
         """The program of `tiling` with the ramp down (OrientedTiler.ramps) whose
         scheduled program takes the fewest cycles (the estimate does not see a ramp's
         pieces waiting on each other)."""
         index, t = tiling
-        orientation = self.orientations[index]
+        swapped, orientation = self.orientations[index]
         programs = [orientation.emit(t, pieces) for pieces in orientation.ramps(t)]
         program = min(programs, key=lambda p: timeline(schedule(p.instrs, self.machine),
                                                        self.machine).total_cycles) \
             if len(programs) > 1 else programs[0]
-        if index:
+        if swapped:
             program.tiles += ", M and N swapped: out^T = b^T a^T"
         return program
 
@@ -295,7 +299,7 @@ class OrientedTiler:
         self.layout = canonical_layout(lowered)
         self.affine = []        # epilogue.fold_affine's steps, folded per channel
         self.affine_role = None  # the role of the channel: "n" (columns) or "m" (rows)
-        if dtype == "f32" and not op.extra_outputs:
+        if dtype == op.b.dtype == "f32" and not op.extra_outputs:
             for role, role_dims, channel_dim in (("n", nn, nb + nm), ("m", nm, nb)):
                 if role_dims != 1 or len(self.layout.extents[role]) != 1:
                     continue

@@ -216,8 +216,8 @@ def affine_job(job: ConvJob) -> ConvJob:
     folded into the weights and bias (im2col, f32 depthwise), or `job` when the chain is at
     most the bias fold_bias already takes."""
     op = job.lowered.op
-    if op.extra_outputs:        # the fold renumbers the nodes they store
-        return job
+    if op.extra_outputs or job.weight_dtype != job.dtype:   # the fold renumbers the nodes
+        return job          # they store; it scales the weights in their own dtype
     steps, expr = fold_affine(op.epilogue, op.epilogue_inputs, 1)
     if not steps or (len(steps) == 1 and job.bias_index is not None):
         return job
@@ -356,7 +356,7 @@ class ConvTiler:
         bias_dtype = None if job.bias_index is None else \
             job.lowered.tensors[f"epilogue.{job.bias_index}"].dtype
         if job.s.groups == 1 and job.dtype in ("f32", "i8", "u8") and \
-                bias_dtype in (None, job.dtype):
+                bias_dtype in (None, job.dtype) and job.weight_dtype in (job.dtype, "i8", "u8"):
             strategies.append(Im2colTiler(affine_job(job) if job.dtype == "f32" else job))
         if depthwise.applies(job):
             strategies.append(depthwise.DepthwiseTiler(affine_job(job) if job.dtype == "f32"

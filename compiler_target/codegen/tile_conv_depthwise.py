@@ -148,7 +148,8 @@ class DepthwiseEmitter:
                                x0 * s.sw - s.pl, hi, wi, 0, note + " input")
         out, _ = self.outs.acquire(None)
         kk = s.kh * s.kw
-        fields = {"in": src.addr, "w": self.weights.addr + c0 * kk * dtype_bytes(self.dtype),
+        w_offset = c0 * kk * dtype_bytes(self.job.weight_dtype)
+        fields = {"in": src.addr, "w": self.weights.addr + w_offset,
                   "out": out.addr, "c": cb, "hi": hi, "wi": wi, "ho": rows, "wo": cols,
                   "kh_kw": pack_pair(s.kh, s.kw), "sh_sw": pack_pair(s.sh, s.sw),
                   "dh_dw": pack_pair(s.dh, s.dw), "bias": 0}

@@ -2,6 +2,7 @@
 converted (vcvt) to f16 outputs; f16 epilogue inputs are converted to the accumulator
 type; vector ops compute in f16; i8 matmuls accumulate in i32."""
 import numpy as np
+import pytest
 
 from compiler_target.codegen.ops import Conv2D, Elementwise, Matmul, Pool2D
 
@@ -128,3 +129,41 @@ def test_bf16_matmul_and_conv_accumulate_in_f32(rng):
     compile_and_run(Conv2D(x, k, out), b)
     np.testing.assert_allclose(b.read(out), reference.conv2d(x_values, k_values),
                                rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("groups, stride", [(1, 1), (4, 2), (48, 1), (48, 2)])
+def test_f32_conv_with_f16_weights(rng, groups, stride):
+    """fp16-stored weights computed in f32 (IREE's `extf` of the weights in the body):
+    the MAC's f32 conv2d/dwconv2d with flag half_b, the weights loaded as f16 (half the
+    bytes) and widened exactly; a per-channel bias on the MAC. Direct, grouped and
+    depthwise convolutions, the depthwise one over several channel blocks."""
+    b = Bindings()
+    x = rng.standard_normal((1, 48, 20, 22)).astype(np.float32)
+    w = rng.standard_normal((48, 48 // groups, 3, 3)).astype(np.float16)
+    bias = rng.standard_normal((1, 48, 1, 1)).astype(np.float32)
+    acc = reference.conv2d(x.astype(np.float64), w.astype(np.float64), (stride, stride),
+                           (1, 1), (1, 1, 1, 1), groups)
+    out = b.output(acc.shape)
+    op = Conv2D(b.add(x), b.add(w), out, stride=(stride, stride), pads=(1, 1, 1, 1),
+                groups=groups, epilogue=[("acc",), ("input", 0), ("add", (0, 1))],
+                epilogue_inputs=[b.add_broadcast(bias, acc.shape)])
+    compiled, stats = compile_and_run(op, b)
+    np.testing.assert_allclose(b.read(out), acc + bias, rtol=1e-4, atol=1e-4)
+    assert "half_b" in compiled.asm
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
+@pytest.mark.parametrize("half_operand", ["a", "b"])
+def test_f32_matmul_with_f16_weights(rng, half_operand):
+    """The f16 operand as B, or as A (an NCHW pointwise conv's weights): computed as
+    out^T = b^T a^T, so that the f16 operand is the MAC's B (half_b)."""
+    b = Bindings()
+    a = rng.standard_normal((1, 70, 96)).astype(np.float16 if half_operand == "a" else np.float32)
+    w = rng.standard_normal((1, 96, 50)).astype(np.float16 if half_operand == "b" else np.float32)
+    out = b.output((1, 70, 50))
+    op = Matmul(b.add(a), b.add(w), out)
+    compiled, stats = compile_and_run(op, b)
+    expected = np.einsum("bmk,bkn->bmn", a.astype(np.float64), w.astype(np.float64))
+    np.testing.assert_allclose(b.read(out), expected, rtol=1e-5, atol=1e-5)
+    assert "half_b" in compiled.asm
+    assert ("M and N swapped" in compiled.detail) == (half_operand == "a")

@@ -560,7 +560,8 @@ def reduction_kind(generic) -> str:
     data = [arg for arg, operand in zip(args, generic.inputs)
             if not isinstance(operand.value, Empty)]
     yielded = body[-1].operands[0]
-    if integer_mac(body, data, out) or widening_float_mac(body, data, out):
+    if integer_mac(body, data, out) or widening_float_mac(body, data, out) or \
+            half_weight_mac(body, data, out):
         return "mac"
     if len(data) < len(generic.inputs) and integer_sum(body, data, out):
         return "window isum"
@@ -615,6 +616,21 @@ def widening_float_mac(body, data, out) -> bool:
             {str(arg.type) for arg in data} not in ({"f16"}, {"bf16"}):
         return False
     return _extended_mac(body, data, out)
+
+
+def half_weight_mac(body, data, out) -> bool:
+    """Whether the body is out + a·extf(b) in f32 of an f32 and an f16 operand: fp16-stored
+    weights computed in f32, which the MAC array takes as an f32 contraction whose B (or
+    weights) is f16 (flag HALF_B; f16 to f32 is exact)."""
+    names = [op.name for op in body]
+    if names != ["arith.extf", "arith.mulf", "arith.addf", "linalg.yield"] or \
+            len(data) != 2 or str(out.type) != "f32" or \
+            sorted(str(arg.type) for arg in data) != ["f16", "f32"]:
+        return False
+    ext, mul, add, yielded = body
+    half, full = data if str(data[0].type) == "f16" else data[::-1]
+    return combines(ext, half) and combines(mul, full, ext.results[0]) and \
+        combines(add, out, mul.results[0]) and yielded.operands[0] == add.results[0]
 
 
 def _extended_mac(body, data, out) -> bool:
