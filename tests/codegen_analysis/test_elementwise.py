@@ -121,6 +121,14 @@ def test_other_fractional_powers_stay_on_host(tmp_path):
     assert ew.op is None and "power with exponent" in ew.problem
 
 
+def test_power_by_a_tensor_says_so(tmp_path):
+    """An exponent the dispatch reads from a tensor (a graph input here; a dequantized
+    constant in onnxruntime's quantized L2 normalization) is named as such."""
+    model = onnx_model([N("Pow", ["x", "e"], ["y"])], {"x": (8, 16), "e": (1,)}, {})
+    (ew,) = analyses(tmp_path, model)
+    assert ew.op is None and "power with an exponent read from a tensor" in ew.problem
+
+
 def test_exact_gelu_runs_on_the_npu(tmp_path):
     """PyTorch's exact GELU, x·(1 + erf(x/√2))/2: erf is the vector unit's verf."""
     nodes = [N("Div", ["x", "r2"], ["d"]), N("Erf", ["d"], ["e"]), N("Add", ["e", "one"], ["a"]),

@@ -685,7 +685,10 @@ class Walk:
             return self.add(("sqrt", (base,)))
         if n == -0.5:
             return self.add(("rsqrt", (base,)))
-        if n is None or 4 * n != int(4 * n) or not 0.25 <= abs(n) <= 4:
+        if n is None:
+            raise NotSupported(f"{name}: power with an exponent read from a tensor (not a "
+                               "constant of the dispatch) has no NPU equivalent")
+        if 4 * n != int(4 * n) or not 0.25 <= abs(n) <= 4:
             raise NotSupported(f"{name}: power with exponent {n} has no NPU equivalent")
         quarters = int(4 * abs(n))
         root = self.add(("sqrt", (base,))) if quarters % 4 else base
