@@ -183,7 +183,7 @@ def _with_extra_outputs(op: NpuOp, roles: list, attrs: dict, expr) -> None:
 def lower(op: NpuOp, binding_count: int = 0) -> Lowered:
     """`binding_count`: the export's bindings (views are numbered after them)."""
     if isinstance(op, Conv2D):
-        op = batch_as_columns(op)
+        op = batch_as_rows(batch_as_columns(op))
     kind, roles, attrs = _roles(op)
     _with_extra_outputs(op, roles, attrs, getattr(op, "epilogue", getattr(op, "expr", [])))
     extra = getattr(op, "epilogue_inputs", [])
@@ -213,6 +213,24 @@ def batch_as_columns(op: Conv2D) -> Conv2D:
         pads=(op.pads[1], 0, op.pads[3], 0),
         epilogue_inputs=[_permuted(ref, images) for ref in op.epilogue_inputs],
         extra_outputs=[(_permuted(ref, images), node) for ref, node in op.extra_outputs])
+
+
+def batch_as_rows(op: Conv2D) -> Conv2D:
+    """A batch of one-row images convolved by one-row kernels (stride 1, no row padded:
+    a 1-D convolution over frames, each frame an image, as openWakeWord's embedding
+    CNN's) whose images are farther apart than their columns, as a single image whose
+    rows are the batch, so that a MAC instruction takes the pixels of several frames,
+    not of one: N and H swapped in every tensor but the weights. The sums are the
+    same."""
+    n, _, h, _ = op.input.shape
+    if n == 1 or h != 1 or op.out.shape[2] != 1 or op.weight.shape[2] != 1 or \
+            op.stride[0] != 1 or op.pads[0] or op.pads[2]:
+        return op
+    rows = (2, 1, 0, 3)         # (N, C|F, 1, W) -> (1, C|F, N, W)
+    return replace(
+        op, input=_permuted(op.input, rows), out=_permuted(op.out, rows),
+        epilogue_inputs=[_permuted(ref, rows) for ref in op.epilogue_inputs],
+        extra_outputs=[(_permuted(ref, rows), node) for ref, node in op.extra_outputs])
 
 
 def _permuted(ref: TensorRef, order: tuple[int, ...]) -> TensorRef:

@@ -314,32 +314,6 @@ class DirectConvTiler:
         return ConvEmitter(self.job, t, Sram(self.m.sram_bytes)).run()
 
 
-def batch_as_rows(lowered: Lowered) -> Lowered:
-    """A batch of one-row images convolved by one-row kernels (a 1-D convolution over
-    frames, each frame an image: openWakeWord's embedding) as one image whose rows are
-    the batch, so that a MAC instruction takes the pixels of every frame, not of one:
-    every tensor but the weights a view with N and H swapped (no data moves); else
-    `lowered`."""
-    op = lowered.op
-    n, _, h, _ = op.input.shape
-    if n == 1 or h != 1 or op.out.shape[2] != 1 or op.weight.shape[2] != 1 or \
-            op.stride[0] != 1 or op.pads[0] or op.pads[2]:
-        return lowered
-
-    def swapped(ref):
-        order = (2, 1, 0, 3)
-        return replace(ref, shape=tuple(ref.shape[i] for i in order),
-                       strides=tuple(ref.strides[i] for i in order))
-
-    rows = replace(op, input=swapped(op.input), out=swapped(op.out),
-                   epilogue_inputs=[swapped(ref) for ref in op.epilogue_inputs],
-                   extra_outputs=[(swapped(ref), node) for ref, node in op.extra_outputs])
-    tensors = {role: buffer if role == "weight" or len(buffer.shape) != 4 else
-               replace(swapped(buffer), view_of=buffer.view_of or buffer)
-               for role, buffer in lowered.tensors.items()}
-    return replace(lowered, op=rows, tensors=tensors)
-
-
 class ConvTiler:
     """The tiler (tiler.Tiler) of conv2d dispatches. Its candidates are the cheapest
     tiling of each strategy that applies (direct MAC conv2d, im2col matmul for few output
@@ -348,7 +322,7 @@ class ConvTiler:
     things."""
 
     def __init__(self, lowered: Lowered, machine: MachineConfig):
-        self.job = conv_job(batch_as_rows(lowered), machine)
+        self.job = conv_job(lowered, machine)
 
     def strategies(self) -> list[Tiler]:
         job = self.job

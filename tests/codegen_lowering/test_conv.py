@@ -336,7 +336,7 @@ def test_per_channel_epilogue_input_is_loaded_once(rng):
 def test_batch_of_one_row_images_runs_as_the_rows_of_one_image(rng, epilogue):
     """A 1x3 convolution over a batch of 34 one-row frames in NCHW (openWakeWord's
     embedding CNN after its first layers): each frame alone has 16 output pixels, half
-    of the MAC columns; as the rows of one image (tile_conv.batch_as_rows, N and H
+    of the MAC columns; as the rows of one image (lower.batch_as_rows, N and H
     swapped in every view) a tile takes several frames. The same sums, the same
     results, with per-channel and per-frame epilogue inputs; fewer cycles."""
     case = dict(n=34, c=48, h=1, w=18, f=48, kh=1, kw=3, stride=(1, 1), dilation=(1, 1),
