@@ -498,8 +498,13 @@ class Walk:
         if bits == 32 or -half <= lo and hi < half or 0 <= lo and hi < (1 << bits):
             return self.add(("ftoi", (value,), bits))
         whole = self.add(("ftoi", (value,), 32))
-        low = self.add(("iand", (whole, self.add(("iconst", (1 << bits) - 1)))))
-        sign = self.add(("iand", (low, self.add(("iconst", half)))))
+        mask = self.add(("iconst", (1 << bits) - 1))
+        return self.sign_extended(self.add(("iand", (whole, mask))), bits)
+
+    def sign_extended(self, low: int, bits: int) -> int:
+        """The `bits`-bit two's complement value whose bits node `low` holds (0 <= low <
+        2^bits): low - 2 x its sign bit."""
+        sign = self.add(("iand", (low, self.add(("iconst", 1 << (bits - 1))))))
         return self.add(("isub", (low, self.add(("imul", (sign, self.add(("iconst", 2))))))))
 
     def integer_compare(self, op, node_of, name: str) -> int:
@@ -598,10 +603,8 @@ class Walk:
         if isinstance(known, Scalar):
             return self.add(("iconst", int(known.value)))
         node = node_of(value)
-        if isinstance(known, PushConstant) and known.bits < 32:   # low bits - 2 x sign bit
-            word = self.nodes[node][1][0]            # push_constant_node's iand of the word
-            sign = self.add(("iand", (word, self.add(("iconst", 1 << (known.bits - 1))))))
-            return self.add(("isub", (node, self.add(("imul", (sign, self.add(("iconst", 2))))))))
+        if isinstance(known, PushConstant) and known.bits < 32:   # push_constant_node's
+            return self.sign_extended(node, known.bits)               # low bits
         kind, *rest = self.nodes[node]
         if self.is_i64_input(node):
             raise NotSupported(f"{name}: an i64 input other than converted to f32")
