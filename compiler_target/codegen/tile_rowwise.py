@@ -162,8 +162,11 @@ class RowwiseEmitter:
             dtype, (full if varies else row,))
             for (varies, dtype), count in plan_.slots.items() for i in range(count)}
         self.scratch = sram.alloc("scratch", self.dtype, (full,)) if plan_.scratch else None
+        streamed = self.chunk < self.columns
         self.partial = sram.alloc("partial", self.dtype, (row,)) \
-            if self.chunk < self.columns else None      # a chunk's sums of a streamed row
+            if streamed else None                       # a chunk's sums of a streamed row
+        self.passes = passes(op, plan_) if streamed else None     # of each streamed row
+        self.levels = reduction_levels(op.expr) if streamed else None
         self.final_tile: tuple[Buffer, Buffer] | None = None    # a streamed chunk's
         # output slot and, for a narrower integer output, the slot computed into
         out_varies = op.out.strides[-1] != 0
@@ -186,8 +189,8 @@ class RowwiseEmitter:
         for b in range(batches(self.op)):
             for r0 in range(0, total, self.rows):
                 instrs += self.tile(b, r0, min(self.rows, total - r0))
-        if self.chunk < self.columns:
-            tiles = f"tiles of 1 row, {len(passes(self.op, self.plan))} passes over it " \
+        if self.passes is not None:
+            tiles = f"tiles of 1 row, {len(self.passes)} passes over it " \
                 f"in chunks of {self.chunk} (row length {self.columns})"
         else:
             tiles = f"tiles {self.rows}x{self.columns} (rows x row length)"
@@ -195,7 +198,7 @@ class RowwiseEmitter:
 
     def tile(self, b: int, r0: int, rows: int) -> list[Instr]:
         """Rows r0 .. r0 + rows - 1 (of batch b)."""
-        if self.chunk < self.columns:
+        if self.passes is not None:
             return self.streamed_row(b, r0)
         expr, columns = self.op.expr, self.columns
         at = [b] * len(self.batch)
@@ -257,16 +260,15 @@ class RowwiseEmitter:
         written over an input is read first), then the row values' results."""
         expr, at = self.op.expr, [b] * len(self.batch)
         note = f"row {r0}" + (f" of batch {b}" if self.batch else "")
-        levels = reduction_levels(expr)
         instrs: list[Instr] = []
         values: dict[int, Operand] = {}
-        for number, (computed, stored) in enumerate(passes(self.op, self.plan)):
+        for number, (computed, stored) in enumerate(self.passes):
             for c0 in range(0, self.columns, self.chunk):
                 count = min(self.chunk, self.columns - c0)
                 chunk_note = f"{note} pass {number} columns {c0}+{count}"
                 for index in computed:
                     node = expr[index]
-                    if node[0] == "reduce" and levels[index] <= number:
+                    if node[0] == "reduce" and self.levels[index] <= number:
                         continue        # completed by an earlier pass: a kept row value
                     instrs += self.chunk_node(index, at, r0, c0, count, values, chunk_note)
                 for index in stored:

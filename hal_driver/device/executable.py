@@ -133,8 +133,8 @@ class PreparedExport:
         self.program = CoreProgram(export.program.instructions, const_pool)
         self.min_sizes = tuple(binding.min_size for binding in export.bindings)
         self.read_only = tuple(binding.read_only for binding in export.bindings)
-        # (binding, offset_base, offset_constant, offset_scale, min_size) per binding
-        # view: plain tuples, read by every dispatch.
+        # (binding, offset_base, offset_constant, offset_scale, step_constant, step_scale,
+        # min_size) per binding view: plain tuples, read by every dispatch.
         self.views = tuple((view.binding, view.offset_base, view.offset_constant,
                             view.offset_scale, view.step_constant, view.step_scale,
                             view.min_size) for view in export.views)
