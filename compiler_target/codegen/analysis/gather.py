@@ -12,6 +12,12 @@ digits are the common refinement of every index's digits, and the fit is verifie
 every position. Indices that depend on data, or that no mixed radix makes affine,
 leave the dispatch on the host.
 
+IREE often collapses a gather's loops into one and recovers each dim from the flattened
+position by `remsi`/`divsi` with constants (p mod 384, (p div 384) mod 256, ...). Those
+constants are the loop's first digits: the body is evaluated over them, each quotient or
+remainder an open grid over its own digits, so a Resize over millions of positions costs
+the size of its rows, not of its image.
+
 An index may also move with one push constant p (a recurrent loop's step, which IREE
 keeps on the host: row t, or 31 - t for the reverse direction of a bidirectional LSTM):
 p may pass only through additions, subtractions and multiplications by values that do
@@ -22,6 +28,7 @@ of p, and the index is taken at p = 0.
 from dataclasses import dataclass, replace
 
 import numpy as np
+from iree.compiler import ir
 
 from .errors import NotSupported
 from .expressions import index_arithmetic
@@ -29,6 +36,10 @@ from .indexing import Generic, Operand
 from .indexing import ELEMENT_BYTES
 from .values import PushConstant, Scalar, View
 
+# Ops that keep a digit of a loop's index a digit: casts, and rem/div by a constant.
+SPAN_PRESERVING = ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui")
+SPAN_SPLITTING = {"arith.remsi": "rem", "arith.remui": "rem", "arith.divsi": "div",
+                  "arith.divui": "div", "arith.floordivsi": "div"}
 AFFINE_IN_PUSH_CONSTANT = ("arith.addi", "arith.subi", "arith.muli", "arith.index_cast",
                            "arith.index_castui")
 
@@ -39,12 +50,17 @@ def refine(generic: Generic, values: dict) -> Generic:
         raise NotSupported(f"{generic.name}: tensor.extract in a reduction body")
     if generic.extra_outputs:
         raise NotSupported(f"{generic.name}: tensor.extract in a body with several results")
-    extracts, push_constant_indices = _extract_indices(generic, values)
+    spans, coarse = _delinearized(generic, values)
+    coarse_shape = [extent for _, _, extent in coarse]
+    extracts, push_constant_indices = _extract_indices(generic, values, spans, coarse)
     cuts = [set() for _ in generic.extents]
+    for loop, weight, _ in coarse:
+        cuts[loop].add(weight)
     for _, indices, _ in extracts:
         for array in indices:
-            for loop, loop_cuts in enumerate(_cuts(array, generic.extents, generic.name)):
-                cuts[loop] |= loop_cuts
+            for d, digit_cuts in enumerate(_cuts(array, coarse_shape, generic.name)):
+                loop, weight, _ = coarse[d]
+                cuts[loop] |= {weight * cut for cut in digit_cuts}
     digits = []          # (loop, weight, extent), loops in order, each outermost digit first
     for loop, extent in enumerate(generic.extents):
         bounds = sorted(cuts[loop] | {1, extent})
@@ -59,13 +75,13 @@ def refine(generic: Generic, values: dict) -> Generic:
         source = values[value.owner.operands[0]]
         if moving is not None:
             source = _moving_view(source, moving, generic.name)
-        terms = [_affine_terms(array, digits, shape, generic.name) for array in indices]
+        terms = [_affine_terms(array.reshape(shape), generic.name) for array in indices]
         gathered[value] = Operand(source, terms)
     refined = [_refined(operand, digits) for operand in generic.inputs]
     output_loops = _output_loops(generic)
     output = Operand(generic.output.value, [({d: 1}, 0) for loop in output_loops
                                             for d, (l, _, _) in enumerate(digits) if l == loop])
-    positions = {loop: _digit_positions(loop, digits, shape) for loop in range(len(generic.extents))}
+    positions = {loop: _digit_positions(digits, loop) for loop in range(len(generic.extents))}
     split = tuple(tuple(e for l, _, e in digits if l == loop) for loop in output_loops)
     return Generic(generic.op, generic.name, ["parallel"] * len(digits), refined, output, shape,
                    gathered=gathered, positions=positions, output_split=split,
@@ -80,10 +96,11 @@ class Moving:
     step: int
 
 
-def _extract_indices(generic: Generic, values: dict):
-    """Each tensor.extract's (result, index at every loop position with any push
-    constant at 0, how the index moves with a push constant: a Moving or None), and the
-    body values computed from a push constant."""
+def _extract_indices(generic: Generic, values: dict, spans: dict, coarse: list):
+    """Each tensor.extract's (result, index at every position of the coarse digits with
+    any push constant at 0, how the index moves with a push constant: a Moving or None),
+    and the body values computed from a push constant."""
+    shape = [extent for _, _, extent in coarse]
     # body value -> its value at every position, for p = 0, 1; one world when the body
     # reads no push constant (a Resize's indices over millions of positions)
     reads_push_constant = any(isinstance(values.get(operand), PushConstant)
@@ -93,6 +110,9 @@ def _extract_indices(generic: Generic, values: dict):
 
     def array_of(world: int, value):
         if value in worlds[world]:
+            return worlds[world][value]
+        if value in spans:       # evaluated where read: the loop index itself spans all
+            worlds[world][value] = _digit_positions(coarse, *spans[value])
             return worlds[world][value]
         known = values.get(value)
         if isinstance(known, PushConstant):
@@ -109,13 +129,16 @@ def _extract_indices(generic: Generic, values: dict):
         if op.name == "tensor.extract":
             at = [[array_of(world, index) for index in op.operands[1:]] for world in (0, 1)]
             found.append(_extract(generic.name, op, values.get(op.operands[0]), at, ordinals,
-                                  generic.extents))
+                                  shape))
+            continue
+        if op.results and op.results[0] in spans:
             continue
         if ordinals:
             _check_affine_in_push_constant(op, ordinals, push_constant_of, generic.name)
             moving_with[op.results[0]] = next(iter(ordinals))
         for world in (0, 1) if reads_push_constant else (0,):
-            positional = index_arithmetic(op, lambda v: array_of(world, v), generic.position)
+            positional = index_arithmetic(op, lambda v: array_of(world, v),
+                                          lambda loop: _digit_positions(coarse, loop))
             if positional is not None:
                 worlds[world][op.results[0]] = positional
     return found, frozenset(moving_with)
@@ -136,7 +159,8 @@ def _extract(name: str, op, source, at: list[list], ordinals: set, extents):
         raise NotSupported(f"{name}: tensor.extract in the body "
                            "(gather: data-dependent indexing)")
     base = [np.broadcast_to(np.asarray(i, np.int64), extents) for i in at[0]]
-    steps = [np.broadcast_to(np.asarray(i1, np.int64), extents) - b for i1, b in zip(at[1], base)]
+    steps = [np.broadcast_to(np.asarray(i1, np.int64) - np.asarray(i0, np.int64), extents)
+             for i0, i1 in zip(at[0], at[1])]
     moving = [(dim, step) for dim, step in enumerate(steps) if step.any()]
     if not moving:
         return op.results[0], base, None
@@ -203,9 +227,9 @@ def _merged(digits: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def _affine_terms(array: np.ndarray, digits, shape, name: str) -> tuple[dict[int, int], int]:
+def _affine_terms(grid: np.ndarray, name: str) -> tuple[dict[int, int], int]:
     """The index as ({digit: coefficient}, constant) over the refined grid, verified."""
-    grid = array.reshape(shape)
+    shape = grid.shape
     constant = int(grid[(0,) * len(shape)])
     coefficients = {}
     for d in range(len(shape)):
@@ -229,14 +253,66 @@ def _refined(operand: Operand, digits) -> Operand:
     return Operand(operand.value, terms)
 
 
-def _digit_positions(loop: int, digits, shape) -> np.ndarray:
-    """The loop's index at every position of the refined grid."""
-    total = np.zeros([1] * len(shape), np.int64)
+def _digit_positions(digits, loop: int, low: int = 1, high: int | None = None) -> np.ndarray:
+    """(index of `loop` mod high) div low at every position of the grid of `digits`, an
+    open grid over the digits between low and high (the whole index by default)."""
+    total = np.zeros([1] * len(digits), np.int64)
     for d, (l, weight, extent) in enumerate(digits):
-        if l == loop:
-            total = total + weight * np.arange(extent).reshape(
-                [-1 if i == d else 1 for i in range(len(shape))])
+        if l == loop and low <= weight and (high is None or weight < high):
+            total = total + weight // low * np.arange(extent).reshape(
+                [-1 if i == d else 1 for i in range(len(digits))])
     return total
+
+
+def _delinearized(generic: Generic, values: dict):
+    """The body values that are digits of one loop's index, as (loop, low, high): the
+    index mod high, div low; and the coarse digits (loop, weight, extent) those bounds
+    split the loops into (one digit per loop where they do not nest)."""
+    spans = {}
+    for op in generic.body:
+        if op.name == "linalg.index":
+            loop = ir.IntegerAttr(op.attributes["dim"]).value
+            spans[op.results[0]] = (loop, 1, generic.extents[loop])
+        elif op.name in SPAN_PRESERVING and op.operands[0] in spans:
+            spans[op.results[0]] = spans[op.operands[0]]
+        elif op.name in SPAN_SPLITTING and op.operands[0] in spans:
+            span = _split_span(spans[op.operands[0]], SPAN_SPLITTING[op.name],
+                               _integer_constant(op.operands[1], values))
+            if span is not None:
+                spans[op.results[0]] = span
+    coarse = []
+    for loop, extent in enumerate(generic.extents):
+        bounds = sorted({1, extent} | {b for l, low, high in spans.values() if l == loop
+                                       for b in (low, high)})
+        if any(outer % inner for inner, outer in zip(bounds, bounds[1:])):
+            spans = {value: span for value, span in spans.items() if span[0] != loop}
+            bounds = [1, extent]
+        coarse += [(loop, inner, outer // inner) for inner, outer in
+                   reversed(list(zip(bounds, bounds[1:])))]
+    return spans, coarse
+
+
+def _split_span(span: tuple, kind: str, divisor: int | None) -> tuple | None:
+    """The span of `span` rem or div a positive constant, if it is again one."""
+    loop, low, high = span
+    if not divisor or divisor < 0:
+        return None
+    if kind == "div":
+        return (loop, low * divisor, high) if high % (low * divisor) == 0 else None
+    if low * divisor >= high:               # a remainder by more than the span holds
+        return span
+    return (loop, low, low * divisor) if high % (low * divisor) == 0 else None
+
+
+def _integer_constant(value, values: dict) -> int | None:
+    known = values.get(value)
+    if isinstance(known, Scalar):
+        return known.value if isinstance(known.value, int) else None
+    owner = getattr(value, "owner", None)
+    if getattr(owner, "name", None) == "arith.constant" and isinstance(
+            owner.attributes["value"], ir.IntegerAttr):
+        return ir.IntegerAttr(owner.attributes["value"]).value
+    return None
 
 
 def _output_loops(generic: Generic) -> list[int]:
