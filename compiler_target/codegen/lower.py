@@ -50,8 +50,9 @@ class ConstantPool:
 class Views:
     """The binding views lowering gives the tensors at push-constant offsets: one per
     (binding, push constant, scale, step constant, step), program binding
-    binding_count + k, based at the lowest offset of its tensors (so that a window moving
-    back as the constant grows starts at or after the binding's start)."""
+    binding_count + k, based at the lowest byte its tensors reach (so that a window moving
+    back as the constant grows, or a tensor read backwards, starts at or after the
+    binding's start)."""
     binding_count: int
     keys: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     bases: list[int] = field(default_factory=list)
@@ -64,10 +65,10 @@ class Views:
                 key = _view_key(ref)
                 if key in views.keys:
                     k = views.keys.index(key)
-                    views.bases[k] = min(views.bases[k], ref.offset)
+                    views.bases[k] = min(views.bases[k], _lowest_byte(ref))
                 else:
                     views.keys.append(key)
-                    views.bases.append(ref.offset)
+                    views.bases.append(_lowest_byte(ref))
         return views
 
     def place(self, ref: TensorRef) -> tuple[int, int]:
@@ -76,6 +77,13 @@ class Views:
             return ref.binding, ref.offset
         k = self.keys.index(_view_key(ref))
         return self.binding_count + k, ref.offset - self.bases[k]
+
+
+def _lowest_byte(ref: TensorRef) -> int:
+    """The lowest byte offset an element of the tensor has (negative strides reach below
+    its offset, the element at index 0)."""
+    return ref.offset + dtype_bytes(ref.dtype) * sum(
+        (n - 1) * stride for n, stride in zip(ref.shape, ref.strides) if stride < 0)
 
 
 def _view_key(ref: TensorRef) -> tuple[int, int, int, int, int]:
