@@ -32,18 +32,16 @@ from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
 from .affine_fold import AffineFold
-from .emit import timeline
 from .epilogue import (LEAVES, EpilogueInputs, EpiloguePlan, OutputStage, accumulator,
                        fold_affine, fold_bias, temp_count, used_inputs)
 from .lower import Lowered, NotLowerable, extra_outputs
 from .ops import reachable
 from .requant import column_bias
-from .schedule import schedule
 from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes, mac_flags, mac_operands_supported
 from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned,
                    block_candidates, ceil_div, dense_sram_strides, dma_instrs, fitting, prod,
                    split_candidates)
-from .tiler import Candidate
+from .tiler import Candidate, fastest
 from .vector import Operand, binary, unary
 
 ROLES = ("batch", "m", "n", "k")
@@ -237,10 +235,8 @@ class ContractionTiler:
         pieces waiting on each other)."""
         index, t = tiling
         swapped, orientation = self.orientations[index]
-        programs = [orientation.emit(t, pieces) for pieces in orientation.ramps(t)]
-        program = min(programs, key=lambda p: timeline(schedule(p.instrs, self.machine),
-                                                       self.machine).total_cycles) \
-            if len(programs) > 1 else programs[0]
+        program = fastest([orientation.emit(t, pieces) for pieces in orientation.ramps(t)],
+                          self.machine)
         if swapped:
             program.tiles += ", M and N swapped: out^T = b^T a^T"
         return program

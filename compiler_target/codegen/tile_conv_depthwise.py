@@ -29,8 +29,12 @@ from .epilogue import EpilogueInputs, OutputStage, without_batch
 from .npu_ir import Instr, dtype_bytes
 from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
                    fitting, footprint, load_window, split_candidates)
-from .tiler import Candidate
+from .tile_contraction import RAMP_DEPTHS, ramp_down_pieces
+from .tiler import Candidate, fastest, pipeline_bound
 from .vector import Operand
+
+
+RAMP_SHRINK = 2.0     # each piece of the last tile's rows half the one before
 
 
 @dataclass(frozen=True)
@@ -64,11 +68,11 @@ class DepthwiseTiler:
         mac = self.mac_cycles(t)
         load = self.job.transfers.input(t.cb, t.rows, t.cols) + epilogue_in
         store = self.job.transfers.store(t.cb, t.rows, t.cols)
-        return max(tiles * mac, tiles * load, tiles * store, tiles * vector) + \
-            load + mac + vector + store
+        return pipeline_bound([load, mac, vector, store], tiles)
 
     def fits(self, t: DepthwiseTiling) -> bool:
-        return footprint(lambda sram: DepthwiseEmitter(self.job, t, sram)) <= self.m.sram_bytes
+        return footprint(lambda sram: DepthwiseEmitter(self.job, t, sram, [])) <= \
+            self.m.sram_bytes
 
     def candidates(self) -> list[Candidate]:
         s = self.s
@@ -83,13 +87,22 @@ class DepthwiseTiler:
         return candidates
 
     def emit(self, t: DepthwiseTiling) -> TiledProgram:
-        return DepthwiseEmitter(self.job, t, Sram(self.m.sram_bytes)).run()
+        """The program of `t` with the last tile's rows cut into shrinking pieces
+        (ramp_down_pieces) where its scheduled program takes fewer cycles."""
+        return fastest([DepthwiseEmitter(self.job, t, Sram(self.m.sram_bytes), pieces).run()
+                        for pieces in self.ramps(t)], self.m)
+
+    def ramps(self, t: DepthwiseTiling) -> list[list[int]]:
+        """The ways to cut the last tile's rows worth trying, [] (no cut) first."""
+        last = self.s.ho - (ceil_div(self.s.ho, t.rows) - 1) * t.rows
+        return [[]] + [pieces for depth in RAMP_DEPTHS[1:]
+                       if (pieces := ramp_down_pieces(last, depth, RAMP_SHRINK, 1))]
 
 
 class DepthwiseEmitter:
-    def __init__(self, job, t: DepthwiseTiling, sram: Sram):
+    def __init__(self, job, t: DepthwiseTiling, sram: Sram, pieces: list[int]):
         s = job.s
-        self.job, self.s, self.t, self.sram = job, s, t, sram
+        self.job, self.s, self.t, self.sram, self.pieces = job, s, t, sram, pieces
         self.tensors = job.lowered.tensors
         self.dtype = job.dtype
         out_elems = t.cb * t.rows * t.cols
@@ -128,15 +141,20 @@ class DepthwiseEmitter:
             setup += self.affine.instrs(Operand(bias, (0, 0, 1)),
                                         Operand(self.weights, (0, kk, 1)), kk)
         pipeline = Pipeline(setup)
-        for n in range(s.n):
-            for c0 in range(0, s.c, t.cb):
-                for y0 in range(0, s.ho, t.rows):
-                    for x0 in range(0, s.wo, t.cols):
-                        pipeline.add(*self._tile(bias, n, c0, min(t.cb, s.c - c0), y0,
-                                                 min(t.rows, s.ho - y0), x0,
-                                                 min(t.cols, s.wo - x0)))
+        tiles = [(n, c0, min(t.cb, s.c - c0), y0, min(t.rows, s.ho - y0), x0,
+                  min(t.cols, s.wo - x0))
+                 for n in range(s.n) for c0 in range(0, s.c, t.cb)
+                 for y0 in range(0, s.ho, t.rows) for x0 in range(0, s.wo, t.cols)]
+        if self.pieces:
+            n, c0, cb, y0, _, x0, cols = tiles.pop()
+            for piece in self.pieces:
+                tiles.append((n, c0, cb, y0, piece, x0, cols))
+                y0 += piece
+        for tile in tiles:
+            pipeline.add(*self._tile(bias, *tile))
+        ramp = f", last rows in {'+'.join(map(str, self.pieces))}" if self.pieces else ""
         return TiledProgram(pipeline.finish(), self.sram.buffers,
-                            f"tiles {t.cb}x{t.rows}x{t.cols} (channels x rows x cols), "
+                            f"tiles {t.cb}x{t.rows}x{t.cols} (channels x rows x cols{ramp}), "
                             "dwconv2d", 2)
 
     def _tile(self, bias, n, c0, cb, y0, rows, x0, cols) -> tuple[list[Instr], list[Instr]]:

@@ -17,7 +17,9 @@ from typing import NamedTuple, Protocol
 
 from executable_format.machine import MachineConfig
 
+from .emit import timeline
 from .npu_ir import Instr, busy_cycles
+from .schedule import schedule
 from .tile import TiledProgram
 
 NEAR_BEST = 1.01
@@ -48,10 +50,26 @@ def cheapest(tiler: Tiler, candidates: list[Candidate]):
     return tiling
 
 
+def pipeline_bound(stages: list[int], tiles: int) -> int:
+    """Cycles of `tiles` tiles through engines in a pipeline, one tile taking `stages`
+    cycles on each in order: the slowest stage over every tile, plus the stages before
+    it of the first tile (the fill) and after it of the last (the drain)."""
+    return max(sum(stages[:i]) + tiles * stage + sum(stages[i + 1:])
+               for i, stage in enumerate(stages))
+
+
 def pipelined_cycles(machine: MachineConfig, first_tile: list[Instr], tiles: int) -> int:
-    """Busy cycles of the busiest engine over `tiles` tiles like the first one, plus the
-    first tile's work on every engine (the pipeline fill and drain), from the first
-    tile's instructions as the emitter writes them."""
-    busy = [busy_cycles(machine, [i for i in first_tile if i.engine_name == engine])
-            for engine in ENGINES]
-    return max(tiles * cycles for cycles in busy) + sum(busy)
+    """pipeline_bound of `tiles` tiles like the first one, from the first tile's
+    instructions as the emitter writes them."""
+    return pipeline_bound([busy_cycles(machine, [i for i in first_tile
+                                                 if i.engine_name == engine])
+                           for engine in ENGINES], tiles)
+
+
+def fastest(programs: list[TiledProgram], machine: MachineConfig) -> TiledProgram:
+    """The program whose scheduled timeline takes the fewest cycles (the first among
+    equal ones); where the estimate cannot tell the programs apart (a ramp's pieces)."""
+    if len(programs) == 1:
+        return programs[0]
+    return min(programs, key=lambda p: timeline(schedule(p.instrs, machine),
+                                                machine).total_cycles)

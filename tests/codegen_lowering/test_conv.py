@@ -5,6 +5,7 @@ import re
 import numpy as np
 import pytest
 
+from compiler_target.codegen import tile_conv_depthwise
 from compiler_target.codegen.analysis.expressions import pruned, simplified
 from compiler_target.codegen.backend import NotLowerable, compile_op
 from compiler_target.codegen.ops import Conv2D, TensorRef
@@ -349,3 +350,22 @@ def test_batch_of_one_row_images_runs_as_the_rows_of_one_image(rng, epilogue):
                          compiled.detail).group(1))
     assert rows > 1          # frames per tile
     assert compiled.roofline.fraction(MACHINE, stats.total_cycles) >= 0.8
+
+
+@pytest.mark.parametrize("c, h, w, k", [(240, 16, 84, 5), (480, 10, 84, 5)])
+def test_depthwise_last_tile_is_cut_to_drain_the_pipeline_early(c, h, w, k, monkeypatch):
+    """The last tile's rows are cut into halving pieces where the scheduled program is
+    shorter (PP-OCRv4 rec's 5x5 layers): its epilogue and store after the last
+    dwconv2d are short. The same results in fewer cycles than with the last tile whole."""
+    case = dict(n=1, c=c, h=h, w=w, f=c, kh=k, kw=k, stride=(1, 1), dilation=(1, 1),
+                pads=(0, 0, 0, 0), groups=c)
+    cycles = []
+    for depths in (tile_conv_depthwise.RAMP_DEPTHS, range(1)):
+        monkeypatch.setattr(tile_conv_depthwise, "RAMP_DEPTHS", depths)
+        op, b, expected = build_conv(np.random.default_rng(4), case, "bias_relu", NCHW, FCHW)
+        compiled, stats = compile_and_run(op, b)
+        np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+        assert compiled.estimated_cycles == stats.total_cycles
+        assert ("last rows in" in compiled.detail) == (len(depths) > 1), compiled.detail
+        cycles.append(stats.total_cycles)
+    assert cycles[0] < cycles[1]
