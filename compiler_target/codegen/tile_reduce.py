@@ -23,6 +23,7 @@ from .tiler import Candidate, pipelined_cycles
 
 MIN_TILE_BYTES = 32 * 1024
 PIPELINE_TILES = 8
+MIN_CHUNK = 64        # of I, loaded [i][o]
 
 
 class ReduceTiler:
@@ -57,11 +58,24 @@ class ReduceTiler:
         budget = m.sram_bytes - SRAM_ALIGN * 16
         if per_in * min(inner, 64) + per_out > budget:
             raise NotLowerable("does not fit SRAM even tiled")
+        if self.transposed:
+            return [self._runs_candidate(budget, per_in, per_out)]
         chunk = min(inner, (budget - per_out) // per_in)
         rows_fit = max(1, budget // (per_in * chunk + per_out))
         target = max(ceil_div(outer, PIPELINE_TILES), ceil_div(MIN_TILE_BYTES, chunk * e))
         ot = max(1, min(outer, rows_fit, target))
         return [Candidate((ot, chunk), ot * chunk)]
+
+    def _runs_candidate(self, budget: int, per_in: int, per_out: int) -> Candidate:
+        """Loaded [i][o], a DMA run is a tile's rows of one i: as many rows as fit with
+        MIN_CHUNK of I (all of a channels-last pooling's channels, whose chunks of I are
+        then each one contiguous run), and I in at least PIPELINE_TILES chunks so the
+        loads overlap the reductions."""
+        outer, inner = self.lowered.op.input.shape
+        ot = max(1, min(outer, budget // (per_in * MIN_CHUNK + per_out)))
+        fit = (budget - per_out * ot) // (per_in * ot)
+        chunk = max(1, min(inner, fit, max(MIN_CHUNK, ceil_div(inner, PIPELINE_TILES))))
+        return Candidate((ot, chunk), ot * chunk)
 
     def estimate(self, tiling: tuple[int, int]) -> int:
         outer, inner = self.lowered.op.input.shape

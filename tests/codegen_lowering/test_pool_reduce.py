@@ -76,6 +76,25 @@ def test_reduce(kind, transposed, rng):
     assert compiled.estimated_cycles == stats.total_cycles
 
 
+@pytest.mark.parametrize("kind", ["mean", "max"])
+def test_channels_last_global_pooling_reads_whole_runs(kind, rng):
+    """Keras' GlobalAveragePooling as tf2onnx writes it (a mean over H and W of NHWC,
+    LYT-Net's 240x320x32): loaded [i][o], a tile of a few channels over all of I read
+    one run of 8 bytes per pixel (0.12 of the true roofline); all 32 channels over
+    chunks of I read each chunk as one contiguous run."""
+    channels, pixels = 32, 76800
+    x = rng.standard_normal((channels, pixels)).astype(np.float32)
+    b = Bindings()
+    xr = b.add(x, (1, 0))
+    out = b.output((channels,))
+    compiled, stats = compile_and_run(Reduce(xr, out, kind), b)
+    expected = {"mean": x.mean(1), "max": x.max(1)}[kind]
+    np.testing.assert_allclose(b.read(out), expected, rtol=1e-4, atol=1e-5)
+    assert compiled.detail.startswith(f"tiles {channels}x"), compiled.detail
+    assert compiled.estimated_cycles == stats.total_cycles
+    assert compiled.roofline.fraction(MACHINE, stats.total_cycles) >= 0.85
+
+
 @pytest.mark.parametrize("kind", ["sum", "max", "min", "mean"])
 def test_reduce_split_rows_combines_partials(kind, rng):
     x = rng.standard_normal((5, 3000)).astype(np.float32)
