@@ -54,6 +54,24 @@ def simplify(shape: tuple[int, ...], strides: list[tuple[int, ...]]):
     return [n for n, _ in merged], [tuple(st[t] for _, st in merged) for t in range(len(strides))]
 
 
+def in_input_order(expr, shape: list[int], strides: list[tuple[int, ...]], outputs: int):
+    """A transpose (the expression a copy of one input, not broadcast, whose innermost dim
+    is not its contiguous one) with its dims ordered by that input's strides, outermost
+    first, where the input's contiguous dim is shorter than the output's: tiles take the
+    inner dims whole and the outer ones in chunks, so they then span the short dim whole
+    and a chunk of the long one, and each side moves runs of the chunk or longer (LYT-Net's
+    NHWC -> NCHW of 76800 pixels x 32 channels: in the output's order, a tile of one
+    channel read one element per burst). Else (shape, strides) as given."""
+    source = strides[outputs] if len(strides) == outputs + 1 else None
+    if outputs != 1 or len(expr) != 1 or expr[0][0] != "input" or source is None or \
+            0 in source or abs(source[-1]) == 1:
+        return shape, strides
+    order = sorted(range(len(shape)), key=lambda d: -abs(source[d]))
+    if shape[order[-1]] >= shape[-1]:
+        return shape, strides
+    return [shape[d] for d in order], [tuple(s[d] for d in order) for s in strides]
+
+
 def view(buffer: Buffer, shape, strides) -> Buffer:
     return Buffer(buffer.name, buffer.dtype, tuple(shape), "dram", binding=buffer.binding,
                   offset=buffer.offset, strides=tuple(strides), view_of=buffer)
@@ -178,8 +196,9 @@ class ElementwiseTiler:
         self.floats = out.dtype if copies else float_dtype(out.dtype, *(i.dtype for i in ins),
                                                            expr=op.expr)
         self.load_dtypes = copied if copies else [load_dtype(i.dtype, self.floats) for i in ins]
-        self.shape, strides = simplify(out.shape, [dram.strides for dram, _ in self.outputs] +
-                                       [ins[k].strides for k in used])
+        self.shape, strides = in_input_order(op.expr, *simplify(
+            out.shape, [dram.strides for dram, _ in self.outputs] +
+            [ins[k].strides for k in used]), len(self.outputs))
         self.out_views = [view(dram, self.shape, st)
                           for (dram, _), st in zip(self.outputs, strides)]
         self.in_views = {k: view(ins[k], self.shape, st)

@@ -285,6 +285,25 @@ def test_copy_into_a_padded_buffer_stores_the_loaded_tiles(sram_bytes, rng):
     assert compiled.estimated_cycles == stats.total_cycles
 
 
+@pytest.mark.parametrize("shape, order", [((32, 76800), (1, 0)), ((3, 320, 240), (1, 2, 0)),
+                                          ((35490, 6), (1, 0))])
+def test_transpose_tiles_span_both_contiguous_dims(shape, order, rng):
+    """A Transpose on its own (LYT-Net's NHWC -> NCHW of 240x320x32 pixels, an image's
+    HWC -> CHW) is a copy of a permuted view: tiled in the output's order, a tile of one
+    channel over many pixels read one element per burst (0.06 of the true roofline);
+    tiled in the input's order, each tile loads whole runs and stores chunks of the
+    output's rows, no vector instruction between. A detection head's [6][anchors] to
+    [anchors][6] keeps the output's order, whose inner dim is the short one."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    b = Bindings()
+    out = b.output(shape)
+    compiled, stats = compile_and_run(Elementwise(out, [b.add(x, order)], [("input", 0)]), b)
+    np.testing.assert_array_equal(b.read(out), x)
+    assert not any(line.lstrip().startswith("v") for line in compiled.asm.splitlines())
+    assert compiled.estimated_cycles == stats.total_cycles
+    assert compiled.roofline.fraction(MACHINE, stats.total_cycles) >= 0.8   # 0.06, 0.32 before
+
+
 def test_hoist_splits_the_per_channel_part_of_an_se_scale():
     """hoist.hoist on the SE scale over (channels, pixels): the clamp of the per-channel
     inputs is hoisted with its subexpression, the main expression multiplies the pixel
