@@ -27,7 +27,7 @@ from compiler_target.errors import CompileError, writing
 from compiler_target.executable_sources import executables, stub_for_npu, symbol_name
 from compiler_target.hal_binaries import install_npu_binaries, select_npu_device
 from compiler_target.options import SURROGATE_TARGET_FLAGS, CompileOptions
-from compiler_target.probe_constants import probe_constants
+from compiler_target.probe_constants import PROBE_EXTENTS, probe_constants
 from compiler_target.stock_compiler import (
     StockCompiler, ir_text, phase_index, set_process_global_flags, split_session_flags, vmfb_bytes)
 from compiler_target.task_graph import dispatch_sites
@@ -41,11 +41,11 @@ IR_REWRITES = (("input", rewrite_zero_point_contractions),
                ("global-optimization", separate_unfusable_epilogues))
 
 
-def plan_dispatch(index: int, executable, machine, probe_constants=None) -> DispatchPlan:
+def plan_dispatch(index: int, executable, machine, probes=()) -> DispatchPlan:
     """The code generator's decision for one `hal.executable` (tests substitute this);
     its lowering may be left pending, for _plan_all to run with the others'."""
     from compiler_target import codegen
-    return codegen.plan_dispatch(index, executable, machine, probe_constants, deferred=True)
+    return codegen.plan_dispatch(index, executable, machine, probes, deferred=True)
 
 
 def build_machine(overrides: dict[str, str]):
@@ -171,12 +171,12 @@ def _plan_all(module, machine, fallback: str, jobs: int) -> dict[str, DispatchPl
     generator runs with the session's context (and an unknown location) as default; the
     lowerings it leaves pending run together, on `jobs` processes (0: one per CPU)."""
     plans = {}
-    probes = probe_constants(module)
+    probes = [probe_constants(module, extent) for extent in PROBE_EXTENTS]
     for index, executable in enumerate(executables(module)):
         with module.context, ir.Location.unknown():
             plans[symbol_name(executable)] = plan_dispatch(
                 index, executable.operation, machine,
-                probe_constants=probes.get(symbol_name(executable)))
+                probes=[probe.get(symbol_name(executable)) for probe in probes])
     if any(plan.pending is not None for plan in plans.values()):
         from compiler_target import codegen
         codegen.complete_plans(list(plans.values()), jobs)

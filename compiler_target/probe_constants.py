@@ -1,7 +1,7 @@
 """The push constants each dispatch would get for a probe input: the host program's
 push-constant operands of every `stream.cmd.dispatch` (executable-sources phase),
 evaluated with each dynamic extent of the program's inputs (`hal.buffer_view.dim`) at
-PROBE_EXTENT.
+one of PROBE_EXTENTS.
 
 A dispatch with dynamic extents is planned at these values at compile time (which
 decides npu or host); the values at run time come from the real input. Evaluating the
@@ -17,17 +17,20 @@ import math
 import numpy as np
 from iree.compiler import ir
 
-PROBE_EXTENT = 64     # every dynamic input extent (a multiple of 32: detection nets need it)
+# Every dynamic input extent at once, the first first: multiples of 32 (detection nets
+# need it); the longer ones for dispatches invalid at 64 (a 512-sample STFT window over
+# a dynamic audio length).
+PROBE_EXTENTS = (64, 1024, 16384)
 
 
 class _Unknown(Exception):
     pass
 
 
-def probe_constants(module) -> dict[str, list[int | None]]:
-    """Executable symbol -> the u32 push constants of its first dispatch site (None for
-    a constant the evaluator cannot compute)."""
-    evaluator, found = _Evaluator(), {}
+def probe_constants(module, extent: int) -> dict[str, list[int | None]]:
+    """Executable symbol -> the u32 push constants of its first dispatch site with every
+    dynamic input extent at `extent` (None for a constant the evaluator cannot compute)."""
+    evaluator, found = _Evaluator(extent), {}
 
     def visit(op):
         if op.name == "stream.cmd.dispatch":
@@ -135,7 +138,8 @@ _CASTS = ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui"
 
 
 class _Evaluator:
-    def __init__(self):
+    def __init__(self, extent: int):
+        self._extent = extent
         self._values = {}
 
     def u32(self, value) -> int | None:
@@ -161,7 +165,7 @@ class _Evaluator:
     def _compute(self, op, value) -> int | np.float32:
         name = op.name
         if name == "hal.buffer_view.dim":
-            return PROBE_EXTENT
+            return self._extent
         if name == "arith.constant":
             attribute = op.attributes["value"]
             if isinstance(attribute, ir.FloatAttr):

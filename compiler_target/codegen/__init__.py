@@ -29,32 +29,41 @@ from .legalize import legalize
 
 
 def plan_dispatch(index: int, executable_op, machine,
-                  probe_constants: list[int | None] | None = None,
+                  probes: list[list[int | None] | None] = (),
                   deferred: bool = False) -> DispatchPlan:
-    """`probe_constants`: the dispatch's push constants for a probe input, which a
-    dispatch with dynamic extents is planned at. `deferred`: a static dispatch's
-    lowering is left pending (complete_plans runs it)."""
+    """`probes`: the dispatch's push constants for probe inputs (probe_constants), which
+    a dispatch with dynamic extents is planned at, the first valid one. `deferred`: a
+    static dispatch's lowering is left pending (complete_plans runs it)."""
     dims = extent_constants(executable_op)
     if dims:
-        return _plan_parametric(index, executable_op, machine, dims, probe_constants)
+        return _plan_parametric(index, executable_op, machine, dims, probes)
     return plan_static(index, executable_op, machine, deferred)
 
 
 def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
-                     probe: list[int | None] | None) -> DispatchPlan:
-    """The plan of a dispatch with dynamic extents: its plan at the probe constants,
-    with a parametric npu-fb (source and extent constants) when that plan runs on the
-    NPU."""
+                     probes: list[list[int | None] | None]) -> DispatchPlan:
+    """The plan of a dispatch with dynamic extents: its plan at the first probe's
+    constants at which the dispatch is valid (a 512-tap window needs an input longer
+    than 64), with a parametric npu-fb (source and extent constants) when that plan
+    runs on the NPU."""
     analysis = analyse(executable_op)
     source = str(executable_op)
     extents = ", ".join(f"pc{k}" for k in dims)
-    probe = _probe_values(executable_op, dims, probe)
-    dims = tuple(probe) if probe is not None else dims
+    probe, module, refusals = None, None, []      # the first probe's refusal is reported
+    for candidate in probes or [None]:
+        probe = _probe_values(executable_op, dims, candidate)
+        try:
+            if probe is None:
+                raise NotSupported(f"dynamic extents ({extents}) the host program computes "
+                                   "in a way the npu target cannot evaluate at compile time")
+            module = specialised(source, executable_op.context, probe)
+            break
+        except NotSupported as error:
+            refusals.append(error)
     try:
-        if probe is None:
-            raise NotSupported(f"dynamic extents ({extents}) the host program computes in a "
-                               "way the npu target cannot evaluate at compile time")
-        module = specialised(source, executable_op.context, probe)
+        if module is None:
+            raise refusals[0]
+        dims = tuple(probe)
         plan = plan_static(index, executable_of(module), machine)
     except NotSupported as error:
         plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,

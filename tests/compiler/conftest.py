@@ -23,7 +23,7 @@ def planner(monkeypatch):
     def use(name: str):
         plan = planners.PLANNERS[name]
 
-        def recording_plan(index, executable, machine, probe_constants=None):
+        def recording_plan(index, executable, machine, probes=()):
             machines.append(machine)
             return plan(index, executable, machine)
 

@@ -23,12 +23,12 @@ def export_name(executable) -> str:
     return symbol_name(variant.regions[0].blocks[0].operations[0])
 
 
-def host_plan(index, executable, machine, probe_constants=None) -> DispatchPlan:
+def host_plan(index, executable, machine, probes=()) -> DispatchPlan:
     return DispatchPlan(index, export_name(executable), "test op", "host",
                         reason="not supported on npu: test planner")
 
 
-def npu_plan(index, executable, machine, probe_constants=None) -> DispatchPlan:
+def npu_plan(index, executable, machine, probes=()) -> DispatchPlan:
     name = export_name(executable)
     return DispatchPlan(index, name, "test op", "npu", detail="test tiles",
                         npu_fb=npu_fb_bytes(index, name), workgroup_count=(index + 2, 3, 1),
@@ -38,7 +38,7 @@ def npu_plan(index, executable, machine, probe_constants=None) -> DispatchPlan:
                         estimated_cycles=100 + index, task={"engine": "mac"})
 
 
-def alternating_plan(index, executable, machine, probe_constants=None) -> DispatchPlan:
+def alternating_plan(index, executable, machine, probes=()) -> DispatchPlan:
     """Even dispatches on the npu, odd ones on the host."""
     return (npu_plan if index % 2 == 0 else host_plan)(index, executable, machine)
 

@@ -90,7 +90,7 @@ def test_seed_conv_reaches_codegen_as_a_convolution_generic(planner, seed_onnx, 
     planner("host")
     seen = []
 
-    def recording_plan(index, executable, machine, probe_constants=None):
+    def recording_plan(index, executable, machine, probes=()):
         seen.append(str(executable))
         return planners.host_plan(index, executable, machine)
 

@@ -119,6 +119,49 @@ def test_extents_that_feed_the_math_are_specialised():
         module.close()
 
 
+# openWakeWord's melspectrogram front end: a 512-tap, stride-160 Conv1d over a dynamic
+# number of samples, invalid at the first probe extent (64 samples: -2 frames).
+LONG_WINDOW = """
+func.func @main(%x: tensor<1x1x?xf32>, %w: tensor<8x1x512xf32>) -> tensor<1x8x?xf32> {
+  %c2 = arith.constant 2 : index
+  %c160 = arith.constant 160 : index
+  %c512 = arith.constant 512 : index
+  %n = tensor.dim %x, %c2 : tensor<1x1x?xf32>
+  %s = arith.subi %n, %c512 : index
+  %q = arith.divui %s, %c160 : index
+  %c1 = arith.constant 1 : index
+  %frames = arith.addi %q, %c1 : index
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%frames) : tensor<1x8x?xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x8x?xf32>) -> tensor<1x8x?xf32>
+  %y = linalg.conv_1d_ncw_fcw {dilations = dense<1> : tensor<1xi64>, strides = dense<160> : tensor<1xi64>}
+       ins(%x, %w : tensor<1x1x?xf32>, tensor<8x1x512xf32>)
+       outs(%f : tensor<1x8x?xf32>) -> tensor<1x8x?xf32>
+  return %y : tensor<1x8x?xf32>
+}
+"""
+
+
+def test_a_dispatch_invalid_at_the_first_probe_is_planned_at_a_longer_one():
+    """The compiler plans a dynamic dispatch at probe extents (every dynamic input
+    extent 64); where that gives a window longer than its input, the next longer probe:
+    the 512-tap conv runs on the NPU at every length, instead of on the host."""
+    rng = np.random.default_rng(2)
+    w = (0.05 * rng.standard_normal((8, 1, 512))).astype(np.float32)
+    vmfb = compile_str(LONG_WINDOW, target_backends=["npu"])
+    module = rt.load_vm_flatbuffer(vmfb, driver="npu-sim")
+    try:
+        for samples in (1760, 4000):
+            x = rng.standard_normal((1, 1, samples)).astype(np.float32)
+            got = np.asarray(module.main(x, w))
+            assert module.last_call_stats.host_dispatches == 0
+            frames = (samples - 512) // 160 + 1
+            windows = np.stack([x[0, 0, 160 * t:160 * t + 512] for t in range(frames)])
+            np.testing.assert_allclose(got[0], w[:, 0] @ windows.T, rtol=1e-4, atol=1e-5)
+    finally:
+        module.close()
+
+
 def parametric_export(vmfb: bytes):
     """The npu-fb export of the module's single dispatch."""
     with zipfile.ZipFile(io.BytesIO(vmfb)) as archive:
