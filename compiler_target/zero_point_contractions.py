@@ -125,7 +125,7 @@ def _rewrite_conv(op, context) -> bool:
                     f"{sums_type} into tensor<{n}x{oh}x{ow}xi32>"]
         inputs.append(("%window_sums_flat", (0, 2, 3), None, f"tensor<{n}x{oh}x{ow}xi32>"))
         products.append((-1, 3, len(inputs) - 1))
-    f.lines += _combination(inputs, products, (0, 1, 2, 3), out_text)
+    f.lines += _combination(inputs, products, (0, 1, 2, 3), out_text, "")
     replacement = f.clone_before(op, context, out_text)
     op.results[0].replace_all_uses_with(replacement)
     op.erase()
@@ -141,9 +141,10 @@ def _constant(value) -> int | None:
 
 
 def _contraction_shape(op):
-    """(the maps of lhs, rhs and result as dim tuples, the reduced dims, each dim's static
-    extent) of a two-input integer contraction `out + ext(a) * ext(b)` into a zero fill
-    with projected-permutation maps; None otherwise."""
+    """(the maps of lhs, rhs and result as dim tuples, the reduced dims, each dim's
+    extent, -1 for a dynamic one) of a two-input integer contraction `out + ext(a) *
+    ext(b)` into a zero fill with projected-permutation maps, its reduced dims static;
+    None otherwise."""
     if len(op.operands) != 3 or len(op.results) != 1 or "indexing_maps" not in op.attributes:
         return None
     maps = [_dims(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
@@ -157,7 +158,7 @@ def _contraction_shape(op):
     for operand, dims in zip(op.operands, maps):
         shape = ir.RankedTensorType(operand.type).shape
         extents.update(zip(dims, shape))
-    if not reduced or len(extents) != rank or any(e < 0 for e in extents.values()):
+    if not reduced or len(extents) != rank or any(extents[d] < 0 for d in reduced):
         return None
     return maps, reduced, extents
 
@@ -288,6 +289,9 @@ def _replacement(op, context, lhs: Operand, rhs: Operand, maps, reduced, extents
     """Builds the i32 sum before `op` (from MLIR text, cloned in) and returns it."""
     out_dims = maps[2]
     f = _Function()
+    for value, dims in zip(op.operands, maps):
+        for position, d in enumerate(dims):
+            f.dim_sources.setdefault(d, (value, position))
     result_type = _tensor_type([extents[d] for d in out_dims], "i32")
     f.generic("%product", [lhs.data, rhs.data], out_dims, reduced,
               "%m = arith.muli %e0, %e1 : i32\n%s = arith.addi %out, %m : i32", result_type)
@@ -318,7 +322,7 @@ def _replacement(op, context, lhs: Operand, rhs: Operand, maps, reduced, extents
     for a in lhs.zeros:
         for b in rhs.zeros:
             products.append((a.sign * b.sign * count, add_term(a), add_term(b)))
-    f.lines += _combination(inputs, products, out_dims, result_type)
+    f.lines += _combination(inputs, products, out_dims, result_type, f.sizes(out_dims))
     return f.clone_before(op, context, result_type)
 
 
@@ -332,15 +336,33 @@ class _Function:
     def __init__(self):
         self.values = []
         self.lines = ["%zero = arith.constant 0 : i32"]
+        self.dim_sources = {}     # dynamic dim -> (a value it indexes, at which position)
+        self.dims_read = []
 
     def arg(self, value) -> str:
         if value not in self.values:
             self.values.append(value)
         return f"%a{self.values.index(value)}"
 
-    def zeros(self, name: str, type_text: str) -> str:
-        """Adds a zero-filled tensor (`name`_init) and returns its name."""
-        self.lines += [f"{name}_empty = tensor.empty() : {type_text}",
+    def sizes(self, dims) -> str:
+        """The SSA names of the dynamic extents among `dims` (their `tensor.dim` read from
+        a value each indexes), for a tensor.empty's operands."""
+        names = []
+        for d in dims:
+            value, position = self.dim_sources.get(d, (None, None))
+            if value is None or ir.RankedTensorType(value.type).shape[position] >= 0:
+                continue        # static
+            if d not in self.dims_read:
+                self.dims_read.append(d)
+                self.lines[:0] = [f"%c{d}_position = arith.constant {position} : index",
+                                  f"%dim{d} = tensor.dim {self.arg(value)}, %c{d}_position : "
+                                  f"{value.type}"]
+            names.append(f"%dim{d}")
+        return ", ".join(names)
+
+    def zeros(self, name: str, type_text: str, dims=()) -> str:
+        """Adds a zero-filled tensor (`name`_init) over `dims` and returns its name."""
+        self.lines += [f"{name}_empty = tensor.empty({self.sizes(dims)}) : {type_text}",
                        f"{name}_init = linalg.fill ins(%zero : i32) outs({name}_empty : "
                        f"{type_text}) -> {type_text}"]
         return f"{name}_init"
@@ -349,7 +371,7 @@ class _Function:
                 type_text: str) -> None:
         """Adds a generic over `out_dims` + `reduced` into zeros whose body (`body`, result
         %s) reads ext(term) of each term as %e0, %e1... and the accumulator as %out."""
-        init = self.zeros(name, type_text)
+        init = self.zeros(name, type_text, out_dims)
         space = list(out_dims) + list(reduced)
         position = {d: i for i, d in enumerate(space)}
         ins, types, maps, exts, block_args = [], [], [], [], []
@@ -375,8 +397,9 @@ class _Function:
         return _clone_before(op, ir.Module.parse(text, context), self.values)
 
 
-def _combination(inputs, products, out_dims, result_type) -> list[str]:
-    """%result = input 0 plus each scale * input i * input j, over the output's dims."""
+def _combination(inputs, products, out_dims, result_type, sizes: str) -> list[str]:
+    """%result = input 0 plus each scale * input i * input j, over the output's dims
+    (`sizes`: its dynamic extents' names)."""
     position = {d: i for i, d in enumerate(out_dims)}
     rank = len(out_dims)
     maps = [_map(rank, [position[d] for d in dims]) for _, dims, _, _ in inputs]
@@ -398,7 +421,7 @@ def _combination(inputs, products, out_dims, result_type) -> list[str]:
         body.append(f"%t{k} = {'arith.addi' if scale > 0 else 'arith.subi'} {total}, {term} : i32")
         total = f"%t{k}"
     maps.append(_map(rank, range(rank)))
-    return [f"%out_empty = tensor.empty() : {result_type}",
+    return [f"%out_empty = tensor.empty({sizes}) : {result_type}",
             f"%result = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
             f"iterator_types = [{_iterators([True] * rank)}]}} "
             f"ins({', '.join(n for n, _, _, _ in inputs)} : {', '.join(t for _, _, _, t in inputs)}) "
@@ -417,7 +440,7 @@ def _map(rank: int, dims) -> str:
 
 
 def _tensor_type(shape, element: str) -> str:
-    return f"tensor<{''.join(f'{e}x' for e in shape)}{element}>"
+    return f"tensor<{''.join(f'{e if e >= 0 else chr(63)}x' for e in shape)}{element}>"
 
 
 def _clone_before(op, parsed, values: list) -> ir.Value:

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from compiler_target import compile_file
+from hal_driver import runtime as rt
 from tests.e2e.onnx_on_npu import call_on_npu, stock_llvm_cpu
 
 N = helper.make_node
@@ -76,6 +78,33 @@ def test_matmul_integer_of_two_activations(tmp_path):
     call = call_on_npu(path, "g", a, b, a_zero, b_zero)
     _matmul_dispatches_on_npu(call.report)
     np.testing.assert_array_equal(call.output, _spec(a, a_zero, b, b_zero))
+
+
+def test_matmul_integer_over_a_dynamic_batch_and_sequence(tmp_path):
+    """A transformer's MatMulInteger compiled once for any batch and sequence length: the
+    rewrite keeps the dynamic extents (each tensor.empty sized by a tensor.dim of an
+    operand), so the 8-bit matmul is on the NPU at every size (it stayed an i32 x i32
+    matmul on the host before), bit for bit with the ONNX spec."""
+    rng = np.random.default_rng(10)
+    k, n = 96, 40
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    path = _model(tmp_path, [N("MatMulInteger", ["a", "b", "a_zero", "b_zero"], ["y"])],
+                  [("a", TensorProto.UINT8, ("batch", "sequence", k)),
+                   ("a_zero", TensorProto.UINT8, ())],
+                  (TensorProto.INT32, ("batch", "sequence", n)),
+                  [numpy_helper.from_array(b, "b"),
+                   numpy_helper.from_array(np.array(-3, np.int8), "b_zero")])
+    module = rt.load_vm_flatbuffer(compile_file(str(path), target_backends=["npu"]),
+                                   driver="npu-sim")
+    try:
+        for shape in ((1, 16, k), (3, 7, k)):
+            a = rng.integers(0, 256, shape).astype(np.uint8)
+            a_zero = np.array(119, np.uint8)
+            got = np.asarray(module.g(a, a_zero))
+            assert module.last_call_stats.host_dispatches == 0
+            np.testing.assert_array_equal(got, _spec(a, a_zero, b, -3))
+    finally:
+        module.close()
 
 
 @pytest.mark.parametrize("low, high", [(-1.5, 2.5), (-3.0, 1.0)],
