@@ -17,6 +17,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from functools import partial
 
 from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
 
@@ -36,16 +37,17 @@ def plan_dispatch(index: int, executable_op, machine,
     static dispatch's lowering is left pending (complete_plans runs it)."""
     dims = extent_constants(executable_op)
     if dims:
-        return _plan_parametric(index, executable_op, machine, dims, probes)
+        return _plan_parametric(index, executable_op, machine, dims, probes, deferred)
     return plan_static(index, executable_op, machine, deferred)
 
 
 def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
-                     probes: list[list[int | None] | None]) -> DispatchPlan:
+                     probes: list[list[int | None] | None], deferred: bool) -> DispatchPlan:
     """The plan of a dispatch with dynamic extents: its plan at the first probe's
     constants at which the dispatch is valid (a 512-tap window needs an input longer
     than 64), with a parametric npu-fb (source and extent constants) when that plan
-    runs on the NPU."""
+    runs on the NPU; with `deferred`, its lowering at the probe is left pending like a
+    static one's (complete_plans runs them together, then makes it parametric)."""
     analysis = analyse(executable_op)
     source = str(executable_op)
     extents = ", ".join(f"pc{k}" for k in dims)
@@ -63,21 +65,32 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
     try:
         if module is None:
             raise refusals[0]
-        dims = tuple(probe)
-        plan = plan_static(index, executable_of(module), machine)
+        plan = plan_static(index, executable_of(module), machine, deferred)
     except NotSupported as error:
         plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,
                             target="host", reason=f"not supported on npu: {error}")
     plan.summary = analysis.summary
     plan.task = task_of(analysis)
+    finish = partial(_made_parametric, analysis=analysis, source=source, probe=probe,
+                     machine=machine)
+    if plan.pending is not None:
+        plan.pending.finish = finish
+    else:
+        finish(plan)
+    return plan
+
+
+def _made_parametric(plan: DispatchPlan, analysis: Analysis, source: str,
+                     probe: dict[int, int], machine) -> None:
+    """An npu plan at the probe's extents as the dispatch's plan for any extents: its
+    npu-fb the parametric export, its detail the probe's."""
     if plan.target != "npu":
-        return plan
-    probe_text = ", ".join(f"pc{k}={probe[k]}" for k in dims)
+        return
+    probe_text = ", ".join(f"pc{k}={value}" for k, value in probe.items())
     plan.detail = (f"dynamic extents, specialised at dispatch time; at the probe input's "
                    f"{probe_text}: {plan.detail}")
-    plan.npu_fb = parametric_npu_fb(analysis, source, dims, machine)
+    plan.npu_fb = parametric_npu_fb(analysis, source, tuple(probe), machine)
     plan.macs = 0          # unknown until the extents are: npu-sim counts them per call
-    return plan
 
 
 def _probe_values(executable_op, dims: tuple[int, ...],
@@ -138,6 +151,7 @@ class PendingCompile:
     constant_count: int
     machine: object
     source_location: str
+    finish: object = None            # applied to the completed plan (a parametric one's)
 
     def run(self):
         """The backend.CompiledOp, or why lowering refused the op."""
@@ -192,7 +206,7 @@ def usable_cpus() -> int:
 def _complete(plan: DispatchPlan, outcome) -> None:
     """Fills the plan from its lowering's outcome (a CompiledOp, or the reason lowering
     refused)."""
-    machine, plan.pending = plan.pending.machine, None
+    machine, finish, plan.pending = plan.pending.machine, plan.pending.finish, None
     if isinstance(outcome, str):
         plan.reason = outcome
         return
@@ -205,6 +219,8 @@ def _complete(plan: DispatchPlan, outcome) -> None:
     plan.roofline_cycles = compiled.roofline.cycles(machine)
     plan.mac_dtype = compiled.roofline.mac_dtype
     plan.engine_busy_cycles = compiled.engine_busy_cycles
+    if finish is not None:
+        finish(plan)
 
 
 def task_of(analysis: Analysis) -> dict:

@@ -2,6 +2,7 @@
 (analysis -> legalize -> compile_op) with a stand-in backend and with the real one."""
 import numpy as np
 import pytest
+from iree.compiler import ir
 from onnx import TensorProto, helper
 
 from compiler_target import codegen
@@ -9,10 +10,12 @@ from compiler_target.codegen import backend, plan_dispatch
 from compiler_target.codegen.analysis import Analysis
 from compiler_target.codegen.legalize import legalize
 from compiler_target.codegen.ops import Conv2D, Elementwise, TensorRef
+from compiler_target.executable_sources import symbol_name
+from compiler_target.probe_constants import PROBE_EXTENTS, probe_constants
 from executable_format.cost import Roofline
 from executable_format.machine import DEFAULT_MACHINE
 
-from .models import analyses, executable_sources, executables, onnx_model
+from .models import CONTEXT, analyses, executable_sources, executables, onnx_model
 
 N = helper.make_node
 
@@ -165,3 +168,34 @@ func.func @main(%a: tensor<64x32x{t}>) -> tensor<64x32x{t}> {{
 def test_unreadable_indexing_or_constant_stays_on_host(tmp_path, dtype, problem):
     (dispatch,) = analyses(tmp_path, mlir=MODULO.format(t=dtype))
     assert dispatch.problem == problem
+
+
+DYNAMIC_MATMUL = """
+func.func @main(%a: tensor<?x64xf32>, %b: tensor<64x32xf32>) -> tensor<?x32xf32> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %a, %c0 : tensor<?x64xf32>
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x32xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<?x32xf32>) -> tensor<?x32xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<?x64xf32>, tensor<64x32xf32>)
+                     outs(%f : tensor<?x32xf32>) -> tensor<?x32xf32>
+  return %r : tensor<?x32xf32>
+}
+"""
+
+
+def test_a_dynamic_dispatch_is_lowered_with_the_others(tmp_path):
+    """Deferred, a dispatch with dynamic extents leaves its lowering at the probe pending
+    like a static one (complete_plans runs them together, on several processes: a
+    dynamic T5 encoder's 51 int8 matmuls were lowered one after another), then becomes
+    the parametric plan."""
+    module, (executable,) = executables(executable_sources(tmp_path, mlir=DYNAMIC_MATMUL))
+    probes = [probe_constants(module.operation, extent)[symbol_name(executable)]
+              for extent in PROBE_EXTENTS]
+    with CONTEXT, ir.Location.unknown():
+        plan = codegen.plan_dispatch(0, executable, DEFAULT_MACHINE, probes, deferred=True)
+    assert plan.pending is not None and plan.target == "host" and not plan.reason
+    codegen.complete_plans([plan], jobs=1)
+    assert plan.target == "npu", plan.reason
+    assert plan.detail.startswith("dynamic extents, specialised at dispatch time")
+    assert plan.macs == 0 and plan.npu_fb
