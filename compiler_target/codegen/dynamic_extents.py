@@ -134,7 +134,10 @@ def specialised(source: str, context, constants: dict[int, int]):
         try:
             passmanager.PassManager.parse(CANONICALIZE).run(module.operation)
             text = _DYNAMIC_TENSOR.sub(_static_tensor_type, str(module))
-            return ir.Module.parse(text, context)
+            module = ir.Module.parse(text, context)
+            if _static_through_casts(executable_of(module)):
+                passmanager.PassManager.parse(CANONICALIZE).run(module.operation)
+            return module
         except ir.MLIRError as error:      # e.g. extents a linalg op's maps contradict
             raise NotSupported(f"the dispatch is invalid at these extents: "
                                f"{_first_diagnostic(error)}") from None
@@ -163,6 +166,47 @@ def binding_reach(executable_op) -> dict[int, int]:
 def _first_diagnostic(error) -> str:
     diagnostics = getattr(error, "error_diagnostics", None)
     return diagnostics[0].message if diagnostics else str(error).splitlines()[0]
+
+
+def _static_through_casts(executable_op) -> bool:
+    """Canonicalization leaves a `tensor.cast` of a now static tensor back to its dynamic
+    type where an elementwise `arith` op on whole tensors reads it (IREE truncates a bool
+    mask's i8 bytes to i1 that way, before the generic that reads it): the op reads the
+    static tensor instead and its result takes the static shape, and so on down such
+    ops. Returns whether any op changed."""
+    changed = False
+    for op in list(_function_ops(executable_op)):
+        if op.name != "tensor.cast" or not _static(op.operands[0].type):
+            continue
+        for use in list(op.results[0].uses):
+            user = use.owner
+            if user.name.startswith("arith.") and len(user.results) == 1 and \
+                    isinstance(user.results[0].type, ir.RankedTensorType):
+                user.operands[use.operand_number] = op.operands[0]
+                changed |= _take_operand_shapes(user)
+    return changed
+
+
+def _take_operand_shapes(op) -> bool:
+    """An elementwise tensor op whose operands are all static takes their shape (and its
+    own element type) for its result, and passes it on to its elementwise users."""
+    shapes = {tuple(ir.RankedTensorType(v.type).shape) for v in op.operands
+              if isinstance(v.type, ir.RankedTensorType)}
+    result = op.results[0]
+    if len(shapes) != 1 or not all(_static(v.type) for v in op.operands
+                                   if isinstance(v.type, ir.RankedTensorType)) or \
+            _static(result.type):
+        return False
+    element = ir.RankedTensorType(result.type).element_type
+    result.set_type(ir.RankedTensorType.get(list(shapes.pop()), element))
+    for use in list(result.uses):
+        if use.owner.name.startswith("arith.") and len(use.owner.results) == 1:
+            _take_operand_shapes(use.owner)
+    return True
+
+
+def _static(type_) -> bool:
+    return isinstance(type_, ir.RankedTensorType) and ir.RankedTensorType(type_).has_static_shape
 
 
 def _function_ops(executable_op):
