@@ -15,6 +15,8 @@ from compiler_target.probe_constants import PROBE_EXTENTS, probe_constants
 from executable_format.cost import Roofline
 from executable_format.machine import DEFAULT_MACHINE
 
+from tests.e2e.test_dynamic_shapes import MATMUL
+
 from .models import CONTEXT, analyses, executable_sources, executables, onnx_model
 
 N = helper.make_node
@@ -170,26 +172,12 @@ def test_unreadable_indexing_or_constant_stays_on_host(tmp_path, dtype, problem)
     assert dispatch.problem == problem
 
 
-DYNAMIC_MATMUL = """
-func.func @main(%a: tensor<?x64xf32>, %b: tensor<64x32xf32>) -> tensor<?x32xf32> {
-  %c0 = arith.constant 0 : index
-  %m = tensor.dim %a, %c0 : tensor<?x64xf32>
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty(%m) : tensor<?x32xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<?x32xf32>) -> tensor<?x32xf32>
-  %r = linalg.matmul ins(%a, %b : tensor<?x64xf32>, tensor<64x32xf32>)
-                     outs(%f : tensor<?x32xf32>) -> tensor<?x32xf32>
-  return %r : tensor<?x32xf32>
-}
-"""
-
-
 def test_a_dynamic_dispatch_is_lowered_with_the_others(tmp_path):
     """Deferred, a dispatch with dynamic extents leaves its lowering at the probe pending
     like a static one (complete_plans runs them together, on several processes: a
     dynamic T5 encoder's 51 int8 matmuls were lowered one after another), then becomes
     the parametric plan."""
-    module, (executable,) = executables(executable_sources(tmp_path, mlir=DYNAMIC_MATMUL))
+    module, (executable,) = executables(executable_sources(tmp_path, mlir=MATMUL))
     probes = [probe_constants(module.operation, extent)[symbol_name(executable)]
               for extent in PROBE_EXTENTS]
     with CONTEXT, ir.Location.unknown():

@@ -9,6 +9,7 @@ import iree.runtime
 import numpy as np
 import onnxruntime
 from iree.compiler import compile_file as stock_compile_file
+from onnx import helper
 
 from compiler_target import compile_file
 from hal_driver import runtime as rt
@@ -38,6 +39,13 @@ def call_on_npu(source: Path, function: str, *inputs: np.ndarray,
         module.close()
     first = result[0] if isinstance(result, (tuple, list)) else result
     return NpuCall(np.asarray(first), stats, report.read_text())
+
+
+def onnx_file(graph, path: Path, opset: int = 17) -> Path:
+    """`graph` (onnx.GraphProto) saved as a model of the default domain's `opset`."""
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+                     .SerializeToString())
+    return path
 
 
 def onnxruntime_output(path: Path, feeds: dict) -> np.ndarray:

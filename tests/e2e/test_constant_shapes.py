@@ -8,7 +8,7 @@ constants where global optimization ends, so the MatMul is static and on the NPU
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output
+from tests.e2e.onnx_on_npu import call_on_npu, onnx_file, onnxruntime_output
 
 
 def _tensordot(tmp_path):
@@ -31,10 +31,7 @@ def _tensordot(tmp_path):
     graph = helper.make_graph(
         nodes, "tensordot", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 16, 30, 40))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ("N", 48))], initializers)
-    path = tmp_path / "tensordot.onnx"
-    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-                     .SerializeToString())
-    return path
+    return onnx_file(graph, tmp_path / "tensordot.onnx")
 
 
 def test_tensordot_reshape_is_static_and_its_matmul_on_the_npu(tmp_path):

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler_target import compile_file
 from hal_driver import runtime as rt
-from tests.e2e.onnx_on_npu import onnxruntime_output
+from tests.e2e.onnx_on_npu import onnx_file, onnxruntime_output
 
 D = 64
 
@@ -26,10 +26,7 @@ def _masked_scores(tmp_path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ("batch", 1, "sequence"))],
         [numpy_helper.from_array(np.array(-1e9, np.float32), "neg"),
          numpy_helper.from_array(np.array([1], np.int64), "axis")])
-    path = tmp_path / "masked.onnx"
-    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-                     .SerializeToString())
-    return path
+    return onnx_file(graph, tmp_path / "masked.onnx")
 
 
 def test_a_dynamic_bool_mask_keeps_the_scores_on_the_npu(tmp_path):

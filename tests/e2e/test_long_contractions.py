@@ -10,7 +10,7 @@ import re
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output
+from tests.e2e.onnx_on_npu import call_on_npu, onnx_file, onnxruntime_output
 
 C, H, W = 64, 360, 640
 
@@ -32,10 +32,7 @@ def _retouching_layer(tmp_path):
               helper.make_tensor_value_info("b_in", TensorProto.FLOAT, (1, C))]
     graph = helper.make_graph(nodes, "retouch", inputs, [helper.make_tensor_value_info(
         "y", TensorProto.FLOAT, (1, C, H, W))], initializers)
-    path = tmp_path / "retouch.onnx"
-    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-                     .SerializeToString())
-    return path
+    return onnx_file(graph, tmp_path / "retouch.onnx")
 
 
 def test_long_matmul_with_a_heavy_epilogue_takes_blocks_of_many_pixels(tmp_path):

@@ -6,7 +6,7 @@ lowest byte the reversed tensor reaches (its last row), not at its first element
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output
+from tests.e2e.onnx_on_npu import call_on_npu, onnx_file, onnxruntime_output
 
 C, T = 32, 16
 
@@ -29,10 +29,7 @@ def _flip_couplings(tmp_path, layers: int):
     graph = helper.make_graph(
         nodes, "flips", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, C, T))],
         [helper.make_tensor_value_info(h, TensorProto.FLOAT, (1, C, T))], initializers)
-    path = tmp_path / f"flips{layers}.onnx"
-    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-                     .SerializeToString())
-    return path
+    return onnx_file(graph, tmp_path / f"flips{layers}.onnx")
 
 
 def test_a_flip_shared_by_two_call_sites_runs_on_the_npu(tmp_path):
