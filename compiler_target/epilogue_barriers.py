@@ -28,7 +28,8 @@ A contraction is a named matmul, batch matmul or convolution, or a generic whose
 is a multiply-add of its two inputs (extensions allowed, and zero points subtracted: a
 quantized conv with its zero points as scalar operands). Reductions are left alone: a
 reduction read broadcast (softmax's max and sum) is one Rowwise dispatch on the NPU.
-Values of dynamic shape are left too.
+A value of dynamic shape is read through the barrier tied to its extents
+(`flow.tensor.tie_shape`), which the flow phase resolves its dims from.
 """
 from iree.compiler import ir
 
@@ -69,7 +70,7 @@ def _separate(op, epilogue_values: set, fused_values: set, gathered_values: set)
     for index, (operand, affine_map) in enumerate(zip(op.operands, maps)):
         if operand not in epilogue_values:
             continue
-        if len(affine_map.results) < affine_map.n_dims and _static(operand):
+        if len(affine_map.results) < affine_map.n_dims:
             count += _barrier(op, index)
         else:
             reads_epilogue = True
@@ -77,7 +78,7 @@ def _separate(op, epilogue_values: set, fused_values: set, gathered_values: set)
     if not reads_epilogue:
         return count
     for index, operand in enumerate(op.operands):
-        if fused and operand in gathered_values and _static(operand):
+        if fused and operand in gathered_values:
             count += _barrier(op, index)
     if len(op.results) == 1:
         epilogue_values.add(op.results[0])
@@ -95,19 +96,32 @@ def _read_elementwise(value) -> bool:
 
 
 def _barrier(op, index: int) -> int:
-    """Reads operand `index` of `op` through a util.optimization_barrier; returns 1."""
+    """Reads operand `index` of `op` through a util.optimization_barrier; returns 1. A
+    tensor of dynamic shape is read through a `flow.tensor.tie_shape` of the barrier's
+    result to the operand's extents (`tensor.dim` before the barrier), which the flow
+    phase resolves its dims from (a barrier alone hides them)."""
     operand = op.operands[index]
     with ir.InsertionPoint(op), op.location:
         barrier = ir.Operation.create("util.optimization_barrier",
                                       results=[operand.type], operands=[operand])
-    op.operands[index] = barrier.results[0]
+        result = barrier.results[0]
+        shape = ir.RankedTensorType(operand.type).shape
+        dims = [_dim(operand, d) for d, n in enumerate(shape) if n < 0]
+        if dims:
+            result = ir.Operation.create("flow.tensor.tie_shape", results=[operand.type],
+                                         operands=[result, *dims]).results[0]
+    op.operands[index] = result
     return 1
 
 
-def _static(value) -> bool:
-    """A barrier on a tensor of dynamic shape leaves a `tensor.dim` of it that the flow
-    phase cannot resolve: those stay as they were."""
-    return ir.RankedTensorType(value.type).has_static_shape
+def _dim(value, d: int):
+    """`tensor.dim` of `value` along `d`, inserted at the current insertion point."""
+    index = ir.IndexType.get()
+    position = ir.Operation.create("arith.constant", results=[index],
+                                   attributes={"value": ir.IntegerAttr.get(index, d)})
+    return ir.Operation.create("tensor.dim", results=[index],
+                               operands=[value, position.results[0]]).results[0]
+
 
 
 def _is_contraction(op) -> bool:

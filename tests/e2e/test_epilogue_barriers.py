@@ -15,19 +15,24 @@ from tests.e2e.onnx_on_npu import call_on_npu, onnxruntime_output, stock_llvm_cp
 N = helper.make_node
 
 
-@pytest.mark.parametrize("rows, k, n, steps", [(16, 96, 32, 7), (4, 16, 8, 3)])
-def test_a_matmul_whose_result_is_broadcast_runs_on_the_npu(tmp_path, rows, k, n, steps):
+@pytest.mark.parametrize("rows, k, n, steps, dynamic", [(16, 96, 32, 7, False),
+                                                        (4, 16, 8, 3, False),
+                                                        (16, 96, 32, 7, True)])
+def test_a_matmul_whose_result_is_broadcast_runs_on_the_npu(tmp_path, rows, k, n, steps,
+                                                            dynamic):
+    """Built with its rows and steps dynamic too (the barrier tied to the extents)."""
     rng = np.random.default_rng(14)
     weights = {name: numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
                for name, shape in (("w", (k, n)), ("b0", (n,)), ("b1", (n,)))}
     axis = numpy_helper.from_array(np.array([1], np.int64), "axis")
+    dims = ("rows", "steps") if dynamic else (rows, steps)
     nodes = [N("MatMul", ["h", "w"], ["hw"]), N("Add", ["hw", "b1"], ["hwb"]),
              N("Unsqueeze", ["hwb", "axis"], ["u"]), N("Add", ["x", "b0"], ["xb"]),
              N("Add", ["xb", "u"], ["s"]), N("Tanh", ["s"], ["y"])]
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("h", TensorProto.FLOAT, (rows, k)),
-                     helper.make_tensor_value_info("x", TensorProto.FLOAT, (rows, steps, n))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (rows, steps, n))],
+        nodes, "g", [helper.make_tensor_value_info("h", TensorProto.FLOAT, (dims[0], k)),
+                     helper.make_tensor_value_info("x", TensorProto.FLOAT, (*dims, n))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (*dims, n))],
         [*weights.values(), axis])
     path = tmp_path / "attention.onnx"
     path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
