@@ -123,7 +123,6 @@ def _dim(value, d: int):
                                operands=[value, position.results[0]]).results[0]
 
 
-
 def _is_contraction(op) -> bool:
     name = op.name
     if name in ("linalg.matmul", "linalg.batch_matmul") or name.startswith("linalg.conv_") or \

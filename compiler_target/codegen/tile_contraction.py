@@ -150,10 +150,10 @@ def split_of_size(extents, size: int) -> Split:
 
 
 def m_block_sizes(total: int) -> list[int]:
-    """The M block sizes to try: split_candidates, and the powers of two between 8 and
-    total / 64, so that a long M (230,400 pixels) whose heavy epilogue fits no block of
-    total / 64 in SRAM still gets blocks of thousands of rows, not of 8 (CSRNet: 28,800
-    tiles, 20x stock's compile time)."""
+    """The M block sizes to try: split_candidates (total / k for k <= 64, and 1..8), and
+    every power of two from 8 below total, so that a long M (230,400 pixels) whose heavy
+    epilogue fits no block of total / 64 in SRAM still gets blocks of thousands of rows,
+    not of 8 (CSRNet: 28,800 tiles, 20x stock's compile time)."""
     return sorted(set(split_candidates(total)) |
                   {1 << i for i in range(3, total.bit_length()) if 1 << i < total})
 

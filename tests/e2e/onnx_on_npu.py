@@ -2,6 +2,7 @@
 dispatch report), on onnxruntime and on stock IREE llvm-cpu, for the end-to-end tests
 of single ops."""
 import subprocess
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,16 +30,23 @@ def call_on_npu(source: Path, function: str, *inputs: np.ndarray,
     `dump_asm`, the NPU programs' assembly is written there."""
     report = source.with_suffix(".report.txt")
     dumps = [f"--iree-npu-dump-asm={dump_asm}"] if dump_asm is not None else []
-    vmfb = compile_file(str(source), target_backends=["npu"],
-                        extra_args=[f"--iree-npu-dispatch-report={report}", *dumps])
-    module = rt.load_vm_flatbuffer(vmfb, driver="npu-sim")
-    try:
+    with loaded_on_npu(source, f"--iree-npu-dispatch-report={report}", *dumps) as module:
         result = getattr(module, function)(*inputs)
         stats = module.last_call_stats
-    finally:
-        module.close()
     first = result[0] if isinstance(result, (tuple, list)) else result
     return NpuCall(np.asarray(first), stats, report.read_text())
+
+
+@contextmanager
+def loaded_on_npu(source: Path, *compile_args: str):
+    """`source` (.onnx or imported MLIR) compiled for the npu target and loaded on
+    npu-sim, for several calls (a dynamic-shape build at several sizes); closed after."""
+    vmfb = compile_file(str(source), target_backends=["npu"], extra_args=list(compile_args))
+    module = rt.load_vm_flatbuffer(vmfb, driver="npu-sim")
+    try:
+        yield module
+    finally:
+        module.close()
 
 
 def onnx_file(graph, path: Path, opset: int = 17) -> Path:

@@ -7,9 +7,7 @@ dispatch now takes the static shape through such casts."""
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler_target import compile_file
-from hal_driver import runtime as rt
-from tests.e2e.onnx_on_npu import onnx_file, onnxruntime_output
+from tests.e2e.onnx_on_npu import loaded_on_npu, onnx_file, onnxruntime_output
 
 D = 64
 
@@ -31,10 +29,8 @@ def _masked_scores(tmp_path):
 
 def test_a_dynamic_bool_mask_keeps_the_scores_on_the_npu(tmp_path):
     path = _masked_scores(tmp_path)
-    module = rt.load_vm_flatbuffer(compile_file(str(path), target_backends=["npu"]),
-                                   driver="npu-sim")
     rng = np.random.default_rng(3)
-    try:
+    with loaded_on_npu(path) as module:
         for batch, sequence in ((1, 10), (4, 25)):
             q = rng.standard_normal((batch, 1, D)).astype(np.float32)
             k = rng.standard_normal((batch, sequence, D)).astype(np.float32)
@@ -43,5 +39,3 @@ def test_a_dynamic_bool_mask_keeps_the_scores_on_the_npu(tmp_path):
             assert module.last_call_stats.host_dispatches == 0
             expected = onnxruntime_output(path, {"q": q, "k": k, "mask": mask})
             np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
-    finally:
-        module.close()

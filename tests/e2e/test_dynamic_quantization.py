@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler_target import compile_file
-from hal_driver import runtime as rt
-from tests.e2e.onnx_on_npu import call_on_npu, stock_llvm_cpu
+from tests.e2e.onnx_on_npu import call_on_npu, loaded_on_npu, stock_llvm_cpu
 
 N = helper.make_node
 ELEMENT = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
@@ -94,17 +92,13 @@ def test_matmul_integer_over_a_dynamic_batch_and_sequence(tmp_path):
                   (TensorProto.INT32, ("batch", "sequence", n)),
                   [numpy_helper.from_array(b, "b"),
                    numpy_helper.from_array(np.array(-3, np.int8), "b_zero")])
-    module = rt.load_vm_flatbuffer(compile_file(str(path), target_backends=["npu"]),
-                                   driver="npu-sim")
-    try:
+    with loaded_on_npu(path) as module:
         for shape in ((1, 16, k), (3, 7, k)):
             a = rng.integers(0, 256, shape).astype(np.uint8)
             a_zero = np.array(119, np.uint8)
             got = np.asarray(module.g(a, a_zero))
             assert module.last_call_stats.host_dispatches == 0
             np.testing.assert_array_equal(got, _spec(a, a_zero, b, -3))
-    finally:
-        module.close()
 
 
 @pytest.mark.parametrize("low, high", [(-1.5, 2.5), (-3.0, 1.0)],
