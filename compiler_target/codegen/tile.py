@@ -33,6 +33,7 @@ from .vector import Operand, convert
 
 SRAM_ALIGN = 64
 DMA_DIMS = 4
+RAMP_DEPTHS = range(4)  # pieces - 1 of a last tile cut by ramp_down_pieces
 
 
 def prod(values) -> int:
@@ -73,6 +74,19 @@ def ramp_blocks(total: int, block: int, up: list[int], down: list[int]) -> list[
         sizes = up + [middle // count + (i < middle % count) for i in range(count)] + down
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     return list(zip(starts, sizes))
+
+
+def ramp_down_pieces(count: int, depth: int, growth: float, step: int) -> list[int] | None:
+    """`count` cut into `depth` + 1 pieces (multiples of `step`) that shrink by `growth`
+    each, the last two equal: 48 at depth 2, growth 2 is [24, 12, 12]. None when a piece
+    would be shorter than `step`."""
+    weights = [growth ** i for i in range(depth)][::-1] + [1.0]
+    last = count / sum(weights) / step
+    if int(last) < 1:
+        return None
+    pieces = [max(1, round(w * last)) * step for w in weights[1:]]
+    first = count - sum(pieces)
+    return [first] + pieces if first >= pieces[0] else None
 
 
 def fitting(sizes: list[int], fits) -> list[int]:

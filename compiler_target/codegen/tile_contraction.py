@@ -38,9 +38,9 @@ from .lower import Lowered, NotLowerable, extra_outputs
 from .ops import reachable
 from .requant import column_bias
 from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes, mac_flags, mac_operands_supported
-from .tile import (SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, aligned,
-                   block_candidates, ceil_div, dense_sram_strides, dma_instrs, fitting, prod,
-                   split_candidates)
+from .tile import (RAMP_DEPTHS, SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed,
+                   TiledProgram, aligned, block_candidates, ceil_div, dense_sram_strides,
+                   dma_instrs, fitting, prod, ramp_down_pieces, split_candidates)
 from .tiler import Candidate, fastest
 from .vector import Operand, binary, unary
 
@@ -48,7 +48,6 @@ ROLES = ("batch", "m", "n", "k")
 ACC_SLOTS = 3   # accumulator tiles: the MAC fills the third while the epilogue of the
                 # first waits for its inputs (the first one's for the setup's table)
 TENSOR_ROLES = {"a": ("batch", "m", "k"), "b": ("batch", "k", "n"), "out": ("batch", "m", "n")}
-RAMP_DEPTHS = range(4)  # pieces - 1 of the last tile (ramp_pieces)
 RAMP_GROWTH = 1.0       # the least MAC / other engine ratio of a tile worth a ramp
 
 
@@ -176,19 +175,6 @@ def flat_stride(strides, counts) -> int | None:
         if outer != inner * count:
             return None
     return live[-1][0]
-
-
-def ramp_down_pieces(count: int, depth: int, growth: float, step: int) -> list[int] | None:
-    """`count` cut into `depth` + 1 pieces (multiples of `step`) that shrink by `growth`
-    each, the last two equal: 48 at depth 2, growth 2 is [24, 12, 12]. None when a piece
-    would be shorter than `step`."""
-    weights = [growth ** i for i in range(depth)][::-1] + [1.0]
-    last = count / sum(weights) / step
-    if int(last) < 1:
-        return None
-    pieces = [max(1, round(w * last)) * step for w in weights[1:]]
-    first = count - sum(pieces)
-    return [first] + pieces if first >= pieces[0] else None
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ from executable_format.isa import Flag, pack_pair
 from .affine_fold import AffineFold
 from .epilogue import EpilogueInputs, OutputStage, without_batch
 from .npu_ir import Instr, dtype_bytes
-from .tile import (Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div, dma_instrs,
-                   fitting, footprint, load_window, split_candidates)
-from .tile_contraction import RAMP_DEPTHS, ramp_down_pieces
+from .tile import (RAMP_DEPTHS, Dim, Pipeline, Slots, Sram, Streamed, TiledProgram, ceil_div,
+                   dma_instrs, fitting, footprint, load_window, ramp_down_pieces,
+                   split_candidates)
 from .tiler import Candidate, fastest, pipeline_bound
 from .vector import Operand
 
