@@ -27,6 +27,7 @@ and scheduled, and the fastest program kept.
 """
 import itertools
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
@@ -108,8 +109,7 @@ def canonical_layout(lowered: Lowered) -> Layout:
 
 # ------------------------------------------------------------------------ the blocks
 
-@dataclass(frozen=True)
-class Split:
+class Split(NamedTuple):
     """Blocks of a role: dims before `dim` one index at a time, `dim` in chunks of
     `chunk`, the dims after it whole."""
     dim: int
@@ -177,8 +177,7 @@ def flat_stride(strides, counts) -> int | None:
     return live[-1][0]
 
 
-@dataclass(frozen=True)
-class ContractionTiling:
+class ContractionTiling(NamedTuple):
     m: Split
     n: Split
     k: Split
@@ -212,7 +211,7 @@ class ContractionTiler:
         candidates, refusal = [], None
         for index, (_, orientation) in enumerate(self.orientations):
             try:
-                candidates += [Candidate((index, c.tiling), c.size)
+                candidates += [Candidate((index, c.tiling), c.size, c.bound)
                                for c in orientation.candidates()]
             except NotLowerable as error:
                 refusal = refusal or error
@@ -443,32 +442,63 @@ class OrientedTiler:
                                                     if i.engine_name == "vector"])
         return self._costs[key]
 
+    def first_block(self, name: str, roles: dict[str, Split]) -> list[tuple[int, int]]:
+        """(count, stride) of the dims tensor `name` varies along in its first block
+        (its dims of the roles in `roles`; batch index 0)."""
+        tensor = self.layout.tensors[name]
+        counts = [c for role in tensor_roles(name) for c in (
+            roles[role].first_counts(self.extents(role)) if role in roles
+            else (1,) * len(self.extents(role)))]
+        return [(c, s) for c, s in zip(counts, tensor.strides) if s]
+
     def transfer(self, op: str, name: str, roles: dict[str, Split]) -> int:
-        """Busy cycles of the DMA instructions moving the first block of tensor `name`
-        (its dims of the roles in `roles`; batch index 0), cached."""
+        """Busy cycles of the DMA instructions moving the first block of tensor `name`,
+        cached."""
         key = (op, name, tuple(roles.items()))
         if key not in self._costs:
             tensor = self.layout.tensors[name]
-            counts = [c for role in tensor_roles(name) for c in (
-                roles[role].first_counts(self.extents(role)) if role in roles
-                else (1,) * len(self.extents(role)))]
-            live = [(c, s) for c, s in zip(counts, tensor.strides) if s]
+            live = self.first_block(name, roles)
             dense = dense_sram_strides([c for c, _ in live])
             probe = Buffer("probe", tensor.dtype, (prod(c for c, _ in live),), "sram")
             dims = [Dim(c, s, d) for (c, s), d in zip(live, dense)]
             self._costs[key] = busy_cycles(self.m, dma_instrs(op, tensor, 0, probe, 0, dims, ""))
         return self._costs[key]
 
+    def transfer_bound(self, op: str, name: str, roles: dict[str, Split]) -> int:
+        """Cycles `transfer` cannot fall below, a load's as a store's: one DMA latency
+        and the block's bytes at the DRAM bandwidth (a transfer moves whole bursts, at
+        least its bytes), cached."""
+        key = ("bound", name, tuple(roles.items()))
+        if key not in self._costs:
+            size = prod(c for c, _ in self.first_block(name, roles)) * \
+                dtype_bytes(self.layout.tensors[name].dtype)
+            self._costs[key] = self.m.dma_latency_cycles + \
+                ceil_div(size, self.m.dram_bytes_per_cycle)
+        return self._costs[key]
+
     def estimate(self, t: ContractionTiling) -> int:
-        (nm, nn, nk), (load_a, load_b, store, epilogue_loads, mac, vector, scale) = \
-            self._block_costs(t.m, t.n, t.k)
-        tiles = self.batch * nm * nn
-        a_loads = self.batch * nm * nk if t.m_outer and nk <= 2 else tiles * nk
-        b_loads = self.batch * nn * nk if not t.m_outer and nk <= 2 else tiles * nk
+        return self._pipelined(t, self._block_costs(t.m, t.n, t.k))
+
+    def bound(self, t: ContractionTiling) -> int:
+        """Cycles `estimate(t)` cannot fall below, from the block costs' bounds."""
+        return self._pipelined(t, self._block_costs(t.m, t.n, t.k, bound=True))
+
+    def _pipelined(self, t: ContractionTiling, block_costs) -> int:
+        """The tiles through the engines' pipeline, from one tile's costs."""
+        (nm, nn, nk), (load_a, load_b, store, epilogue_loads, mac, vector, scale) = block_costs
+        tiles, a_loads, b_loads = self.loads(t, nm, nn, nk)
         dma_in = a_loads * load_a + b_loads * load_b + tiles * epilogue_loads
         scaled = a_loads if self.affine_role == "m" else b_loads
         return max(tiles * nk * mac, dma_in, tiles * store, tiles * vector + scaled * scale) + \
             load_a + load_b + scale + epilogue_loads + mac + vector + store
+
+    def loads(self, t: ContractionTiling, nm: int, nn: int, nk: int) -> tuple[int, int, int]:
+        """The tiles, and the loads of A and of B blocks: the operand of the outer loop
+        is loaded once per outer block when K has at most two blocks (slots)."""
+        tiles = self.batch * nm * nn
+        a_loads = self.batch * nm * nk if t.m_outer and nk <= 2 else tiles * nk
+        b_loads = self.batch * nn * nk if not t.m_outer and nk <= 2 else tiles * nk
+        return tiles, a_loads, b_loads
 
     def inner_role(self, t: ContractionTiling) -> str:
         return "n" if t.m_outer else "m"
@@ -507,22 +537,25 @@ class OrientedTiler:
         pieces = ramp_down_pieces(last, depth, growth, step)
         return None if pieces is None else [Split(split.dim, piece) for piece in pieces]
 
-    def _block_costs(self, m: Split, n: Split, k: Split):
+    def _block_costs(self, m: Split, n: Split, k: Split, bound: bool = False):
         """The block counts of M, N and K, and the busy cycles of one tile's transfers,
-        MAC, epilogue and B scaling: what both loop orders share, cached."""
-        key = ("block", m, n, k)
+        MAC, epilogue and B scaling: what both loop orders share, cached. With `bound`,
+        bounds of them that emit nothing: each transfer at its transfer_bound, the
+        epilogue of an integer accumulator (costed from its instructions) at 0."""
+        key = ("block", bound, m, n, k)
         if key not in self._costs:
+            transfer = self.transfer_bound if bound else self.transfer
             t = ContractionTiling(m, n, k, True)
             mt, nt, kt = self.sizes(t)
+            vector = 0 if bound and self.acc_dtype == "i32" else self.vector_cycles(m, n)
             self._costs[key] = self.counts(t), (
-                self.transfer("dma.load", "a", {"m": m, "k": k}),
-                self.transfer("dma.load", "b", {"k": k, "n": n}),
-                sum(self.transfer("dma.store", name, {"m": m, "n": n})
-                    for name in self.outputs),
-                sum(self.transfer("dma.load", tensor.name, {"m": m, "n": n})
+                transfer("dma.load", "a", {"m": m, "k": k}),
+                transfer("dma.load", "b", {"k": k, "n": n}),
+                sum(transfer("dma.store", name, {"m": m, "n": n}) for name in self.outputs),
+                sum(transfer("dma.load", tensor.name, {"m": m, "n": n})
                     for tensor in self.streamed),
                 self.mac_cycles(mt, nt, kt),
-                self.vector_cycles(m, n) + self.row_bias_cycles(mt * nt),
+                vector + self.row_bias_cycles(mt * nt),
                 self.scale_cycles(kt * (mt if self.affine_role == "m" else nt)))
         return self._costs[key]
 
@@ -552,7 +585,7 @@ class OrientedTiler:
                         ContractionTiling(s, n_split, k_split, m_outer)) <= m.sram_bytes)
                     for m_split in fit:
                         t = ContractionTiling(m_split, n_split, k_split, m_outer)
-                        candidates.append(Candidate(t, prod(self.sizes(t))))
+                        candidates.append(Candidate(t, prod(self.sizes(t)), self.bound(t)))
         if not candidates:
             raise NotLowerable("does not fit SRAM even tiled: matmul "
                                f"{self.layout.count('m')}x{self.layout.count('n')}x"

@@ -29,6 +29,7 @@ ENGINES = ("dma_in", "mac", "vector", "dma_out")
 class Candidate(NamedTuple):
     tiling: object
     size: int          # elements per tile: among near-equal estimates the biggest wins
+    bound: int = 0     # cycles its estimate cannot fall below (0: none known)
 
 
 class Tiler(Protocol):
@@ -42,10 +43,17 @@ class Tiler(Protocol):
 def cheapest(tiler: Tiler, candidates: list[Candidate]):
     """The tiling of the biggest tile among the candidates within 1% of the best
     estimate, since fewer, bigger tiles make a shorter program at no measurable cost
-    (the lower estimate among equal sizes, the first among equal both)."""
-    estimated = [(tiler.estimate(c.tiling), c.size, c.tiling) for c in candidates]
-    best = min(estimate for estimate, _, _ in estimated)
-    _, _, tiling = max((c for c in estimated if c[0] <= best * NEAR_BEST),
+    (the lower estimate among equal sizes, the first among equal both). Candidates are
+    estimated in the order of their bounds, up to the first bound past 1% of the best
+    estimate so far: the ones left cannot be within 1% of the best."""
+    estimates, best = {}, None
+    for index in sorted(range(len(candidates)), key=lambda i: candidates[i].bound):
+        if best is not None and candidates[index].bound > best * NEAR_BEST:
+            break
+        estimates[index] = tiler.estimate(candidates[index].tiling)
+        best = estimates[index] if best is None else min(best, estimates[index])
+    _, _, tiling = max(((estimates[i], candidates[i].size, candidates[i].tiling)
+                        for i in sorted(estimates) if estimates[i] <= best * NEAR_BEST),
                        key=lambda c: (c[1], -c[0]))
     return tiling
 
