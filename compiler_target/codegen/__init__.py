@@ -16,7 +16,7 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import partial
 
 from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
@@ -44,34 +44,21 @@ def plan_dispatch(index: int, executable_op, machine,
 def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
                      probes: list[list[int | None] | None], deferred: bool) -> DispatchPlan:
     """The plan of a dispatch with dynamic extents: its plan at the first probe's
-    constants at which the dispatch is valid (a 512-tap window needs an input longer
-    than 64), with a parametric npu-fb (source and extent constants) when that plan
-    runs on the NPU; with `deferred`, its lowering at the probe is left pending like a
-    static one's (complete_plans runs them together, then makes it parametric)."""
+    constants at which it plans onto the NPU (a 512-tap window needs an input longer
+    than 64, a layer's work at a batch of 64 may exceed a program's), with a
+    parametric npu-fb (source and extent constants); else a host plan with the first
+    probe's refusal. With `deferred`, the lowering at the first probe the analysis
+    takes is left pending like a static one's (complete_plans runs them together);
+    should it refuse, the later probes are planned in this process then."""
     analysis = analyse(executable_op)
-    source = str(executable_op)
-    extents = ", ".join(f"pc{k}" for k in dims)
-    probe, module, refusals = None, None, []      # the first probe's refusal is reported
-    for candidate in probes or [None]:
-        probe = _probe_values(executable_op, dims, candidate)
-        try:
-            if probe is None:
-                raise NotSupported(f"dynamic extents ({extents}) the host program computes "
-                                   "in a way the npu target cannot evaluate at compile time")
-            module = specialised(source, executable_op.context, probe)
-            break
-        except NotSupported as error:
-            refusals.append(error)
-    try:
-        if module is None:
-            raise refusals[0]
-        plan = plan_static(index, executable_of(module), machine, deferred)
-    except NotSupported as error:
+    attempts = _ProbeAttempts(index, executable_op, machine, dims, probes)
+    probe, plan = attempts.next_plan(deferred)
+    if plan is None:
         plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,
-                            target="host", reason=f"not supported on npu: {error}")
+                            target="host", reason=attempts.refusals[0])
     plan.summary = analysis.summary
     plan.task = task_of(analysis)
-    finish = partial(_made_parametric, analysis=analysis, source=source, probe=probe,
+    finish = partial(_made_parametric, analysis=analysis, attempts=attempts, probe=probe,
                      machine=machine)
     if plan.pending is not None:
         plan.pending.finish = finish
@@ -80,32 +67,79 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
     return plan
 
 
-def _made_parametric(plan: DispatchPlan, analysis: Analysis, source: str,
-                     probe: dict[int, int], machine) -> None:
+class _ProbeAttempts:
+    """The probes a dispatch with dynamic extents is planned at, in turn, and the
+    reasons the ones tried did not take it."""
+
+    def __init__(self, index: int, executable_op, machine, dims: tuple[int, ...],
+                 probes: list[list[int | None] | None]):
+        self.index, self.executable_op, self.machine, self.dims = \
+            index, executable_op, machine, dims
+        self.source = str(executable_op)
+        self.remaining = list(probes or [None])
+        self.refusals: list[str] = []
+
+    def next_plan(self, deferred: bool) -> tuple[dict[int, int] | None, DispatchPlan | None]:
+        """(probe values, plan) at the next probe whose plan runs on the NPU or waits
+        for its lowering (`deferred`), or (None, None) when no probe is left."""
+        while self.remaining:
+            probe = _probe_values(self.executable_op, self.dims, self.remaining.pop(0))
+            try:
+                if probe is None:
+                    extents = ", ".join(f"pc{k}" for k in self.dims)
+                    raise NotSupported(f"dynamic extents ({extents}) the host program "
+                                       "computes in a way the npu target cannot evaluate "
+                                       "at compile time")
+                module = specialised(self.source, self.executable_op.context, probe)
+            except NotSupported as error:
+                self.refusals.append(f"not supported on npu: {error}")
+                continue
+            plan = plan_static(self.index, executable_of(module), self.machine, deferred)
+            if plan.target == "npu" or plan.pending is not None:
+                return probe, plan
+            self.refusals.append(plan.reason)
+        return None, None
+
+
+def _made_parametric(plan: DispatchPlan, analysis: Analysis, attempts: _ProbeAttempts,
+                     probe: dict[int, int] | None, machine) -> None:
     """An npu plan at the probe's extents as the dispatch's plan for any extents: its
-    npu-fb the parametric export, its detail the probe's."""
+    npu-fb the parametric export, its detail the probe's. A plan whose lowering refused
+    takes the next probe's plan that runs on the NPU, if any."""
+    if plan.target != "npu" and probe is not None:
+        attempts.refusals.append(plan.reason)
+        probe, retried = attempts.next_plan(deferred=False)
+        if retried is not None:
+            for field in fields(DispatchPlan):
+                if field.name not in ("summary", "task"):
+                    setattr(plan, field.name, getattr(retried, field.name))
     if plan.target != "npu":
+        plan.reason = attempts.refusals[0]
         return
     probe_text = ", ".join(f"pc{k}={value}" for k, value in probe.items())
     plan.detail = (f"dynamic extents, specialised at dispatch time; at the probe input's "
                    f"{probe_text}: {plan.detail}")
-    plan.npu_fb = parametric_npu_fb(analysis, source, tuple(probe), machine)
+    plan.npu_fb = parametric_npu_fb(analysis, attempts.source, tuple(probe), machine)
     plan.macs = 0          # unknown until the extents are: npu-sim counts them per call
 
 
 def _probe_values(executable_op, dims: tuple[int, ...],
                   probe: list[int | None] | None) -> dict[int, int] | None:
     """The probe value of each constant to specialise, or None when an extent's is
-    unknown. Where the host program's value is unknown at compile time: a high word (of
-    a loop position) probes as 0, the first position; a scalar that sizes nothing (a
-    value the host read back from the device, a quantized zero point) is not
-    specialised: the code generator reads it as a push constant."""
+    unknown. A high word probes as 0, as at run time: an offset's stays 0 below 4 GiB
+    wherever the probe input's buffers would lie (a batch of 64 may take more), a loop
+    position's is 0 at the first position. Where the host program's value is unknown
+    at compile time, a scalar that sizes nothing (a value the host read back from the
+    device, a quantized zero point) is not specialised: the code generator reads it as
+    a push constant."""
     high_words, sizes = high_word_constants(executable_op), size_constants(executable_op)
     values = {}
     for k in dims:
         value = probe[k] if probe is not None and k < len(probe) else None
-        if value is not None or k in high_words:
-            values[k] = value or 0
+        if k in high_words:
+            values[k] = 0
+        elif value is not None:
+            values[k] = value
         elif k in sizes:
             return None
     return values
@@ -209,16 +243,16 @@ def _complete(plan: DispatchPlan, outcome) -> None:
     machine, finish, plan.pending = plan.pending.machine, plan.pending.finish, None
     if isinstance(outcome, str):
         plan.reason = outcome
-        return
-    compiled = outcome
-    plan.target = "npu"
-    plan.detail = compiled.detail
-    plan.npu_fb = compiled.npu_fb
-    plan.ir_stages = compiled.ir_stages
-    plan.estimated_cycles = compiled.estimated_cycles
-    plan.roofline_cycles = compiled.roofline.cycles(machine)
-    plan.mac_dtype = compiled.roofline.mac_dtype
-    plan.engine_busy_cycles = compiled.engine_busy_cycles
+    else:
+        compiled = outcome
+        plan.target = "npu"
+        plan.detail = compiled.detail
+        plan.npu_fb = compiled.npu_fb
+        plan.ir_stages = compiled.ir_stages
+        plan.estimated_cycles = compiled.estimated_cycles
+        plan.roofline_cycles = compiled.roofline.cycles(machine)
+        plan.mac_dtype = compiled.roofline.mac_dtype
+        plan.engine_busy_cycles = compiled.engine_busy_cycles
     if finish is not None:
         finish(plan)
 

@@ -2,6 +2,8 @@
 if not, the reason the report shows ("not supported on npu: ...")."""
 from dataclasses import fields
 
+from executable_format.cost import program_work_limit
+
 from .analysis import Analysis
 from .ops import Conv2D, Matmul, NpuOp, Pool2D, Reduce, TensorRef
 
@@ -27,6 +29,10 @@ def legalize(analysis: Analysis, machine) -> str:
     if analysis.op is None:
         return f"not supported on npu: {analysis.problem}"
     problem = _problem(analysis.op)
+    if not problem and analysis.macs > program_work_limit(machine):
+        # Each MAC is a unit of a program's work: the verifier would refuse the program.
+        problem = (f"{analysis.macs} MACs in one dispatch: over the per-program work limit "
+                   f"{program_work_limit(machine)}")
     return f"not supported on npu: {problem}" if problem else ""
 
 

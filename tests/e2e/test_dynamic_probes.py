@@ -1,0 +1,69 @@
+"""Dynamic dims planned at the probe input the NPU takes: a dispatch with dynamic
+extents is planned at every dynamic input dim 64, then 1024, 16384, 8 and 1, and runs
+on the NPU if any of them does (compiler_target/codegen/__init__.py). Each network
+below ran a layer on the host at every size while only the first probe was lowered:
+too big for one program at a batch of 64, emptied by poolings at a length of 64, or
+reading a binding offset whose high word the host program made 1 at a batch of 64."""
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.e2e.onnx_on_npu import loaded_on_npu, onnx_file, onnxruntime_output
+
+
+def _graph(nodes, x_shape, y_shape, weights: dict):
+    return helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+        [numpy_helper.from_array(w, name) for name, w in weights.items()])
+
+
+def _check(path, shapes, rng):
+    """At each input shape: every dispatch on the NPU, the output onnxruntime's."""
+    with loaded_on_npu(path) as module:
+        for shape in shapes:
+            x = rng.standard_normal(shape).astype(np.float32)
+            got = np.asarray(module.g(x))
+            assert module.last_call_stats.host_dispatches == 0, shape
+            expected = onnxruntime_output(path, {"x": x})
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+def test_a_layer_past_a_programs_work_at_a_batch_of_64_runs_on_the_npu(tmp_path):
+    """A 512-channel 3x3 convolution over 24x24 pixels: 1.36 G MACs per image, past the
+    per-program work limit (6.9e10) at a batch of 64, well under it at 8."""
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((512, 512, 3, 3)) * 0.02).astype(np.float32)
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    path = onnx_file(_graph([conv], ("batch", 512, 24, 24), ("batch", 512, 24, 24), {"w": w}),
+                     tmp_path / "wide_conv.onnx")
+    _check(path, [(1, 512, 24, 24), (2, 512, 24, 24)], rng)
+
+
+def test_a_length_emptied_by_poolings_at_64_runs_on_the_npu(tmp_path):
+    """Seven poolings by 2 leave nothing of 64 samples (a pitch network's frames): the
+    convolution after them is planned at 1024."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((16, 8, 1)).astype(np.float32)
+    nodes = [helper.make_node("MaxPool", [f"p{i}" if i else "x"], [f"p{i + 1}"],
+                              kernel_shape=[2], strides=[2]) for i in range(7)]
+    nodes.append(helper.make_node("Conv", ["p7", "w"], ["y"]))
+    path = onnx_file(_graph(nodes, (1, 8, "samples"), (1, 16, "frames"), {"w": w}),
+                     tmp_path / "pooled.onnx")
+    _check(path, [(1, 8, 1024), (1, 8, 4096)], rng)
+
+
+def test_offsets_past_4_gib_at_a_batch_of_64_stay_binding_views(tmp_path):
+    """Eight 1x1 branches concatenated into 128 channels of 240x320 pixels: at a batch
+    of 64 the transient buffers pass 4 GiB, so the offsets of the last dispatches have a
+    high word of 1 there; at run time it is 0, and so it is probed."""
+    rng = np.random.default_rng(2)
+    weights = {f"w{i}": (rng.standard_normal((16, 16, 1, 1)) * 0.2).astype(np.float32)
+               for i in range(8)}
+    weights["wf"] = (rng.standard_normal((4, 128, 3, 3)) * 0.05).astype(np.float32)
+    nodes = [n for i in range(8) for n in (helper.make_node("Conv", ["x", f"w{i}"], [f"c{i}"]),
+                                           helper.make_node("Relu", [f"c{i}"], [f"r{i}"]))]
+    nodes += [helper.make_node("Concat", [f"r{i}" for i in range(8)], ["cat"], axis=1),
+              helper.make_node("Conv", ["cat", "wf"], ["y"], pads=[1, 1, 1, 1])]
+    path = onnx_file(_graph(nodes, ("batch", 16, 240, 320), ("batch", 4, 240, 320), weights),
+                     tmp_path / "branches.onnx")
+    _check(path, [(1, 16, 240, 320)], rng)
