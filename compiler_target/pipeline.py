@@ -21,6 +21,7 @@ from iree.compiler._mlir_libs._mlir import globals as _mlir_globals
 
 from compiler_target import dispatch_report, dumps
 from compiler_target.constant_globals import inline_constant_globals
+from compiler_target.depth_stacked_convs import rewrite_3d_convolutions
 from compiler_target.epilogue_barriers import separate_unfusable_epilogues
 from compiler_target.dispatch_plan import DispatchPlan
 from compiler_target.errors import CompileError, writing
@@ -37,6 +38,7 @@ SPLIT_PHASE = "executable-sources"  # where the code generator sees each dispatc
 SWAP_PHASE = "hal"                  # where binaries and device queries are rewritten
 # Rewrites of the whole program before dispatches form, each where its phase ends.
 IR_REWRITES = (("input", rewrite_zero_point_contractions),
+               ("input", rewrite_3d_convolutions),
                ("global-optimization", inline_constant_globals),
                ("global-optimization", separate_unfusable_epilogues))
 

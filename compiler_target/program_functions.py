@@ -1,6 +1,7 @@
 """The bodies of a whole program's functions, for the rewrites the split pipeline applies
 before dispatches form (compiler_target.pipeline.IR_REWRITES), and the ops nested in
 an op, for the code generator's walks of a dispatch function."""
+from iree.compiler import ir
 
 
 def function_blocks(module):
@@ -18,3 +19,22 @@ def nested_ops(op):
             for inner in block.operations:
                 yield inner.operation
                 yield from nested_ops(inner.operation)
+
+
+def clone_before(op, parsed, values: list) -> ir.Value:
+    """Clones the parsed function's body before `op`, its arguments bound to `values`;
+    returns the value it returns."""
+    function = parsed.body.operations[0]
+    block = function.regions[0].blocks[0]
+    mapping = dict(zip(block.arguments, values))
+    with ir.InsertionPoint(op):
+        for inner in block.operations:
+            if inner.name == "func.return":
+                return mapping[inner.operands[0]]
+            clone = inner.clone()
+            for i, operand in enumerate(clone.operands):
+                if operand in mapping:
+                    clone.operands[i] = mapping[operand]
+            for old, new in zip(inner.results, clone.results):
+                mapping[old] = new
+    raise AssertionError("the parsed function has no return")

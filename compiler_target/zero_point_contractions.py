@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from compiler_target.program_functions import function_blocks
+from compiler_target.program_functions import clone_before, function_blocks
 
 _CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul", "linalg.generic")
 _QUANTIZED_CONV = "linalg.conv_2d_nchw_fchw_q"
@@ -394,7 +394,7 @@ class _Function:
         arguments = ", ".join(f"%a{i}: {v.type}" for i, v in enumerate(self.values))
         text = (f"func.func @f({arguments}) -> {result_type} {{\n" + "\n".join(self.lines)
                 + f"\nreturn %result : {result_type}\n}}")
-        return _clone_before(op, ir.Module.parse(text, context), self.values)
+        return clone_before(op, ir.Module.parse(text, context), self.values)
 
 
 def _combination(inputs, products, out_dims, result_type, sizes: str) -> list[str]:
@@ -441,22 +441,3 @@ def _map(rank: int, dims) -> str:
 
 def _tensor_type(shape, element: str) -> str:
     return f"tensor<{''.join(f'{e if e >= 0 else chr(63)}x' for e in shape)}{element}>"
-
-
-def _clone_before(op, parsed, values: list) -> ir.Value:
-    """Clones the parsed function's body before `op`, its arguments bound to `values`;
-    returns the value it returns."""
-    function = parsed.body.operations[0]
-    block = function.regions[0].blocks[0]
-    mapping = dict(zip(block.arguments, values))
-    with ir.InsertionPoint(op):
-        for inner in block.operations:
-            if inner.name == "func.return":
-                return mapping[inner.operands[0]]
-            clone = inner.clone()
-            for i, operand in enumerate(clone.operands):
-                if operand in mapping:
-                    clone.operands[i] = mapping[operand]
-            for old, new in zip(inner.results, clone.results):
-                mapping[old] = new
-    raise AssertionError("the parsed function has no return")

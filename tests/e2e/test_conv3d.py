@@ -1,0 +1,40 @@
+"""3-D convolutions (a brain segmentation network's dilated Conv3d layers) on the NPU as
+2-D ones over depth-stacked input slices (compiler_target/depth_stacked_convs.py),
+against onnxruntime. They ran on the host ('convolution with 3 windowed dims')."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.e2e.onnx_on_npu import call_on_npu, onnx_file, onnxruntime_output
+
+CASES = {
+    # channels, features, kernel, strides, dilations, pads (begin d h w, end d h w)
+    "one_channel_same": (1, 5, (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1, 1, 1, 1)),
+    "dilated_same": (4, 5, (3, 3, 3), (1, 1, 1), (2, 2, 2), (2, 2, 2, 2, 2, 2)),
+    "strided_uneven": (3, 6, (3, 2, 3), (2, 1, 2), (1, 2, 1), (1, 0, 1, 0, 1, 1)),
+    "pointwise": (5, 3, (1, 1, 1), (1, 1, 1), (1, 1, 1), (0, 0, 0, 0, 0, 0)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_conv3d_with_bias_and_relu_runs_on_the_npu(tmp_path, case):
+    channels, features, kernel, strides, dilations, pads = CASES[case]
+    rng = np.random.default_rng(len(case))
+    w = (rng.standard_normal((features, channels, *kernel)) * 0.3).astype(np.float32)
+    b = rng.standard_normal(features).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=list(kernel),
+                              strides=list(strides), dilations=list(dilations), pads=list(pads)),
+             helper.make_node("Relu", ["c"], ["y"])]
+    shape = (1, channels, 10, 12, 9)
+    out = [(n + p0 + p1 - d * (k - 1) - 1) // s + 1 for n, p0, p1, d, k, s in
+           zip(shape[2:], pads[:3], pads[3:], dilations, kernel, strides)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, features, *out))],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    path = onnx_file(graph, tmp_path / f"{case}.onnx")
+    x = rng.standard_normal(shape).astype(np.float32)
+    result = call_on_npu(path, "g", x)
+    assert result.stats.host_dispatches == 0, result.report
+    expected = onnxruntime_output(path, {"x": x})
+    np.testing.assert_allclose(result.output, expected, rtol=1e-5, atol=1e-5)
