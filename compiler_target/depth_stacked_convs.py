@@ -12,8 +12,8 @@ batch of them:
                                       w transposed to (F, KD, C, KH, KW) as (F, KD·C, KH, KW))
 
 transposed back to (N, F, Do, Ho, Wo). The stacked input is a copy KD times the input's
-size (a dispatch of its own, on the NPU's DMA); the weights' transpose is folded by
-IREE's const-eval. Only static shapes are rewritten; a dynamic 3-D convolution stays on
+size (a dispatch of its own, on the NPU's DMA; with one depth tap IREE may fold it into
+the conv's reads); the weights' transpose is folded by IREE's const-eval. Only static shapes are rewritten; a dynamic 3-D convolution stays on
 the host.
 """
 from iree.compiler import ir
@@ -70,6 +70,11 @@ def _stacked_function(image, weights, init, result, strides, dilations) -> str:
     flat_filters = tensor([f, kd * c, kh, kw], w_element)
     by_depth = tensor([n, do, f, ho, wo], out_element)
     flat_out = tensor([n * do, f, ho, wo], out_element)
+    # Several depth taps: the copy stacks them, kept as it is (with one input channel
+    # IREE would fold it into a conv with three windowed dims again). One: the copy
+    # only reorders the input, and IREE may fold it into the conv's reads.
+    barrier = f"%kept = util.optimization_barrier %x : {stacked}" if kd > 1 else \
+        f"%kept = tensor.cast %x : {stacked} to {stacked}"
     return f"""
 func.func @f(%image: {tensor(image[0], in_element)}, %weights: {tensor(weights[0], w_element)},
              %init: {tensor(init[0], init[1])}) -> {tensor(result[0], out_element)} {{
@@ -82,7 +87,7 @@ func.func @f(%image: {tensor(image[0], in_element)}, %weights: {tensor(weights[0
   ^bb0(%in: {in_element}, %out: {in_element}):
     linalg.yield %in : {in_element}
   }} -> {stacked}
-  %kept = util.optimization_barrier %x : {stacked}
+  {barrier}
   %planes = tensor.collapse_shape %kept [[0, 1], [2, 3], [4], [5]] : {stacked} into {planes}
   %w0 = tensor.empty() : {filters}
   %wt = linalg.transpose ins(%weights : {tensor(weights[0], w_element)}) outs(%w0 : {filters})
