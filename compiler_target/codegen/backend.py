@@ -32,7 +32,7 @@ from .npu_ir import Instr, instr_line
 from .ops import NpuOp
 from .roofline import roofline
 from .schedule import schedule
-from .tile import TiledProgram, tiled_text
+from .tile import SramFull, TiledProgram, tiled_text
 from .tiler import cheapest
 
 __all__ = ["BindingInfo", "CompiledOp", "NotLowerable", "compile_op"]
@@ -116,9 +116,22 @@ def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: Ma
 
 
 def tile_program(lowered: Lowered, machine: MachineConfig) -> TiledProgram:
-    """The program of the op kind's tiler for its cheapest candidate tiling."""
+    """The program of the op kind's tiler for its cheapest candidate tiling. Where the
+    emitter finds that tiling's buffers past SRAM (a tiler's footprint formula leaves out
+    what an epilogue plans for itself: a requantization's tables and value tiles), the
+    cheapest of the candidates with smaller tiles, and so on."""
     tiler = TILERS[lowered.kind](lowered, machine)
-    program = tiler.emit(cheapest(tiler, tiler.candidates()))
+    candidates = tiler.candidates()
+    while True:
+        tiling = cheapest(tiler, candidates)
+        try:
+            program = tiler.emit(tiling)
+            break
+        except SramFull:
+            size = next(c.size for c in candidates if c.tiling is tiling)
+            candidates = [c for c in candidates if c.size < size]
+            if not candidates:
+                raise
     program.dram = list(lowered.tensors.values())
     return program
 

@@ -102,6 +102,11 @@ def fitting(sizes: list[int], fits) -> list[int]:
     return sizes[:low]
 
 
+class SramFull(NotLowerable):
+    """A buffer past SRAM's capacity: the tiling's buffers do not fit (a smaller tile's
+    may)."""
+
+
 class Sram:
     """Bump allocator over [0, capacity) bytes (None: unbounded, to measure footprints)."""
 
@@ -114,7 +119,7 @@ class Sram:
         buffer = Buffer(name, dtype, tuple(shape), "sram", addr=self.top)
         end = self.top + buffer.size_bytes
         if self.capacity is not None and end > self.capacity:
-            raise NotLowerable(f"does not fit SRAM: {name} needs {buffer.size_bytes} bytes "
+            raise SramFull(f"does not fit SRAM: {name} needs {buffer.size_bytes} bytes "
                                f"at {self.top}, SRAM has {self.capacity}")
         self.top = end + (-end % SRAM_ALIGN)
         self.buffers.append(buffer)
