@@ -24,6 +24,12 @@ with all its MACs:
   elementwise dispatch of its own, whose gather the NPU reads as a strided view:
   nothing to separate.
 
+The same holds for a pooling window's input: the NPU pools a tensor it reads as a strided
+view, and dispatch formation fuses the window with an elementwise producer (a QDQ
+graph's dequantization before a MaxPool or AveragePool), which sent the pooling to the
+host; the barrier goes on that operand, so the producer is a dispatch of its own and the
+window reads its result (a round trip of the f32 map through memory).
+
 A contraction is a named matmul, batch matmul or convolution, or a generic whose body
 is a multiply-add of its two inputs (extensions allowed, and zero points subtracted: a
 quantized conv with its zero points as scalar operands). Reductions are left alone: a
@@ -36,6 +42,7 @@ from iree.compiler import ir
 from compiler_target.program_functions import function_blocks
 
 _QUANTIZE_OPS = ("iree_linalg_ext.quantize_affine", "iree_linalg_ext.dequantize_affine")
+_POOL_BODY_OPS = {"arith.maximumf", "arith.maxnumf", "arith.addf", "linalg.yield"}
 _BODY_OPS = {"arith.extf", "arith.extsi", "arith.extui", "arith.mulf", "arith.muli",
              "arith.addf", "arith.addi", "arith.subi", "linalg.yield"}
 
@@ -47,7 +54,10 @@ def separate_unfusable_epilogues(module) -> int:
         epilogue_values, fused_values, gathered_values = set(), set(), set()
         for op in list(block.operations):
             op = op.operation
-            if _is_contraction(op):
+            if _is_pooling(op):
+                count += sum(_barrier(op, index) for index, operand in enumerate(op.operands)
+                             if _computed_elementwise(operand))
+            elif _is_contraction(op):
                 epilogue_values.add(op.results[0])
                 if _read_elementwise(op.results[0]):
                     fused_values.add(op.results[0])
@@ -135,6 +145,28 @@ def _is_contraction(op) -> bool:
     return (any("reduction" in i for i in iterators) and set(body) <= _BODY_OPS
             and {"arith.mulf", "arith.muli"} & set(body) != set()
             and len(op.regions[0].blocks[0].arguments) >= 3)
+
+
+def _is_pooling(op) -> bool:
+    """A window reduction without products: a linalg.generic with reduction loops, an
+    input indexed by a sum of loops and a body of maximums and sums (or a named pooling
+    op)."""
+    if op.name.startswith("linalg.pooling_"):
+        return True
+    if op.name != "linalg.generic" or len(op.results) != 1:
+        return False
+    iterators = [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
+    body = {inner.name for inner in op.regions[0].blocks[0].operations}
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    windowed = any("+" in str(result) for m in maps for result in m.results)
+    return any("reduction" in i for i in iterators) and windowed and \
+        body <= _POOL_BODY_OPS
+
+
+def _computed_elementwise(value) -> bool:
+    """Whether `value` is the result of an elementwise op (`_is_elementwise`)."""
+    owner = value.owner
+    return isinstance(owner, (ir.Operation, ir.OpView)) and _is_elementwise(owner.operation)
 
 
 def _is_elementwise(op) -> bool:
