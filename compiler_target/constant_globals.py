@@ -8,10 +8,14 @@ tensor (Tensordot) as Shape, Cast, Gather, ReduceProd and Concat into a Reshape'
 so the Reshape's result stays dynamic (`tensor<?x?xf32>`) and its MatMul gets extents
 the host program reads from a device buffer at run time. The npu target cannot evaluate
 those when it plans the dispatch, so the MatMul ran on the host (LYT-Net: 17 host
-dispatches, 8 M MACs). Loads of such globals (integers, at most MAX_ELEMENTS of them:
-shapes and extents, never weights) become `arith.constant`s; the stock passes after
-global optimization then fold the Reshape to a static one and its MatMul is an ordinary
-static dispatch.
+dispatches, 8 M MACs). Loads of such globals (non-negative integers, at most
+MAX_ELEMENTS of them: shapes and extents, never weights) become `arith.constant`s; the
+stock passes after global optimization then fold the Reshape to a static one and its
+MatMul is an ordinary static dispatch. A negative value is an ONNX Reshape's -1 that the
+importer passes on to tensor.reshape unresolved; folded, it made the stream passes
+compute negative resource sizes, so such globals stay loads, as for stock. Where the
+stock passes fail after this rewrite all the same, the driver compiles the module again
+without it (compiler_target/pipeline.py, `_run_to_split_phase`).
 """
 import math
 
@@ -52,11 +56,13 @@ def _constant_values(module) -> dict[str, ir.Attribute]:
 
 
 def _small_integer(value: ir.Attribute) -> bool:
+    """A non-negative integer, or at most MAX_ELEMENTS of them."""
     if isinstance(value, ir.IntegerAttr):
-        return True
+        return value.value >= 0
     if isinstance(value, ir.DenseIntElementsAttr):
         shaped = ir.ShapedType(value.type)
-        return shaped.has_static_shape and math.prod(shaped.shape) <= MAX_ELEMENTS
+        return shaped.has_static_shape and math.prod(shaped.shape) <= MAX_ELEMENTS and \
+            all(v >= 0 for v in value)
     return False
 
 

@@ -83,7 +83,7 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
         if end <= phase_index(SPLIT_PHASE):
             return ir_text(compiler.run(module, options.compile_from, options.compile_to))
         if start < phase_index(SPLIT_PHASE):
-            _run_to_split_phase(compiler, module, options.compile_from)
+            module = _run_to_split_phase(compiler, source, module, options.compile_from)
 
         machine = build_machine(options.npu.machine)
         plans = _plan_all(module, machine, options.npu.fallback, options.npu.codegen_jobs)
@@ -110,16 +110,38 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
     return output
 
 
-def _run_to_split_phase(compiler: StockCompiler, module, compile_from: str):
+def _run_to_split_phase(compiler: StockCompiler, source: Source, module, compile_from: str):
     """Runs the stock compiler to SPLIT_PHASE, each of IR_REWRITES applied (in place)
-    where its phase ends."""
-    for phase, rewrite in IR_REWRITES:
+    where its phase ends; returns the module. Constants inlined from globals can lead a
+    stock pass to build IR that fails verification (IREE 3.13 folds a static shape into a
+    quantize_affine's output and not into its input: a QDQ weight reshaped by a computed
+    shape): when the stock compiler fails after that rewrite changed the module, the
+    source is loaded again and compiled without it."""
+    changed: dict = {}
+    try:
+        _run_rewrites(compiler, module, compile_from, IR_REWRITES, changed)
+        return module
+    except CompileError:
+        if not changed.get(inline_constant_globals):
+            raise
+    module = _load(compiler, source)
+    _run_rewrites(compiler, module, compile_from,
+                  [(phase, rewrite) for phase, rewrite in IR_REWRITES
+                   if rewrite is not inline_constant_globals], {})
+    return module
+
+
+def _run_rewrites(compiler: StockCompiler, module, compile_from: str, rewrites,
+                  changed: dict) -> None:
+    """The stock phases to SPLIT_PHASE with `rewrites` applied where their phases end;
+    each rewrite's count of changes goes to `changed`."""
+    for phase, rewrite in rewrites:
         if phase_index(compile_from) > phase_index(phase):
             continue
         if compile_from != phase:
             compiler.run(module, compile_from, phase)
         with module.context, ir.Location.unknown():
-            rewrite(module)
+            changed[rewrite] = rewrite(module)
         compile_from = phase
     compiler.run(module, compile_from, SPLIT_PHASE)
 

@@ -8,9 +8,10 @@ decides npu or host); the values at run time come from the real input. Evaluatin
 host program, rather than guessing each dispatch's extents, keeps them consistent with
 each other (a convolution's input extent is twice its output extent plus its window).
 The evaluator covers the integer and f32 arithmetic IREE's host code computes extents
-with (f32 for Resize's scaled extents, rounded as f32 like the host program); a value it
-cannot compute leaves that dispatch without probe constants (host fallback, with the
-reason).
+with (f32 for Resize's scaled extents, rounded as f32 like the host program) and the
+integer globals IREE's const-eval left (a Reshape target computed from constant shapes:
+the target's dims that were not constant-folded away); a value it cannot compute leaves
+that dispatch without probe constants (host fallback, with the reason).
 """
 import math
 
@@ -31,7 +32,7 @@ class _Unknown(Exception):
 def probe_constants(module, extent: int) -> dict[str, list[int | None]]:
     """Executable symbol -> the u32 push constants of its first dispatch site with every
     dynamic input extent at `extent` (None for a constant the evaluator cannot compute)."""
-    evaluator, found = _Evaluator(extent), {}
+    evaluator, found = _Evaluator(extent, _integer_globals(module)), {}
 
     def visit(op):
         if op.name == "stream.cmd.dispatch":
@@ -46,6 +47,19 @@ def probe_constants(module, extent: int) -> dict[str, list[int | None]]:
         if op.operation.name in ("util.func", "util.initializer"):
             op.operation.walk(visit)
     return found
+
+
+def _integer_globals(module) -> dict[str, int]:
+    """Symbol -> value of each immutable global with an integer initial value (a scalar
+    IREE's const-eval computed: an extent of a Reshape target made of constant shapes)."""
+    values = {}
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "util.global" and "is_mutable" not in op.attributes and \
+                isinstance(op.attributes.get("initial_value"), ir.IntegerAttr):
+            values[ir.StringAttr(op.attributes["sym_name"]).value] = \
+                ir.IntegerAttr(op.attributes["initial_value"]).value
+    return values
 
 
 def _signed(value: int, bits: int) -> int:
@@ -139,8 +153,9 @@ _CASTS = ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui"
 
 
 class _Evaluator:
-    def __init__(self, extent: int):
+    def __init__(self, extent: int, globals_: dict[str, int]):
         self._extent = extent
+        self._globals = globals_
         self._values = {}
 
     def u32(self, value) -> int | None:
@@ -167,6 +182,11 @@ class _Evaluator:
         name = op.name
         if name == "hal.buffer_view.dim":
             return self._extent
+        if name == "util.global.load":
+            symbol = ir.FlatSymbolRefAttr(op.attributes["global"]).value
+            if symbol not in self._globals:
+                raise _Unknown()
+            return self._globals[symbol]
         if name == "arith.constant":
             attribute = op.attributes["value"]
             if isinstance(attribute, ir.FloatAttr):
