@@ -566,7 +566,7 @@ def reduction_kind(generic) -> str:
     if len(data) < len(generic.inputs) and integer_sum(body, data, out):
         return "window isum"
     conversions = sorted({name for name in names if name in CONVERSIONS})
-    if conversions and {"arith.mulf", "arith.muli"} & set(names) and len(data) == 2:
+    if conversions and len(data) == 2 and _multiplies_data(body, data):
         raise NotSupported(f"{generic.name}: mixed-precision body ({', '.join(conversions)}); "
                            "an NPU op has one element type")
     if names == ["arith.mulf", "arith.addf", "linalg.yield"] and len(data) == 2 and \
@@ -665,6 +665,22 @@ def dot_products(generic) -> bool:
     rows instead."""
     parallel = {l for l, kind in enumerate(generic.iterators) if kind == "parallel"}
     return all(parallel <= operand.loops() for operand in generic.inputs)
+
+
+def _multiplies_data(body, data) -> bool:
+    """Whether a product in the body has factors computed from two different data
+    operands (a contraction), rather than a data value times constants (a dequantized
+    value, summed)."""
+    sources = {arg: {k} for k, arg in enumerate(data)}
+    for op in body:
+        found = set().union(*(sources.get(v, set()) for v in op.operands))
+        for result in op.results:
+            sources[result] = found
+        if op.name in ("arith.mulf", "arith.muli") and len(op.operands) == 2:
+            a, b = (sources.get(v, set()) for v in op.operands)
+            if a and b and a | b != a & b:
+                return True
+    return False
 
 
 def combines(op, *values) -> bool:
