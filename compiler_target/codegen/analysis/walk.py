@@ -804,6 +804,11 @@ class Walk:
                 dims = self.main.logical_dims_of(operand.value.ref)
                 for terms, dim in zip(operand.terms, dims or []):
                     mapping[single_loop(terms)] = (dim, 1)
+        if not mapping and isinstance(self.main, reduction.ReductionMain) and \
+                self.main.kept_rank == 0 and list(generic.extents) == list(self.main.shape):
+            # After a reduction to one value (a global mean or deviation), a computation
+            # over values of the reduced tensor's shape: its loops are the reduced dims.
+            mapping = {loop: (loop, 1) for loop in range(len(generic.extents))}
         if not mapping:
             raise NotSupported(f"{generic.name} is a second computation independent of "
                                f"the {self.main.kind}")
@@ -985,15 +990,16 @@ SEVERAL_RESULTS = (elementwise.ElementwiseMain, contraction.ContractionMain,
 
 
 def _prologue(ops) -> set:
-    """The elementwise generics before a contraction or convolution that
-    only its epilogue reads (a quantized residual's dequantization): walked where the
-    epilogue reads them, in the main op's index space, rather than as the dispatch's
-    main op. Any other generic before the contraction that computes a value makes the
-    walk's main op elementwise, and the contraction is then refused as before."""
-    macs = [i for i, op in enumerate(ops) if is_mac_generic(op)]
-    if not macs:
+    """The elementwise generics before a contraction, convolution or reduction that
+    only ops after it read (a quantized residual's dequantization for a contraction's
+    epilogue; the dequantized values a global normalization divides by the reduced
+    deviation): walked where they are read, in the main op's index space, rather than
+    as the dispatch's main op. Any other generic before the main op that computes a
+    value makes the walk's main op elementwise, as before."""
+    mains = [i for i, op in enumerate(ops) if is_mac_generic(op) or _reduces(op)]
+    if not mains:
         return set()
-    first = macs[0]
+    first = mains[0]
     position = {op: i for i, op in enumerate(ops)}
     deferred: set[int] = set()
     for i in range(first - 1, -1, -1):
@@ -1005,6 +1011,10 @@ def _prologue(ops) -> set:
         if users and all(u is not None and (u > first or u in deferred) for u in users):
             deferred.add(i)
     return {ops[i] for i in deferred}
+
+
+def _reduces(op) -> bool:
+    return op.name == "linalg.generic" and "reduction" in str(op.attributes["iterator_types"])
 
 
 def is_mac_generic(op) -> bool:
