@@ -38,3 +38,22 @@ def test_conv3d_with_bias_and_relu_runs_on_the_npu(tmp_path, case):
     assert result.stats.host_dispatches == 0, result.report
     expected = onnxruntime_output(path, {"x": x})
     np.testing.assert_allclose(result.output, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_transpose3d_runs_on_the_npu(tmp_path):
+    """A 3-D U-Net's upsampling: IREE computes ConvTranspose as a convolution over the
+    input spread out with zeros, which the same rewrite takes."""
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((4, 6, 2, 2, 2)).astype(np.float32)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[2, 2, 2],
+                            strides=[2, 2, 2])
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 4, 6, 8, 5))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 6, 12, 16, 10))],
+        [numpy_helper.from_array(w, "w")])
+    path = onnx_file(graph, tmp_path / "conv_transpose3d.onnx")
+    x = rng.standard_normal((1, 4, 6, 8, 5)).astype(np.float32)
+    result = call_on_npu(path, "g", x)
+    assert result.stats.host_dispatches == 0, result.report
+    np.testing.assert_allclose(result.output, onnxruntime_output(path, {"x": x}),
+                               rtol=1e-5, atol=1e-5)
