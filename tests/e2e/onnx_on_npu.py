@@ -68,3 +68,21 @@ def stock_llvm_cpu(path: Path, cpu_flags=STOCK_CPU_FLAGS):
     subprocess.run([VENV_BIN / "iree-import-onnx", path, "-o", mlir], check=True)
     vmfb = stock_compile_file(str(mlir), target_backends=["llvm-cpu"], extra_args=cpu_flags)
     return iree.runtime.load_vm_flatbuffer(vmfb, driver="local-task").g
+
+
+def quantized_static(f32: Path, path: Path, feeds: list[dict], activations: str = "QInt8") -> Path:
+    """`f32` quantized as a user quantizes a network: onnxruntime's `quantize_static`, QDQ,
+    QInt8 weights, per-tensor, `activations` (QInt8 or QUInt8), calibrated on `feeds`."""
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Feeds(CalibrationDataReader):
+        def __init__(self):
+            self.remaining = list(feeds)
+
+        def get_next(self):
+            return self.remaining.pop(0) if self.remaining else None
+
+    quantize_static(str(f32), str(path), Feeds(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType[activations], weight_type=QuantType.QInt8)
+    return path

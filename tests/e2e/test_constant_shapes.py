@@ -9,7 +9,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.e2e.onnx_on_npu import call_on_npu, onnx_file, onnxruntime_output, stock_llvm_cpu
+from tests.e2e.onnx_on_npu import (call_on_npu, onnx_file, onnxruntime_output,
+                                  quantized_static, stock_llvm_cpu)
 
 
 def _tensordot(tmp_path):
@@ -49,8 +50,6 @@ def _reshaped_weight_gemm(tmp_path):
     """A Gemm whose weight is reshaped by a shape computed from the weight's own (Shape,
     Gather, ReduceProd, Concat, as tf2onnx writes an einsum), quantized with
     onnxruntime's quantize_static, which quantizes the reshaped weight as an activation."""
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
     rng = np.random.default_rng(0)
     initializers = [
         numpy_helper.from_array(rng.normal(0, 0.2, (1, 1, 128, 8, 16)).astype(np.float32), "w"),
@@ -67,19 +66,8 @@ def _reshaped_weight_gemm(tmp_path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     f32 = tmp_path / "gemm.onnx"        # the output's shape as shape inference finds it
     onnx.save(onnx.shape_inference.infer_shapes(model, data_prop=True), f32)
-
-    class Calibration(CalibrationDataReader):
-        def __init__(self):
-            feeds = np.random.default_rng(1).uniform(-1, 1, (4, 96, 128)).astype(np.float32)
-            self.feeds = [{"x": x} for x in feeds]
-
-        def get_next(self):
-            return self.feeds.pop(0) if self.feeds else None
-
-    quantized = tmp_path / "gemm_int8.onnx"
-    quantize_static(str(f32), str(quantized), Calibration(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
-    return quantized
+    samples = np.random.default_rng(1).uniform(-1, 1, (4, 96, 128)).astype(np.float32)
+    return quantized_static(f32, tmp_path / "gemm_int8.onnx", [{"x": x} for x in samples])
 
 
 def test_a_quantized_weight_reshaped_by_a_computed_shape_compiles_and_runs_on_the_npu(tmp_path):

@@ -10,20 +10,9 @@ a multiply and add into one rounding, as stock does with FMA; built for `generic
 x86-64, stock rounds 4 of the 65,536 values one quantization step apart)."""
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-from tests.e2e.onnx_on_npu import call_on_npu, onnx_file, stock_llvm_cpu
+from tests.e2e.onnx_on_npu import call_on_npu, onnx_file, quantized_static, stock_llvm_cpu
 
 SHAPE = (1, 32, 64, 32)
-
-
-class _Calibration(CalibrationDataReader):
-    def __init__(self):
-        samples = np.random.default_rng(1).uniform(-1, 1, (4, *SHAPE)).astype(np.float32)
-        self.feeds = [{"x": x} for x in samples]
-
-    def get_next(self):
-        return self.feeds.pop(0) if self.feeds else None
 
 
 def test_a_quantized_global_normalization_runs_on_the_npu(tmp_path):
@@ -42,9 +31,8 @@ def test_a_quantized_global_normalization_runs_on_the_npu(tmp_path):
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)], weights)
     f32 = onnx_file(graph, tmp_path / "norm.onnx")
-    path = tmp_path / "norm_int8.onnx"
-    quantize_static(str(f32), str(path), _Calibration(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    samples = np.random.default_rng(1).uniform(-1, 1, (4, *SHAPE)).astype(np.float32)
+    path = quantized_static(f32, tmp_path / "norm_int8.onnx", [{"x": x} for x in samples])
     x = np.random.default_rng(2).uniform(-1, 1, SHAPE).astype(np.float32)
     call = call_on_npu(path, "g", x)
     assert call.stats.host_dispatches == 0, call.report

@@ -8,23 +8,12 @@ bit for bit against stock IREE llvm-cpu."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-from tests.e2e.onnx_on_npu import call_on_npu, onnx_file, stock_llvm_cpu
+from tests.e2e.onnx_on_npu import call_on_npu, onnx_file, quantized_static, stock_llvm_cpu
 
 SHAPE = (1, 32, 4, 18)
 
 
-class _Calibration(CalibrationDataReader):
-    def __init__(self):
-        samples = np.random.default_rng(1).uniform(-1, 1, (4, *SHAPE)).astype(np.float32)
-        self.feeds = [{"x": x} for x in samples]
-
-    def get_next(self):
-        return self.feeds.pop(0) if self.feeds else None
-
-
-@pytest.mark.parametrize("activations", [QuantType.QInt8, QuantType.QUInt8], ids=["i8", "u8"])
+@pytest.mark.parametrize("activations", ["QInt8", "QUInt8"], ids=["i8", "u8"])
 def test_a_requantized_conv_summed_by_a_reduce_mean_runs_on_the_npu(tmp_path, activations):
     rng = np.random.default_rng(0)
     weights = [numpy_helper.from_array(rng.normal(0, 0.3, (68, 32, 1, 1)).astype(np.float32), "w"),
@@ -35,9 +24,9 @@ def test_a_requantized_conv_summed_by_a_reduce_mean_runs_on_the_npu(tmp_path, ac
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 68, 18))], weights)
     f32 = onnx_file(graph, tmp_path / "mean.onnx")
-    path = tmp_path / "mean_int8.onnx"
-    quantize_static(str(f32), str(path), _Calibration(), quant_format=QuantFormat.QDQ,
-                    activation_type=activations, weight_type=QuantType.QInt8)
+    samples = np.random.default_rng(1).uniform(-1, 1, (4, *SHAPE)).astype(np.float32)
+    path = quantized_static(f32, tmp_path / "mean_int8.onnx", [{"x": x} for x in samples],
+                            activations)
     x = np.random.default_rng(2).uniform(-1, 1, SHAPE).astype(np.float32)
     call = call_on_npu(path, "g", x)
     assert call.stats.host_dispatches == 0, call.report

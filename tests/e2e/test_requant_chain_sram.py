@@ -9,9 +9,7 @@ does (stock built for `generic` x86-64, without FMA, rounds 5 of the 3.7 M int8 
 this chain one step apart)."""
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-from tests.e2e.onnx_on_npu import call_on_npu, onnx_file, stock_llvm_cpu
+from tests.e2e.onnx_on_npu import call_on_npu, onnx_file, quantized_static, stock_llvm_cpu
 
 H, W = 180, 320
 
@@ -34,23 +32,14 @@ def _film_graph():
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, (1, 64, H, W))], initializers)
 
 
-class _Calibration(CalibrationDataReader):
-    def __init__(self):
-        rng = np.random.default_rng(0)
-        self.feeds = [{"x": rng.uniform(0, 1, (1, 3, H, W)).astype(np.float32),
-                       "z": rng.uniform(-1, 1, (1, 32)).astype(np.float32)} for _ in range(4)]
-
-    def get_next(self):
-        return self.feeds.pop(0) if self.feeds else None
-
-
 def _int8_output_model(tmp_path):
     """The QDQ model with its last DequantizeLinear removed: an int8 graph output."""
     import onnx
     f32 = onnx_file(_film_graph(), tmp_path / "film.onnx")
-    quantized = tmp_path / "film_int8.onnx"
-    quantize_static(str(f32), str(quantized), _Calibration(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    rng = np.random.default_rng(0)
+    feeds = [{"x": rng.uniform(0, 1, (1, 3, H, W)).astype(np.float32),
+              "z": rng.uniform(-1, 1, (1, 32)).astype(np.float32)} for _ in range(4)]
+    quantized = quantized_static(f32, tmp_path / "film_int8.onnx", feeds)
     model = onnx.load(quantized)
     last = model.graph.node[-1]
     assert last.op_type == "DequantizeLinear"
