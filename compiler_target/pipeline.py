@@ -195,12 +195,13 @@ def _plan_all(module, machine, fallback: str, jobs: int) -> dict[str, DispatchPl
     generator runs with the session's context (and an unknown location) as default; the
     lowerings it leaves pending run together, on `jobs` processes (0: one per CPU)."""
     plans = {}
-    probes = [probe_constants(module, extent) for extent in PROBE_EXTENTS]
+    probes = {extent: probe_constants(module, extent) for extent in PROBE_EXTENTS}
     for index, executable in enumerate(executables(module)):
         with module.context, ir.Location.unknown():
             plans[symbol_name(executable)] = plan_dispatch(
                 index, executable.operation, machine,
-                probes=[probe.get(symbol_name(executable)) for probe in probes])
+                probes={extent: constants.get(symbol_name(executable))
+                        for extent, constants in probes.items()})
     if any(plan.pending is not None for plan in plans.values()):
         from compiler_target import codegen
         codegen.complete_plans(list(plans.values()), jobs)

@@ -19,7 +19,7 @@ import numpy as np
 from iree.compiler import ir
 
 # Every dynamic input extent at once, the first first: multiples of 32 (detection nets
-# need it); the longer ones for dispatches the NPU does not take at 64 (a 512-sample
+# need it); the longer ones for dispatches empty or invalid at 64 (a 512-sample
 # STFT window over a dynamic audio length, a length six poolings empty), the shorter
 # ones for those too big at 64 (a batch of 64 over a layer past a program's work).
 PROBE_EXTENTS = (64, 1024, 16384, 8, 1)

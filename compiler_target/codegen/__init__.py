@@ -25,16 +25,17 @@ from ..dispatch_plan import DispatchPlan
 from ..errors import CompileError
 from .analysis import Analysis, NotSupported, analyse
 from .dynamic_extents import (
-    executable_of, extent_constants, high_word_constants, size_constants, specialised)
-from .legalize import legalize
+    INVALID_AT_EXTENTS, executable_of, extent_constants, high_word_constants, size_constants,
+    specialised)
+from .legalize import EMPTY, PAST_WORK_LIMIT, legalize
 
 
 def plan_dispatch(index: int, executable_op, machine,
-                  probes: list[list[int | None] | None] = (),
+                  probes: dict[int, list[int | None] | None] | None = None,
                   deferred: bool = False) -> DispatchPlan:
-    """`probes`: the dispatch's push constants for probe inputs (probe_constants), which
-    a dispatch with dynamic extents is planned at, the first valid one. `deferred`: a
-    static dispatch's lowering is left pending (complete_plans runs it)."""
+    """`probes`: the dispatch's push constants for each probe extent (probe_constants),
+    which a dispatch with dynamic extents is planned at (_plan_parametric). `deferred`:
+    a static dispatch's lowering is left pending (complete_plans runs it)."""
     dims = extent_constants(executable_op)
     if dims:
         return _plan_parametric(index, executable_op, machine, dims, probes, deferred)
@@ -42,16 +43,21 @@ def plan_dispatch(index: int, executable_op, machine,
 
 
 def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
-                     probes: list[list[int | None] | None], deferred: bool) -> DispatchPlan:
+                     probes: dict[int, list[int | None] | None] | None,
+                     deferred: bool) -> DispatchPlan:
     """The plan of a dispatch with dynamic extents: its plan at the first probe's
-    constants at which it plans onto the NPU (a 512-tap window needs an input longer
-    than 64, a layer's work at a batch of 64 may exceed a program's), with a
-    parametric npu-fb (source and extent constants); else a host plan with the first
-    probe's refusal. With `deferred`, the lowering at the first probe the analysis
-    takes is left pending like a static one's (complete_plans runs them together);
-    should it refuse, the later probes are planned in this process then."""
+    constants, with a parametric npu-fb (source and extent constants) when it runs on
+    the NPU. Where the dispatch is empty or invalid at the first probe (a 512-tap window
+    over 64 samples, a length six poolings empty), the longer probes are tried; where its
+    work passes a program's limit there (a big layer at a batch of 64), the shorter ones;
+    it takes the first that runs on the NPU. Any other refusal leaves it on the host:
+    the NPU does not take it at every extent (a Resize's gather may be affine at one).
+    A host plan reports the first probe's refusal. With `deferred`, the lowering at
+    the first probe the analysis takes is left pending like a static one's
+    (complete_plans runs them together); should it refuse, the others are planned in
+    this process then."""
     analysis = analyse(executable_op)
-    attempts = _ProbeAttempts(index, executable_op, machine, dims, probes)
+    attempts = _ProbeAttempts(index, executable_op, machine, dims, probes or {None: None})
     probe, plan = attempts.next_plan(deferred)
     if plan is None:
         plan = DispatchPlan(index=index, name=analysis.name, summary=analysis.summary,
@@ -67,23 +73,30 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
     return plan
 
 
+# Refusals that depend on the probe's size, and the probes worth trying after them.
+_TOO_SHORT = (f"not supported on npu: {EMPTY} ", INVALID_AT_EXTENTS)
+_TOO_LONG = (PAST_WORK_LIMIT, "exceeds the per-program limit")
+
+
 class _ProbeAttempts:
     """The probes a dispatch with dynamic extents is planned at, in turn, and the
     reasons the ones tried did not take it."""
 
     def __init__(self, index: int, executable_op, machine, dims: tuple[int, ...],
-                 probes: list[list[int | None] | None]):
+                 probes: dict):
         self.index, self.executable_op, self.machine, self.dims = \
             index, executable_op, machine, dims
         self.source = str(executable_op)
-        self.remaining = list(probes or [None])
+        self.first = next(iter(probes))
+        self.remaining = list(probes.items())
         self.refusals: list[str] = []
 
     def next_plan(self, deferred: bool) -> tuple[dict[int, int] | None, DispatchPlan | None]:
         """(probe values, plan) at the next probe whose plan runs on the NPU or waits
-        for its lowering (`deferred`), or (None, None) when no probe is left."""
+        for its lowering (`deferred`), or (None, None) when no probe is left to try."""
         while self.remaining:
-            probe = _probe_values(self.executable_op, self.dims, self.remaining.pop(0))
+            _, constants = self.remaining.pop(0)
+            probe = _probe_values(self.executable_op, self.dims, constants)
             try:
                 if probe is None:
                     extents = ", ".join(f"pc{k}" for k in self.dims)
@@ -92,13 +105,25 @@ class _ProbeAttempts:
                                        "at compile time")
                 module = specialised(self.source, self.executable_op.context, probe)
             except NotSupported as error:
-                self.refusals.append(f"not supported on npu: {error}")
+                self.refused(f"not supported on npu: {error}")
                 continue
             plan = plan_static(self.index, executable_of(module), self.machine, deferred)
             if plan.target == "npu" or plan.pending is not None:
                 return probe, plan
-            self.refusals.append(plan.reason)
+            self.refused(plan.reason)
         return None, None
+
+    def refused(self, reason: str) -> None:
+        """Records the refusal; the first one decides which probes are left to try."""
+        if not self.refusals:
+            if any(reason.startswith(r) or r in reason for r in _TOO_SHORT):
+                keep = lambda extent: extent > self.first  # noqa: E731
+            elif any(r in reason for r in _TOO_LONG):
+                keep = lambda extent: extent < self.first  # noqa: E731
+            else:
+                keep = lambda extent: False  # noqa: E731
+            self.remaining = [(e, c) for e, c in self.remaining if e is not None and keep(e)]
+        self.refusals.append(reason)
 
 
 def _made_parametric(plan: DispatchPlan, analysis: Analysis, attempts: _ProbeAttempts,
@@ -107,7 +132,7 @@ def _made_parametric(plan: DispatchPlan, analysis: Analysis, attempts: _ProbeAtt
     npu-fb the parametric export, its detail the probe's. A plan whose lowering refused
     takes the next probe's plan that runs on the NPU, if any."""
     if plan.target != "npu" and probe is not None:
-        attempts.refusals.append(plan.reason)
+        attempts.refused(plan.reason)
         probe, retried = attempts.next_plan(deferred=False)
         if retried is not None:
             for field in fields(DispatchPlan):

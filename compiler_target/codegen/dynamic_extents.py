@@ -22,6 +22,8 @@ from .analysis.errors import NotSupported
 from .analysis.indexing import ELEMENT_BYTES
 from .analysis.walk import dispatch_tensor_type
 
+# The refusal of extents that contradict the dispatch (its maps reach before its input).
+INVALID_AT_EXTENTS = "the dispatch is invalid at these extents"
 CANONICALIZE = ("builtin.module(hal.executable(hal.executable.variant("
                 "builtin.module(func.func(canonicalize,cse)))))")
 # A dispatch tensor type with its dynamic extents: `...tensor<?x64xf32>>{%c100}`.
@@ -139,8 +141,7 @@ def specialised(source: str, context, constants: dict[int, int]):
                 passmanager.PassManager.parse(CANONICALIZE).run(module.operation)
             return module
         except ir.MLIRError as error:      # e.g. extents a linalg op's maps contradict
-            raise NotSupported(f"the dispatch is invalid at these extents: "
-                               f"{_first_diagnostic(error)}") from None
+            raise NotSupported(f"{INVALID_AT_EXTENTS}: {_first_diagnostic(error)}") from None
 
 
 def executable_of(module):

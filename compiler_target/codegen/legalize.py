@@ -1,8 +1,9 @@
 """Legalization: whether the NPU code generator takes a dispatch analysis produced, and
 if not, the reason the report shows ("not supported on npu: ...")."""
+import math
 from dataclasses import fields
 
-from executable_format.cost import program_work_limit
+from executable_format.cost import ELEMENT_WORK, program_work_limit
 
 from .analysis import Analysis
 from .ops import Conv2D, Matmul, NpuOp, Pool2D, Reduce, TensorRef
@@ -28,12 +29,25 @@ def legalize(analysis: Analysis, machine) -> str:
     `machine` is for limits that depend on it; lowering reports what does not fit."""
     if analysis.op is None:
         return f"not supported on npu: {analysis.problem}"
-    problem = _problem(analysis.op)
-    if not problem and analysis.macs > program_work_limit(machine):
-        # Each MAC is a unit of a program's work: the verifier would refuse the program.
-        problem = (f"{analysis.macs} MACs in one dispatch: over the per-program work limit "
-                   f"{program_work_limit(machine)}")
+    problem = _problem(analysis.op) or _past_work_limit(analysis, machine)
     return f"not supported on npu: {problem}" if problem else ""
+
+
+PAST_WORK_LIMIT = "over the per-program work limit"
+EMPTY = "empty"
+
+
+def _past_work_limit(analysis: Analysis, machine) -> str:
+    """Why the dispatch's program would pass the verifier's work limit, before any code
+    is generated: each MAC is a unit of work, and each output element is stored by a
+    DMA at ELEMENT_WORK units."""
+    stored = sum(math.prod(ref.shape) for role, ref in _tensor_refs(analysis.op)
+                 if role == "out" or role.startswith("out."))
+    work = analysis.macs + ELEMENT_WORK * stored
+    limit = program_work_limit(machine)
+    if work <= limit:
+        return ""
+    return f"{analysis.macs} MACs and {stored} stored elements: {PAST_WORK_LIMIT} {limit}"
 
 
 def _problem(op: NpuOp) -> str:
@@ -49,7 +63,7 @@ def _problem(op: NpuOp) -> str:
         return f"mixed element types {'/'.join(dtypes)}"
     for role, ref in refs:
         if 0 in ref.shape:
-            return f"empty {role} {ref.shape}"
+            return f"{EMPTY} {role} {ref.shape}"
     if isinstance(op, Conv2D):
         return _conv_problem(op)
     if isinstance(op, Pool2D) and op.kind not in POOL_KINDS:

@@ -178,8 +178,8 @@ def test_a_dynamic_dispatch_is_lowered_with_the_others(tmp_path):
     dynamic T5 encoder's 51 int8 matmuls were lowered one after another), then becomes
     the parametric plan."""
     module, (executable,) = executables(executable_sources(tmp_path, mlir=MATMUL))
-    probes = [probe_constants(module.operation, extent)[symbol_name(executable)]
-              for extent in PROBE_EXTENTS]
+    probes = {extent: probe_constants(module.operation, extent)[symbol_name(executable)]
+              for extent in PROBE_EXTENTS}
     with CONTEXT, ir.Location.unknown():
         plan = codegen.plan_dispatch(0, executable, DEFAULT_MACHINE, probes, deferred=True)
     assert plan.pending is not None and plan.target == "host" and not plan.reason

@@ -67,3 +67,26 @@ def test_offsets_past_4_gib_at_a_batch_of_64_stay_binding_views(tmp_path):
     path = onnx_file(_graph(nodes, ("batch", 16, 240, 320), ("batch", 4, 240, 320), weights),
                      tmp_path / "branches.onnx")
     _check(path, [(1, 16, 240, 320)], rng)
+
+
+def test_a_dispatch_the_npu_takes_at_some_extents_only_stays_on_the_host(tmp_path):
+    """A fixed 16x16 map resized (bilinear) to the input's dynamic size: at 8x8 its
+    gather index happens to be affine, at 64x64 and 256x256 it is not. Only a refusal
+    that depends on the probe's size sends the planner to other probes (a longer one
+    for an empty or invalid dispatch, a shorter one for one past a program's work):
+    planned on the NPU at 8, this dispatch failed its call at 256x256."""
+    rng = np.random.default_rng(4)
+    nodes = [helper.make_node("Shape", ["x"], ["hw"], start=2, end=4),
+             helper.make_node("Concat", ["nc", "hw"], ["sizes"], axis=0),
+             helper.make_node("Resize", ["map", "", "", "sizes"], ["r"], mode="linear",
+                              coordinate_transformation_mode="half_pixel"),
+             helper.make_node("Concat", ["x", "r"], ["y"], axis=1)]
+    weights = {"map": rng.uniform(0, 1, (1, 3, 16, 16)).astype(np.float32),
+               "nc": np.array([1, 3], np.int64)}
+    path = onnx_file(_graph(nodes, (1, 3, "h", "w"), (1, 6, "h", "w"), weights),
+                     tmp_path / "resized.onnx")
+    with loaded_on_npu(path) as module:
+        x = rng.standard_normal((1, 3, 256, 256)).astype(np.float32)
+        got = np.asarray(module.g(x))
+        assert module.last_call_stats.host_dispatches == 1
+    np.testing.assert_allclose(got, onnxruntime_output(path, {"x": x}), rtol=1e-5, atol=1e-5)
