@@ -116,13 +116,10 @@ class _ProbeAttempts:
     def refused(self, reason: str) -> None:
         """Records the refusal; the first one decides which probes are left to try."""
         if not self.refusals:
-            if any(reason.startswith(r) or r in reason for r in _TOO_SHORT):
-                keep = lambda extent: extent > self.first  # noqa: E731
-            elif any(r in reason for r in _TOO_LONG):
-                keep = lambda extent: extent < self.first  # noqa: E731
-            else:
-                keep = lambda extent: False  # noqa: E731
-            self.remaining = [(e, c) for e, c in self.remaining if e is not None and keep(e)]
+            longer = any(r in reason for r in _TOO_SHORT)
+            shorter = not longer and any(r in reason for r in _TOO_LONG)
+            self.remaining = [(e, c) for e, c in self.remaining if e is not None and (
+                longer and e > self.first or shorter and e < self.first)]
         self.refusals.append(reason)
 
 
