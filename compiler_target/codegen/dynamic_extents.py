@@ -44,15 +44,19 @@ def extent_constants(executable_op) -> tuple[int, ...]:
     """The push constant ordinals the dispatch's computation depends on other than as
     offsets (binding views handle binding and slice offsets), ascending: its dynamic
     extents and what IREE computes from them (a mean's element count, Resize's scales),
-    and the high words of 64-bit offsets. () for a dispatch without dynamic extents
-    (whose push constants are offsets, or a loop position it computes an index from)."""
+    and the high words of 64-bit offsets. For a dispatch without dynamic extents, only
+    those high words (IREE joins an offset's words when it cannot bound the offset below
+    4 GiB, as in a network with a dynamic batch: the dispatch is specialised at run time
+    for the high word, 0); its other push constants are offsets, or a loop position it
+    computes an index from, which the code generator reads as push constants."""
+    ordinals = [ir.IntegerAttr(op.attributes["ordinal"]).value
+                for op in _function_ops(executable_op)
+                if op.name == "hal.interface.constant.load" and _feeds_computation(op.results[0])]
     if not any(op.name == "hal.interface.binding.subspan" and len(_dynamic_dims(op))
                for op in _function_ops(executable_op)):
-        return ()
-    return tuple(sorted(ir.IntegerAttr(op.attributes["ordinal"]).value
-                        for op in _function_ops(executable_op)
-                        if op.name == "hal.interface.constant.load"
-                        and _feeds_computation(op.results[0])))
+        high_words = high_word_constants(executable_op)
+        ordinals = [k for k in ordinals if k in high_words]
+    return tuple(sorted(ordinals))
 
 
 def _dynamic_dims(subspan) -> list:

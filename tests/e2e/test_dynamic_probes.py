@@ -5,6 +5,7 @@ below ran a layer on the host at every size while only the first probe was lower
 too big for one program at a batch of 64, emptied by poolings at a length of 64, or
 reading a binding offset whose high word the host program made 1 at a batch of 64."""
 import numpy as np
+import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.e2e.onnx_on_npu import loaded_on_npu, onnx_file, onnxruntime_output
@@ -90,3 +91,37 @@ def test_a_dispatch_the_npu_takes_at_some_extents_only_stays_on_the_host(tmp_pat
         got = np.asarray(module.g(x))
         assert module.last_call_stats.host_dispatches == 1
     np.testing.assert_allclose(got, onnxruntime_output(path, {"x": x}), rtol=1e-5, atol=1e-5)
+
+
+def test_a_static_dispatch_at_an_offset_iree_joins_from_two_words_runs_on_the_npu(tmp_path):
+    """A chess network's two heads with a dynamic batch: each Gemm has static shapes,
+    but its input lies at a batch-dependent offset in the transient buffer, which IREE
+    passes as two words joined with `arith.shli`/`ori` (it cannot bound the offset below
+    4 GiB). The dispatch has no dynamic extents and went to the host ('op arith.shli has
+    no NPU equivalent'); it is now specialised for the high word like a dynamic one."""
+    rng = np.random.default_rng(3)
+    weights = {"wp": rng.standard_normal((2, 32, 1, 1)) / 6,
+               "wv": rng.standard_normal((1, 32, 1, 1)) / 6,
+               "gp": rng.standard_normal((256, 128)) / 11, "gv": rng.standard_normal((64, 64)) / 8}
+    weights = {name: w.astype(np.float32) for name, w in weights.items()}
+    weights["flat"] = np.array([1, -1], np.int64)
+    node = helper.make_node
+    nodes = [node("Conv", ["x", "wp"], ["cp"]), node("Relu", ["cp"], ["ap"]),
+             node("Reshape", ["ap", "flat"], ["fp"]),
+             node("Gemm", ["fp", "gp"], ["policy"], transB=1),
+             node("Conv", ["x", "wv"], ["cv"]), node("Relu", ["cv"], ["av"]),
+             node("Reshape", ["av", "flat"], ["fv"]),
+             node("Gemm", ["fv", "gv"], ["value"], transB=1)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ("batch", 32, 8, 8))],
+        [helper.make_tensor_value_info("policy", TensorProto.FLOAT, (1, 256)),
+         helper.make_tensor_value_info("value", TensorProto.FLOAT, (1, 64))],
+        [numpy_helper.from_array(w, name) for name, w in weights.items()])
+    path = onnx_file(graph, tmp_path / "heads.onnx")
+    x = rng.standard_normal((1, 32, 8, 8)).astype(np.float32)
+    with loaded_on_npu(path) as module:
+        policy, value = (np.asarray(r) for r in module.g(x))
+        assert module.last_call_stats.host_dispatches == 0
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for got, expected in zip((policy, value), session.run(None, {"x": x})):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
