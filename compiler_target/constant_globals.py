@@ -21,7 +21,8 @@ import math
 
 from iree.compiler import ir
 
-from compiler_target.program_functions import function_blocks, nested_ops
+from compiler_target.program_functions import (function_blocks, immutable_global_values,
+                                                loaded_global, nested_ops)
 
 MAX_ELEMENTS = 16
 
@@ -29,30 +30,17 @@ MAX_ELEMENTS = 16
 def inline_constant_globals(module) -> int:
     """Replaces each load of a small integer constant global in `module` (in place) by an
     arith.constant of its value; returns how many."""
-    values = _constant_values(module)
+    values = {name: value for name, value in immutable_global_values(module).items()
+              if _small_integer(value)}
     count = 0
     for block in function_blocks(module):
         for op in [op for top in block.operations
                    for op in (top.operation, *nested_ops(top.operation))]:
-            value = values.get(_global_name(op)) if op.name == "util.global.load" else None
+            value = values.get(loaded_global(op)) if op.name == "util.global.load" else None
             if value is not None and value.type == op.results[0].type:
                 _replace_by_constant(op, value)
                 count += 1
     return count
-
-
-def _constant_values(module) -> dict[str, ir.Attribute]:
-    """Symbol name -> initial value of each immutable global with a small integer one."""
-    values = {}
-    for op in module.regions[0].blocks[0].operations:
-        op = op.operation
-        if op.name != "util.global" or "is_mutable" in op.attributes or \
-                "initial_value" not in op.attributes:
-            continue
-        value = op.attributes["initial_value"]
-        if _small_integer(value):
-            values[ir.StringAttr(op.attributes["sym_name"]).value] = value
-    return values
 
 
 def _small_integer(value: ir.Attribute) -> bool:
@@ -64,10 +52,6 @@ def _small_integer(value: ir.Attribute) -> bool:
         return shaped.has_static_shape and math.prod(shaped.shape) <= MAX_ELEMENTS and \
             all(v >= 0 for v in value)
     return False
-
-
-def _global_name(op) -> str:
-    return ir.FlatSymbolRefAttr(op.attributes["global"]).value
 
 
 def _replace_by_constant(op, value: ir.Attribute) -> None:

@@ -140,9 +140,8 @@ def _is_contraction(op) -> bool:
         return True
     if name != "linalg.generic" or len(op.results) != 1:
         return False
-    iterators = [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
     body = [inner.name for inner in op.regions[0].blocks[0].operations]
-    return (any("reduction" in i for i in iterators) and set(body) <= _BODY_OPS
+    return (any("reduction" in i for i in _iterators(op)) and set(body) <= _BODY_OPS
             and {"arith.mulf", "arith.muli"} & set(body) != set()
             and len(op.regions[0].blocks[0].arguments) >= 3)
 
@@ -155,11 +154,10 @@ def _is_pooling(op) -> bool:
         return True
     if op.name != "linalg.generic" or len(op.results) != 1:
         return False
-    iterators = [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
     body = {inner.name for inner in op.regions[0].blocks[0].operations}
     maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
     windowed = any("+" in str(result) for m in maps for result in m.results)
-    return any("reduction" in i for i in iterators) and windowed and \
+    return any("reduction" in i for i in _iterators(op)) and windowed and \
         body <= _POOL_BODY_OPS
 
 
@@ -176,8 +174,11 @@ def _is_elementwise(op) -> bool:
         return True
     if op.name != "linalg.generic":
         return False
-    iterators = [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
-    return all("parallel" in i for i in iterators)
+    return all("parallel" in i for i in _iterators(op))
+
+
+def _iterators(op) -> list[str]:
+    return [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
 
 
 def _gathers(op) -> bool:

@@ -18,6 +18,8 @@ import math
 import numpy as np
 from iree.compiler import ir
 
+from compiler_target.program_functions import immutable_global_values, loaded_global
+
 # Every dynamic input extent at once, the first first: multiples of 32 (detection nets
 # need it); the longer ones for dispatches empty or invalid at 64 (a 512-sample
 # STFT window over a dynamic audio length, a length six poolings empty), the shorter
@@ -52,14 +54,9 @@ def probe_constants(module, extent: int) -> dict[str, list[int | None]]:
 def _integer_globals(module) -> dict[str, int]:
     """Symbol -> value of each immutable global with an integer initial value (a scalar
     IREE's const-eval computed: an extent of a Reshape target made of constant shapes)."""
-    values = {}
-    for op in module.regions[0].blocks[0].operations:
-        op = op.operation
-        if op.name == "util.global" and "is_mutable" not in op.attributes and \
-                isinstance(op.attributes.get("initial_value"), ir.IntegerAttr):
-            values[ir.StringAttr(op.attributes["sym_name"]).value] = \
-                ir.IntegerAttr(op.attributes["initial_value"]).value
-    return values
+    return {name: ir.IntegerAttr(value).value
+            for name, value in immutable_global_values(module).items()
+            if isinstance(value, ir.IntegerAttr)}
 
 
 def _signed(value: int, bits: int) -> int:
@@ -183,7 +180,7 @@ class _Evaluator:
         if name == "hal.buffer_view.dim":
             return self._extent
         if name == "util.global.load":
-            symbol = ir.FlatSymbolRefAttr(op.attributes["global"]).value
+            symbol = loaded_global(op)
             if symbol not in self._globals:
                 raise _Unknown()
             return self._globals[symbol]

@@ -1,6 +1,7 @@
-"""The bodies of a whole program's functions, for the rewrites the split pipeline applies
-before dispatches form (compiler_target.pipeline.IR_REWRITES), and the ops nested in
-an op, for the code generator's walks of a dispatch function."""
+"""The bodies of a whole program's functions, its constant globals and the cloning of a
+parsed function's body, for the rewrites the split pipeline applies before dispatches
+form (compiler_target.pipeline.IR_REWRITES) and the probe evaluator, and the ops nested
+in an op, for the code generator's walks of a dispatch function."""
 from iree.compiler import ir
 
 
@@ -19,6 +20,24 @@ def nested_ops(op):
             for inner in block.operations:
                 yield inner.operation
                 yield from nested_ops(inner.operation)
+
+
+def immutable_global_values(module) -> dict[str, ir.Attribute]:
+    """Symbol name -> initial value of each immutable `util.global` of `module` that has
+    one (IREE's const-eval leaves its results so)."""
+    values = {}
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "util.global" and "is_mutable" not in op.attributes and \
+                "initial_value" in op.attributes:
+            values[ir.StringAttr(op.attributes["sym_name"]).value] = \
+                op.attributes["initial_value"]
+    return values
+
+
+def loaded_global(op) -> str:
+    """The symbol name a `util.global.load` reads."""
+    return ir.FlatSymbolRefAttr(op.attributes["global"]).value
 
 
 def clone_before(op, parsed, values: list) -> ir.Value:

@@ -22,6 +22,7 @@ from .structure import check_structure
 from .version import VERSION_MAJOR
 
 MAC_DTYPES = set(DTYPE_NAMES) - {DType.I64}     # a roofline's peak rate is of one of these
+PAST_WORK_LIMIT = "exceeds the per-program limit"    # a program's work past program_work_limit
 F32_ONE = f32_bits(1.0)
 
 READ_ONLY = fb.BindingFlags.ReadOnly         # the only binding flag
@@ -196,7 +197,7 @@ def _check_program(where: str, instructions: bytes, limits: _Limits) -> None:
         raise FormatError(f"{where} program does not end with end")
     limit = program_work_limit(limits.machine)
     if work > limit:
-        raise FormatError(f"{where} program work {work} exceeds the per-program limit {limit} "
+        raise FormatError(f"{where} program work {work} {PAST_WORK_LIMIT} {limit} "
                           f"(MACs + {ELEMENT_WORK} x elements; {PROGRAM_WORK_PER_SRAM_BYTE} "
                           f"per SRAM byte)")
 

@@ -19,6 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields
 from functools import partial
 
+from executable_format import verifier
 from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
 
 from ..dispatch_plan import DispatchPlan
@@ -75,7 +76,7 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
 
 # Refusals that depend on the probe's size, and the probes worth trying after them.
 _TOO_SHORT = (f"not supported on npu: {EMPTY} ", INVALID_AT_EXTENTS)
-_TOO_LONG = (PAST_WORK_LIMIT, "exceeds the per-program limit")
+_TOO_LONG = (PAST_WORK_LIMIT, verifier.PAST_WORK_LIMIT)
 
 
 class _ProbeAttempts:

@@ -1004,8 +1004,8 @@ def _prologue(ops) -> set:
     deferred: set[int] = set()
     for i in range(first - 1, -1, -1):
         op = ops[i]
-        if op.name != "linalg.generic" or "reduction" in str(op.attributes["iterator_types"]) \
-                or any(o.name == "tensor.extract" for o in block_ops(op)):
+        if op.name != "linalg.generic" or _reduces(op) or \
+                any(o.name == "tensor.extract" for o in block_ops(op)):
             continue
         users = [position.get(use.owner) for result in op.results for use in result.uses]
         if users and all(u is not None and (u > first or u in deferred) for u in users):
@@ -1014,14 +1014,14 @@ def _prologue(ops) -> set:
 
 
 def _reduces(op) -> bool:
+    """A linalg.generic with a reduction loop."""
     return op.name == "linalg.generic" and "reduction" in str(op.attributes["iterator_types"])
 
 
 def is_mac_generic(op) -> bool:
     """A linalg.generic with a reduction loop whose body multiplies: a contraction or a
     convolution."""
-    return op.name == "linalg.generic" and "reduction" in str(op.attributes["iterator_types"]) \
-        and any(o.name in ("arith.mulf", "arith.muli") for o in block_ops(op))
+    return _reduces(op) and any(o.name in ("arith.mulf", "arith.muli") for o in block_ops(op))
 
 
 def block_ops(op) -> list:
