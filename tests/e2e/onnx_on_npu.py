@@ -49,6 +49,19 @@ def loaded_on_npu(source: Path, *compile_args: str):
         module.close()
 
 
+def on_npu_and_onnxruntime(source: Path, function: str, feeds: list[dict]):
+    """`source` (.onnx) compiled once for the npu target (a dynamic-shape build) and
+    called with each of `feeds`, its inputs in the function's order: yields (npu-sim's
+    first result, onnxruntime's) per feed, each call's dispatches checked to have all
+    run on the NPU."""
+    with loaded_on_npu(source) as module:
+        for feed in feeds:
+            got = np.asarray(getattr(module, function)(*feed.values()))
+            assert module.last_call_stats.host_dispatches == 0, \
+                [value.shape for value in feed.values()]
+            yield got, onnxruntime_output(source, feed)
+
+
 def onnx_file(graph, path: Path, opset: int = 17) -> Path:
     """`graph` (onnx.GraphProto) saved as a model of the default domain's `opset`."""
     path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])

@@ -7,7 +7,7 @@ dispatch now takes the static shape through such casts."""
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.e2e.onnx_on_npu import loaded_on_npu, onnx_file, onnxruntime_output
+from tests.e2e.onnx_on_npu import on_npu_and_onnxruntime, onnx_file
 
 D = 64
 
@@ -30,12 +30,9 @@ def _masked_scores(tmp_path):
 def test_a_dynamic_bool_mask_keeps_the_scores_on_the_npu(tmp_path):
     path = _masked_scores(tmp_path)
     rng = np.random.default_rng(3)
-    with loaded_on_npu(path) as module:
-        for batch, sequence in ((1, 10), (4, 25)):
-            q = rng.standard_normal((batch, 1, D)).astype(np.float32)
-            k = rng.standard_normal((batch, sequence, D)).astype(np.float32)
-            mask = rng.random((batch, sequence)) < 0.7
-            got = np.asarray(module.g(q, k, mask))
-            assert module.last_call_stats.host_dispatches == 0
-            expected = onnxruntime_output(path, {"q": q, "k": k, "mask": mask})
-            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    feeds = [{"q": rng.standard_normal((batch, 1, D)).astype(np.float32),
+              "k": rng.standard_normal((batch, sequence, D)).astype(np.float32),
+              "mask": rng.random((batch, sequence)) < 0.7}
+             for batch, sequence in ((1, 10), (4, 25))]
+    for got, expected in on_npu_and_onnxruntime(path, "g", feeds):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

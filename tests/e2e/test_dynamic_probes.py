@@ -8,7 +8,8 @@ import numpy as np
 import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.e2e.onnx_on_npu import loaded_on_npu, onnx_file, onnxruntime_output
+from tests.e2e.onnx_on_npu import (loaded_on_npu, on_npu_and_onnxruntime, onnx_file,
+                                  onnxruntime_output)
 
 
 def _graph(nodes, x_shape, y_shape, weights: dict):
@@ -20,13 +21,9 @@ def _graph(nodes, x_shape, y_shape, weights: dict):
 
 def _check(path, shapes, rng):
     """At each input shape: every dispatch on the NPU, the output onnxruntime's."""
-    with loaded_on_npu(path) as module:
-        for shape in shapes:
-            x = rng.standard_normal(shape).astype(np.float32)
-            got = np.asarray(module.g(x))
-            assert module.last_call_stats.host_dispatches == 0, shape
-            expected = onnxruntime_output(path, {"x": x})
-            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+    feeds = [{"x": rng.standard_normal(shape).astype(np.float32)} for shape in shapes]
+    for got, expected in on_npu_and_onnxruntime(path, "g", feeds):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
 
 
 def test_a_layer_past_a_programs_work_at_a_batch_of_64_runs_on_the_npu(tmp_path):
