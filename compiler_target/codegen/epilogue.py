@@ -9,7 +9,7 @@ strides, 0 where it broadcasts. The last node writes the destination operand; th
 tiles, never temporaries), where later nodes read them.
 """
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from executable_format.isa import ACCUMULATOR, DTYPE_NAMES, Flag
 from executable_format.machine import MachineConfig
@@ -50,11 +50,13 @@ UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
 @dataclass(frozen=True)
 class Lookups:
     """What an EpiloguePlan needs to compute parts of its expression as table lookups
-    (lookup.py): the constant pool, the machine, and its byte inputs' ranges (input ->
-    (lo, hi))."""
+    (lookup.py): the constant pool, the machine, its byte inputs' ranges (input ->
+    (lo, hi)) and its f32 inputs that vary along one dim at most (input -> the most
+    values it has in a tile), which a lookup's record may read."""
     constants: object
     machine: MachineConfig
     byte_inputs: dict
+    channel_records: dict = field(default_factory=dict)
 
 
 def byte_ranges(dtypes: dict[int, str]) -> dict[int, tuple[int, int]]:
@@ -70,7 +72,8 @@ def with_lookups(expr, lookups: Lookups | None, input_dtypes, floats: str, store
     if lookups is None or stored or floats != "f32":
         return expr, []
     return tabulated(expr, lookups.byte_inputs,
-                     {k for k, d in enumerate(input_dtypes) if d in INTS})
+                     {k for k, d in enumerate(input_dtypes) if d in INTS},
+                     {k for k in lookups.channel_records if input_dtypes[k] == "f32"})
 
 
 def check_vector_nodes(expr, also: tuple[str, ...] = ()) -> None:
@@ -231,7 +234,7 @@ class EpiloguePlan:
             input_dtypes = [dtype] * (1 + max((n[1] for n in expr if n[0] == "input"), default=0))
         expr, tables = with_lookups(expr, lookups, input_dtypes, floats, stored)
         self.tables = LookupTables(tables, sram, name, lookups.constants, lookups.machine,
-                                   EpiloguePlan) if tables else None
+                                   EpiloguePlan, lookups.channel_records) if tables else None
         check_vector_nodes(expr, LOOKUPS)
         self.expr, self.dtype = expr, floats
         self.dtypes = node_dtypes(expr, input_dtypes, dtype, floats)
@@ -290,7 +293,7 @@ class EpiloguePlan:
     def _node(self, kind, params, dtype, target: Operand, args: list[Operand], box,
               note) -> list[Instr]:
         if kind in LOOKUPS:
-            return [self.tables.instr(params[0], dtype, target, args[0], box, note)]
+            return self.tables.instrs(params[0], dtype, target, args[0], box, args[1:], note)
         scratch = Operand(self.scratch, tuple(dense_sram_strides(list(box)))) \
             if self.scratch is not None else None
         return node_instrs(kind, params, dtype, target, args, box, scratch, note)
@@ -425,7 +428,9 @@ class OutputStage:
         self.out = out
         lookups = Lookups(constants, machine, byte_ranges(
             {int(k.removeprefix("epilogue.")): t.dtype for k, t in tensors.items()
-             if k.startswith("epilogue.")})) if constants is not None and tensors else None
+             if k.startswith("epilogue.")}),
+            requant.channel_records(tensors, tile_counts or out.shape)) \
+            if constants is not None and tensors else None
         self.requant = None if extra_outputs else requant.plan(
             expr, sram, out, tensors, constants, max_elements, EpiloguePlan, acc_dtype,
             input_dtypes, tile_counts or out.shape, machine, lookups)

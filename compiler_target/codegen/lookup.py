@@ -14,18 +14,24 @@ rounded, clamped, times s) becomes one pass instead of three, a residual's dequa
 
 requant.py does this for a whole epilogue read from an integer accumulator, with
 per-channel records; this module finds such parts anywhere in an expression (an
-elementwise dispatch's, or what is left after a requantization), with constant records.
+elementwise dispatch's, or what is left after a requantization). Their records are
+constant, but for f32 steps read from a per-channel input (`channel_records`: a QDQ
+graph's float bias add or per-channel scale between two quantizations, ppocrv4_rec's
+classifier bias): each tile copies the input's values into its records' field, as
+requant.py does, so the step is part of the lookup's one pass instead of a vector pass
+of its own (and a copy of the input into the tile for the fma's destination).
 """
 from dataclasses import dataclass
 
 from executable_format.machine import MachineConfig
 
+from .lower import NotLowerable
 from .npu_ir import Buffer, Instr
 from .ops import INT_NODES, LEAVES, SCALARS, live_nodes, reachable
-from .requant import (IDENTITY_STEPS, RECORD_WORDS, computed_table, record_fills,
+from .requant import (FIELD, IDENTITY_STEPS, RECORD_WORDS, computed_table, record_fills,
                       steps_to_rounding, table_expression, vrequant)
 from .tile import Sram
-from .vector import Operand
+from .vector import Operand, unary
 
 LOOKUPS = ("lookup", "ilookup")       # node kinds: a float or an integer table's value
 
@@ -34,23 +40,30 @@ LOOKUPS = ("lookup", "ilookup")       # node kinds: a float or an integer table'
 class Table:
     """One lookup: the record's steps from its source and its table's expression."""
     source: str             # the source's dtype as vrequant reads it: i32 or f32
-    record: dict            # record field -> ("const", v) or ("iconst", v)
+    record: dict            # record field -> ("const", v), ("iconst", v) or ("input", k)
     lo: float
     hi: float
     rest: list              # the table's expression of ("input", 0) = q
     q_dtype: str            # q's dtype in `rest`: i32 (a byte's value) or f32 (a rounding)
+    channel: tuple = ()     # the fields read from inputs, in the order the lookup node
+                            # reads those inputs after its source
+
+    def records(self, channel_records: dict[int, int]) -> int:
+        """The records a tile needs: one, or the most values a channel input has in it."""
+        return max((channel_records[self.record[f][1]] for f in self.channel), default=1)
 
 
-def tabulated(expr, byte_inputs: dict[int, tuple[int, int]],
-              int_inputs: set[int]) -> tuple[list, list[Table]]:
+def tabulated(expr, byte_inputs: dict[int, tuple[int, int]], int_inputs: set[int],
+              channel_inputs=frozenset()) -> tuple[list, list[Table]]:
     """The expression with each part worth a table replaced by a ("lookup" or "ilookup",
-    (source,), j) node, tables[j] its table. `byte_inputs`: input -> (lo, hi), the
-    inputs of at most 256 integer values; `int_inputs`: the inputs read as i32."""
+    (source, *channel input nodes), j) node, tables[j] its table. `byte_inputs`: input ->
+    (lo, hi), the inputs of at most 256 integer values; `int_inputs`: the inputs read as
+    i32; `channel_inputs`: the f32 inputs a record's step may read (per-channel ones)."""
     tables: list[Table] = []
     changed = True
     while changed:
         changed = False
-        for start, found in _candidates(expr, byte_inputs, int_inputs):
+        for start, found in _candidates(expr, byte_inputs, int_inputs, channel_inputs):
             replaced = _replaced(expr, start, found, len(tables))
             if replaced is not None:
                 expr = replaced[0]
@@ -60,9 +73,10 @@ def tabulated(expr, byte_inputs: dict[int, tuple[int, int]],
     return expr, tables
 
 
-def _candidates(expr, byte_inputs, int_inputs):
+def _candidates(expr, byte_inputs, int_inputs, channel_inputs):
     """(the node q is, (source node, Table without rest)) of every possible table: byte
-    inputs first, then roundings reached by record steps."""
+    inputs first, then roundings reached by record steps (of constants, or of
+    `channel_inputs` but for the i32 zero)."""
     def integer(i):
         node = expr[i]
         return node[0] in INT_NODES or node[0] == "input" and node[1] in int_inputs
@@ -78,11 +92,15 @@ def _candidates(expr, byte_inputs, int_inputs):
         if chain is None:
             continue
         record, lo, hi, rounded = chain
-        if any(operand[0] not in ("const", "iconst") for operand in record.values()):
+        channel = tuple(f for f, operand in record.items() if operand[0] == "input")
+        if any(operand[0] not in ("const", "iconst") for f, operand in record.items()
+               if f not in channel) or \
+                any(f == "zero" or record[f][1] not in channel_inputs for f in channel):
             continue
         convert = node[0] == "itof" and integer(node[1][0])    # vrequant converts an i32
         source = node[1][0] if convert else i
-        yield rounded, (source, Table("i32" if convert else "f32", record, lo, hi, [], "f32"))
+        yield rounded, (source, Table("i32" if convert else "f32", record, lo, hi, [], "f32",
+                                      channel))
 
 
 def _replaced(expr, start: int, found, index: int):
@@ -91,7 +109,7 @@ def _replaced(expr, start: int, found, index: int):
     saves at least one vector pass; else None."""
     source, table = found
     cut = _cut(expr, start)
-    if cut is None or cut == start:
+    if cut is None or cut == source:        # a byte input's table of itself
         return None
     part = table_expression(expr, start, set(), cut)
     if part is None or part[1]:
@@ -99,12 +117,13 @@ def _replaced(expr, start: int, found, index: int):
     rest = part[0]
     kind = "ilookup" if rest[-1][0] in INT_NODES or (
         rest[-1][0] == "input" and table.q_dtype == "i32") else "lookup"
-    replaced = live_nodes([(kind, (source,), index) if i == cut else node
+    reads = tuple(expr.index(table.record[f]) for f in table.channel)
+    replaced = live_nodes([(kind, (source, *reads), index) if i == cut else node
                            for i, node in enumerate(expr)])
     if _passes(replaced) >= _passes(live_nodes(expr)):
         return None
     return replaced, Table(table.source, table.record, table.lo, table.hi, rest,
-                           table.q_dtype)
+                           table.q_dtype, table.channel)
 
 
 def _cut(expr, start: int) -> int | None:
@@ -129,24 +148,37 @@ def _passes(expr) -> int:
 
 class LookupTables:
     """The tables of one expression in SRAM: computed once per dispatch (`setup`) by
-    `plan_class` over their values, loaded from the constant pool; `instr` is a node's
-    vrequant."""
+    `plan_class` over their values, loaded from the constant pool; `instrs` are a
+    node's: the copies of its channel inputs into its records, and its vrequant.
+    `channel_records`: input -> the most values it has in a tile."""
 
     def __init__(self, tables: list[Table], sram: Sram, name: str, constants,
-                 machine: MachineConfig, plan_class):
+                 machine: MachineConfig, plan_class, channel_records: dict[int, int]):
         self.tables, self.setup = tables, []
         self.buffers: list[tuple[Buffer, Buffer]] = []      # (records, table) per table
         for j, table in enumerate(tables):
             values, setup = computed_table(table.rest, table.lo, table.hi, table.q_dtype,
                                            [], sram, f"{name}.lut{j}", constants, machine,
                                            plan_class)
-            records = sram.alloc(f"{name}.lut{j}.record", "i32", (RECORD_WORDS,))
-            self.setup += setup + record_fills(records, 1, table.record, table.lo, table.hi,
-                                               values, "lookup")
+            count = table.records(channel_records)
+            records = sram.alloc(f"{name}.lut{j}.record", "i32", (count * RECORD_WORDS,))
+            self.setup += setup + record_fills(records, count, table.record, table.lo,
+                                               table.hi, values, "lookup")
             self.buffers.append((records, values))
 
-    def instr(self, j: int, dtype: str, target: Operand, source: Operand, box,
-              note: str) -> Instr:
+    def instrs(self, j: int, dtype: str, target: Operand, source: Operand, box,
+               channel: list[Operand], note: str) -> list[Instr]:
         records, buffer = self.buffers[j]
-        return vrequant(dtype, target, source, box, records, (0, 0, 0), buffer,
-                        self.tables[j].source, note)
+        fields = self.tables[j].channel
+        strides = channel[0].strides if channel else (0, 0, 0)
+        copies = []
+        for field, operand in zip(fields, channel, strict=True):
+            reduced = tuple(n if s else 1 for n, s in zip(box, operand.strides))
+            if operand.strides != strides or RECORD_WORDS * (
+                    1 + sum((n - 1) * s for n, s in zip(reduced, strides))) > records.shape[0]:
+                raise NotLowerable("a lookup's channel operands exceed its records")
+            copies.append(unary("vcopy", "f32", Operand(records, tuple(
+                RECORD_WORDS * s for s in strides), FIELD[field]), operand, reduced,
+                f"{note} lookup {field}"))
+        return copies + [vrequant(dtype, target, source, box, records, strides, buffer,
+                                  self.tables[j].source, note)]

@@ -228,6 +228,15 @@ def _varying_dims(tensor: Buffer) -> set[int]:
     return {d for d, (n, s) in enumerate(zip(tensor.shape, tensor.strides)) if s and n > 1}
 
 
+def channel_records(tensors: dict, tile_counts) -> dict[int, int]:
+    """Epilogue input -> the most values it has in a tile of `tile_counts` (its records),
+    of the f32 inputs that vary along one output dim at most."""
+    return {int(name.removeprefix("epilogue.")):
+            max((tile_counts[d] for d in _varying_dims(tensor)), default=1)
+            for name, tensor in tensors.items()
+            if name.startswith("epilogue.") and tensor.dtype == "f32" and channel_input(tensor)}
+
+
 def _terms(expr, index: int, sign: int) -> list[tuple[int, int]]:
     """sign·node `index` as a sum of (sign, term node): iadd and isub opened up."""
     node = expr[index]
