@@ -51,8 +51,8 @@ UNARY = {"relu": "vrelu", "sigmoid": "vsigmoid", "tanh": "vtanh", "exp": "vexp",
 class Lookups:
     """What an EpiloguePlan needs to compute parts of its expression as table lookups
     (lookup.py): the constant pool, the machine, its byte inputs' ranges (input ->
-    (lo, hi)) and its f32 inputs that vary along one dim at most (input -> the most
-    values it has in a tile), which a lookup's record may read."""
+    (lo, hi)) and its f32 inputs that vary along one dim at most (input -> (that dim,
+    the most values it has in a tile)), which a lookup's record may read."""
     constants: object
     machine: MachineConfig
     byte_inputs: dict
@@ -73,7 +73,8 @@ def with_lookups(expr, lookups: Lookups | None, input_dtypes, floats: str, store
         return expr, []
     return tabulated(expr, lookups.byte_inputs,
                      {k for k, d in enumerate(input_dtypes) if d in INTS},
-                     {k for k in lookups.channel_records if input_dtypes[k] == "f32"})
+                     {k: dim for k, (dim, _) in lookups.channel_records.items()
+                      if input_dtypes[k] == "f32"})
 
 
 def check_vector_nodes(expr, also: tuple[str, ...] = ()) -> None:

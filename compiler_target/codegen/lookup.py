@@ -30,7 +30,7 @@ from .npu_ir import Buffer, Instr
 from .ops import INT_NODES, LEAVES, SCALARS, live_nodes, reachable
 from .requant import (FIELD, IDENTITY_STEPS, RECORD_WORDS, computed_table, record_fills,
                       steps_to_rounding, table_expression, vrequant)
-from .tile import Sram
+from .tile import Sram, dense_sram_strides, prod
 from .vector import Operand, unary
 
 LOOKUPS = ("lookup", "ilookup")       # node kinds: a float or an integer table's value
@@ -48,17 +48,19 @@ class Table:
     channel: tuple = ()     # the fields read from inputs, in the order the lookup node
                             # reads those inputs after its source
 
-    def records(self, channel_records: dict[int, int]) -> int:
+    def records(self, channel_records: dict[int, tuple[int, int]]) -> int:
         """The records a tile needs: one, or the most values a channel input has in it."""
-        return max((channel_records[self.record[f][1]] for f in self.channel), default=1)
+        return max((channel_records[self.record[f][1]][1] for f in self.channel), default=1)
 
 
 def tabulated(expr, byte_inputs: dict[int, tuple[int, int]], int_inputs: set[int],
-              channel_inputs=frozenset()) -> tuple[list, list[Table]]:
+              channel_inputs: dict[int, int] | None = None) -> tuple[list, list[Table]]:
     """The expression with each part worth a table replaced by a ("lookup" or "ilookup",
     (source, *channel input nodes), j) node, tables[j] its table. `byte_inputs`: input ->
     (lo, hi), the inputs of at most 256 integer values; `int_inputs`: the inputs read as
-    i32; `channel_inputs`: the f32 inputs a record's step may read (per-channel ones)."""
+    i32; `channel_inputs`: input -> the dim it varies along, of the f32 inputs a record's
+    step may read (per-channel ones; a record's all vary along the same dim)."""
+    channel_inputs = channel_inputs or {}
     tables: list[Table] = []
     changed = True
     while changed:
@@ -95,7 +97,8 @@ def _candidates(expr, byte_inputs, int_inputs, channel_inputs):
         channel = tuple(f for f, operand in record.items() if operand[0] == "input")
         if any(operand[0] not in ("const", "iconst") for f, operand in record.items()
                if f not in channel) or \
-                any(f == "zero" or record[f][1] not in channel_inputs for f in channel):
+                any(f == "zero" or record[f][1] not in channel_inputs for f in channel) or \
+                len({channel_inputs[record[f][1]] for f in channel}) > 1:
             continue
         convert = node[0] == "itof" and integer(node[1][0])    # vrequant converts an i32
         source = node[1][0] if convert else i
@@ -168,17 +171,20 @@ class LookupTables:
 
     def instrs(self, j: int, dtype: str, target: Operand, source: Operand, box,
                channel: list[Operand], note: str) -> list[Instr]:
+        """The records are dense over the box dims the channel operands vary along."""
         records, buffer = self.buffers[j]
-        fields = self.tables[j].channel
-        strides = channel[0].strides if channel else (0, 0, 0)
-        copies = []
-        for field, operand in zip(fields, channel, strict=True):
-            reduced = tuple(n if s else 1 for n, s in zip(box, operand.strides))
-            if operand.strides != strides or RECORD_WORDS * (
-                    1 + sum((n - 1) * s for n, s in zip(reduced, strides))) > records.shape[0]:
-                raise NotLowerable("a lookup's channel operands exceed its records")
-            copies.append(unary("vcopy", "f32", Operand(records, tuple(
-                RECORD_WORDS * s for s in strides), FIELD[field]), operand, reduced,
-                f"{note} lookup {field}"))
+        varying = {tuple(s != 0 for s in operand.strides) for operand in channel} or \
+            {(False,) * len(box)}
+        if len(varying) > 1:
+            raise NotLowerable("a lookup's channel operands vary along different dims")
+        [along] = varying
+        reduced = tuple(n if v else 1 for n, v in zip(box, along))
+        strides = tuple(s if v else 0 for s, v in zip(dense_sram_strides(list(reduced)), along))
+        if prod(reduced) * RECORD_WORDS > records.shape[0]:
+            raise NotLowerable("a lookup's channel operands exceed its records")
+        copies = [unary("vcopy", "f32", Operand(records, tuple(RECORD_WORDS * s for s in strides),
+                                                 FIELD[field]), operand, reduced,
+                        f"{note} lookup {field}")
+                  for field, operand in zip(self.tables[j].channel, channel, strict=True)]
         return copies + [vrequant(dtype, target, source, box, records, strides, buffer,
                                   self.tables[j].source, note)]

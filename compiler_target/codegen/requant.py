@@ -228,13 +228,17 @@ def _varying_dims(tensor: Buffer) -> set[int]:
     return {d for d, (n, s) in enumerate(zip(tensor.shape, tensor.strides)) if s and n > 1}
 
 
-def channel_records(tensors: dict, tile_counts) -> dict[int, int]:
-    """Epilogue input -> the most values it has in a tile of `tile_counts` (its records),
-    of the f32 inputs that vary along one output dim at most."""
-    return {int(name.removeprefix("epilogue.")):
-            max((tile_counts[d] for d in _varying_dims(tensor)), default=1)
-            for name, tensor in tensors.items()
-            if name.startswith("epilogue.") and tensor.dtype == "f32" and channel_input(tensor)}
+def channel_records(tensors: dict, tile_counts) -> dict[int, tuple[int, int]]:
+    """Epilogue input -> (the output dim it varies along, -1 for none; the most values it
+    has in a tile of `tile_counts`: its records), of the f32 inputs that vary along one
+    output dim at most."""
+    records = {}
+    for name, tensor in tensors.items():
+        if name.startswith("epilogue.") and tensor.dtype == "f32" and channel_input(tensor):
+            dim = min(_varying_dims(tensor), default=-1)
+            records[int(name.removeprefix("epilogue."))] = \
+                (dim, tile_counts[dim] if dim >= 0 else 1)
+    return records
 
 
 def _terms(expr, index: int, sign: int) -> list[tuple[int, int]]:

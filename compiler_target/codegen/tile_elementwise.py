@@ -25,7 +25,6 @@ from . import requant
 from .epilogue import (EpiloguePlan, Lookups, byte_ranges, float_dtype, load_dtype,
                        temp_count, used_inputs, with_lookups)
 from .hoist import Hoisted, hoist
-from .lookup import LOOKUPS
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, busy_cycles, dtype_bytes
 from .ops import LEAVES
@@ -37,6 +36,8 @@ from .tiler import Candidate
 TILE_COUNTS = [1 << i for i in range(9)]
 # SRAM of one lookup table: its values, the table, its record and its temporaries.
 LOOKUP_BYTES = 16 * requant.TABLE_MAX * 4
+# The most records a lookup's per-channel steps take (one per value of the channel).
+MAX_CHANNEL_RECORDS = 512
 
 def simplify(shape: tuple[int, ...], strides: list[tuple[int, ...]]):
     """(shape, per-tensor strides) without unit dims, contiguous neighbours merged."""
@@ -223,16 +224,16 @@ class ElementwiseTiler:
             self.outputs = [(self.outputs[0][0], len(self.expr) - 1)]
             self.stored = {len(self.expr) - 1}
         self.lookups = Lookups(self.constants, m, byte_ranges(
-            {k: v.dtype for k, v in self.in_views.items()}))
+            {k: v.dtype for k, v in self.in_views.items()}), self._channel_records())
         # The expression as its plan computes it: parts worth a table each one vrequant.
-        self.computed = with_lookups(self.expr, self.lookups, self.load_dtypes, self.floats,
-                                     self.stored - {len(self.expr) - 1})[0]
-        tables = sum(node[0] in LOOKUPS for node in self.computed)
+        self.computed, tables = with_lookups(self.expr, self.lookups, self.load_dtypes,
+                                             self.floats, self.stored - {len(self.expr) - 1})
         # Small broadcast inputs (per-channel operands) are loaded whole, once.
         self.resident = {k for k, v in self.in_views.items()
                          if 0 in v.strides and worth_resident(v, m)}
         fixed = hoisted_bytes + sum(self._whole_bytes(k, elem) for k in self.resident) + \
-            tables * LOOKUP_BYTES
+            sum(LOOKUP_BYTES + 4 * requant.RECORD_WORDS * table.records(
+                self.lookups.channel_records) for table in tables)
         # results converted to their output's dtype
         result_tiles = 2 if any(dram.dtype != self.floats for dram, _ in self.outputs) else 0
         per_element = elem * ((2 + result_tiles) * len(self.stored) +
@@ -245,6 +246,19 @@ class ElementwiseTiler:
         if self.budget < 1:
             raise NotLowerable("does not fit SRAM even tiled")
         self.stored_as_loaded = self._stored_as_loaded()
+
+    def _channel_records(self) -> dict[int, tuple[int, int]]:
+        """Input -> (the dim it varies along, -1 for none; its extent), of the f32 inputs
+        that vary along one dim at most, over at most MAX_CHANNEL_RECORDS values: a
+        lookup's records may take them (Lookups)."""
+        records = {}
+        for k, v in self.in_views.items():
+            dims = [d for d, (n, s) in enumerate(zip(self.shape, v.strides)) if s and n > 1]
+            extent = self.shape[dims[0]] if dims else 1
+            if self.load_dtypes[k] == "f32" and len(dims) <= 1 and \
+                    extent <= MAX_CHANNEL_RECORDS:
+                records[k] = (dims[0] if dims else -1, extent)
+        return records
 
     def _table_source(self, ins: list[Buffer], used: list[int]):
         """(the input the expression is a vrequant table of, its requant.Pattern) (a byte
