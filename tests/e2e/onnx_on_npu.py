@@ -2,7 +2,7 @@
 dispatch report), on onnxruntime and on stock IREE llvm-cpu, for the end-to-end tests
 of single ops."""
 import subprocess
-from contextlib import contextmanager
+from contextlib import chdir, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,9 +83,12 @@ def stock_llvm_cpu(path: Path, cpu_flags=STOCK_CPU_FLAGS):
     return iree.runtime.load_vm_flatbuffer(vmfb, driver="local-task").g
 
 
-def quantized_static(f32: Path, path: Path, feeds: list[dict], activations: str = "QInt8") -> Path:
-    """`f32` quantized as a user quantizes a network: onnxruntime's `quantize_static`, QDQ,
-    QInt8 weights, per-tensor, `activations` (QInt8 or QUInt8), calibrated on `feeds`."""
+def quantized_static(f32: Path, path: Path, feeds: list[dict], activations: str = "QInt8",
+                     quant_format: str = "QDQ") -> Path:
+    """`f32` quantized as a user quantizes a network: onnxruntime's `quantize_static`,
+    `quant_format` (QDQ or QOperator), QInt8 weights, per-tensor, `activations` (QInt8 or
+    QUInt8), calibrated on `feeds`; in `path`'s directory (the QOperator quantizer leaves
+    files in the working directory)."""
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
 
@@ -96,6 +99,7 @@ def quantized_static(f32: Path, path: Path, feeds: list[dict], activations: str 
         def get_next(self):
             return self.remaining.pop(0) if self.remaining else None
 
-    quantize_static(str(f32), str(path), Feeds(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType[activations], weight_type=QuantType.QInt8)
+    with chdir(path.parent):
+        quantize_static(str(f32), str(path), Feeds(), quant_format=QuantFormat[quant_format],
+                        activation_type=QuantType[activations], weight_type=QuantType.QInt8)
     return path

@@ -522,7 +522,10 @@ class Walk:
     def integer_op(self, op, node_of, name: str) -> int:
         """Integer arithmetic and conversions of a quantized body on i32 values. An op on
         narrower integers is taken where its operands' ranges show it cannot wrap (i8
-        and i16 values are held as i32, so extsi is the value itself)."""
+        and i16 values are held as i32, so extsi is the value itself); an op on i64
+        where its result's range fits i32 (the ONNX importer's QLinearAdd, QLinearMul
+        and QLinearSigmoid subtract their zero points in i64), so i32 computes it
+        exactly."""
         kind = op.name
         bits = _int_bits(op.results[0].type)
         if kind == "arith.sitofp" and self.is_i64_input(node_of(op.operands[0])):
@@ -542,7 +545,8 @@ class Walk:
             if kind == "arith.fptosi":
                 return self.signed_conversion(node_of(op.operands[0]), bits)
             return self.add(("ftou", (node_of(op.operands[0]),), bits))
-        if bits is None or bits > 32:
+        wide = bits == 64 and kind in WIDE_EXACT
+        if bits is None or bits > 32 and not wide:
             raise NotSupported(f"{name}: {kind} on {op.results[0].type}")
         if kind == "arith.trunci" and bits == 1:    # the low bit
             return self.add(("iand", (self.signed_node(op.operands[0], node_of, name),
@@ -562,9 +566,10 @@ class Walk:
         else:
             args = tuple(self.signed_node(v, node_of, name) for v in op.operands)
         node = self.add((INT_BINARY[kind], args))
-        bounds = self.int_range(node) if bits < 32 else None
-        if bounds is not None and not _fits(bounds, bits):
-            raise NotSupported(f"{name}: {kind} on i{bits} may wrap (range {bounds})")
+        bounds = self.int_range(node) if bits != 32 else None
+        if bounds is not None and not _fits(bounds, min(bits, 32)):
+            raise NotSupported(f"{name}: {kind} on i{bits} may wrap in i"
+                               f"{min(bits, 32)} (range {bounds})")
         return node
 
     def is_unsigned_byte(self, node: int) -> bool:
@@ -1029,6 +1034,9 @@ def block_ops(op) -> list:
     return [o.operation for o in op.regions[0].blocks[0].operations]
 
 
+# i64 ops taken where their values fit i32 (integer_op).
+WIDE_EXACT = ("arith.extsi", "arith.extui", "arith.addi", "arith.subi", "arith.muli",
+              "arith.maxsi", "arith.minsi")
 INT_CONVERSIONS = {"arith.extsi", "arith.sitofp", "arith.fptosi",
                    "arith.extui", "arith.uitofp", "arith.fptoui", "arith.trunci"}
 BOOLEAN = ("arith.andi", "arith.ori", "arith.xori")
