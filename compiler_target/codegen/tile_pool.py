@@ -8,6 +8,11 @@ pooling without count_include_pad divides by the taps inside the image. Sum pool
 average pooling counting the padding, scaled by kh·kw. The epilogue runs on the pooled
 tile before its store.
 
+A max pool of i8 values (onnxruntime's QOperator format keeps MaxPool on int8 data:
+`arith.maxsi`), which vpool does not take, is pooled in f32, where every i8 value and
+their maximum are exact: the loaded tile (halo -128) converted to f32, vpool, and the
+result converted back to i8 (no epilogue).
+
 Images of a batch whose channels follow on from each other in both tensors (a stride
 of n that is c times that of c) are one image of n·c channels: a channel block then
 spans images, rather than each image being its own tiles (a TF-exported network's
@@ -22,7 +27,7 @@ from .epilogue import (EpilogueInputs, OutputStage, bytes_per_element, quantized
                        used_inputs, without_batch)
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr, dtype_bytes, value_bits
-from .vector import Operand, unary
+from .vector import Operand, convert, unary
 from .tile import (SRAM_ALIGN, Pipeline, Slots, Sram, TiledProgram, aligned, ceil_div,
                    load_window, split_candidates, window_columns, window_extent)
 from .tile_elementwise import view
@@ -74,15 +79,18 @@ class PoolTiler:
     def __init__(self, lowered: Lowered, m: MachineConfig):
         op = lowered.op
         dtype = op.input.dtype
-        if dtype not in FLOATS or (op.out.dtype != dtype and op.out.dtype in FLOATS):
+        if integer_max(op) and (op.out.dtype != dtype or not keeps_bytes(op.epilogue)):
+            raise NotLowerable("an i8 max pool with an epilogue or another output dtype")
+        if not integer_max(op) and (dtype not in FLOATS or (op.out.dtype != dtype and
+                                                          op.out.dtype in FLOATS)):
             raise NotLowerable(f"{dtype} -> {op.out.dtype} pooling is not supported (floats, "
-                               "or floats quantized by the epilogue)")
+                               "an i8 max, or floats quantized by the epilogue)")
         if op.kind not in ("max", "avg", "sum"):
             raise NotLowerable(f"pooling kind '{op.kind}' is not supported")
         self.lowered, self.m = batch_as_channels(lowered), m
         tensors = self.lowered.tensors
         self.g = PoolGeometry(tensors["input"], tensors["out"], op)
-        self.e = dtype_bytes(dtype)
+        self.e = dtype_bytes(pooled_dtype(op))
         self.per_out_extra = bytes_per_element(op.epilogue, op.epilogue_inputs, dtype) + \
             quantized_output_bytes(op.out.dtype, dtype)
 
@@ -125,21 +133,45 @@ class PoolTiler:
         return PoolEmitter(self.lowered, self.g, t, self.m).run()
 
 
+def integer_max(op) -> bool:
+    return op.kind == "max" and op.input.dtype == "i8"
+
+
+# An i8 max pool's epilogue, from its f32 pool: the value as an integer (exact).
+TO_BYTES = [("acc",), ("ftoi", (0,), 8)]
+
+
+def keeps_bytes(epilogue) -> bool:
+    """Whether the epilogue leaves every i8 value as it is: none, or the max with the
+    pool's initial value (IREE's fill of -128, or below)."""
+    return epilogue == [("acc",)] or len(epilogue) == 3 and epilogue[1][0] == "iconst" and \
+        epilogue[1][1] <= -128 and epilogue[2] == ("imax", (0, 1))
+
+
+def pooled_dtype(op) -> str:
+    """The dtype vpool computes the pool in: the input's, f32 for an i8 max."""
+    return "f32" if integer_max(op) else op.input.dtype
+
+
 class PoolEmitter:
     def __init__(self, lowered, g: PoolGeometry, t: PoolTiling, m: MachineConfig):
         self.op, self.g, self.t, self.tensors = lowered.op, g, t, lowered.tensors
         sram = Sram(m.sram_bytes)
         self.sram = sram
-        self.dtype = self.op.input.dtype
-        self.inputs = Slots(sram, "in", self.dtype, (t.cb * g.in_rows(t.rows) * g.in_cols(t.cols),))
+        self.dtype = pooled_dtype(self.op)
+        in_elems = t.cb * g.in_rows(t.rows) * g.in_cols(t.cols)
+        self.loaded = Slots(sram, "in.i8", "i8", (in_elems,)) if integer_max(self.op) else None
+        self.inputs = Slots(sram, "in", self.dtype, (in_elems,))
         self.outs = Slots(sram, "pool", self.dtype, (t.cb * t.rows * t.cols,))
         self.epi = EpilogueInputs(sram, self.tensors, used_inputs(self.op.epilogue),
                                   len(self.op.epilogue_inputs), [1, t.cb, t.rows, t.cols],
                                   self.dtype, m)
-        self.output = OutputStage(sram, self.op.epilogue, self.dtype, self.tensors["out"],
+        epilogue = TO_BYTES if integer_max(self.op) else self.op.epilogue
+        self.output = OutputStage(sram, epilogue, self.dtype, self.tensors["out"],
                                   t.cb * t.rows * t.cols, m,
                                   input_dtypes=self.epi.dtypes)
-        self.pad_bits = value_bits(self.dtype, float("-inf")) if self.op.kind == "max" else 0
+        self.pad_bits = 0 if self.op.kind != "max" else value_bits("i8", -128) \
+            if self.loaded is not None else value_bits(self.dtype, float("-inf"))
 
     def run(self) -> TiledProgram:
         g, t = self.g, self.t
@@ -158,10 +190,14 @@ class PoolEmitter:
         g = self.g
         note = f"n{n} c{c0}+{cb} y{y0}+{rows} x{x0}+{cols}"
         src, _ = self.inputs.acquire(None)
+        loaded = self.loaded.acquire(None)[0] if self.loaded is not None else src
         hi, wi = g.in_rows(rows), g.in_cols(cols)
         front, (r0, r1, q0, q1) = load_window(
-            self.tensors["input"], src, n, c0, cb, y0 * g.sh - g.pt, x0 * g.sw - g.pl, hi, wi,
-            self.pad_bits, note + " input")
+            self.tensors["input"], loaded, n, c0, cb, y0 * g.sh - g.pt, x0 * g.sw - g.pl, hi,
+            wi, self.pad_bits, note + " input")
+        if loaded is not src:
+            front.append(convert(Operand.flat(src), Operand.flat(loaded), (1, 1, cb * hi * wi),
+                                 note + " to f32"))
         loads, inputs = self.epi.load([n, c0, y0, x0], [1, cb, rows, cols], note, without_batch)
         front += loads
         dst, _ = self.outs.acquire(None)

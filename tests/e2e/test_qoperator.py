@@ -52,3 +52,23 @@ def test_a_qlinear_add_fused_into_its_conv_runs_on_the_npu(tmp_path):
     assert call.stats.host_dispatches == 0, call.report
     np.testing.assert_array_equal(call.output, np.asarray(stock_llvm_cpu(path)(x).to_host()))
     np.testing.assert_array_equal(call.output, onnxruntime_output(path, {"x": x}))
+
+
+def test_a_max_pool_of_int8_data_runs_on_the_npu(tmp_path):
+    """Padded and strided, as ResNet's stem pool: the halo must lose to every byte."""
+    scale, zero = (numpy_helper.from_array(np.array(v, dtype), n)
+                   for v, dtype, n in ((0.02, np.float32, "s"), (-3, np.int8, "z")))
+    graph = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+         helper.make_node("MaxPool", ["q"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                          pads=[1, 1, 1, 1]),
+         helper.make_node("DequantizeLinear", ["p", "s", "z"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 16, 33, 40))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 16, 17, 20))], [scale, zero])
+    path = onnx_file(graph, tmp_path / "pool.onnx")
+    # Mostly below the zero point, so that windows of the border hold only small bytes.
+    x = np.random.default_rng(0).uniform(-3, 0.5, (1, 16, 33, 40)).astype(np.float32)
+    call = call_on_npu(path, "g", x)
+    assert call.stats.host_dispatches == 0, call.report
+    np.testing.assert_array_equal(call.output, np.asarray(stock_llvm_cpu(path)(x).to_host()))
+    np.testing.assert_array_equal(call.output, onnxruntime_output(path, {"x": x}))

@@ -573,7 +573,8 @@ def reduction_kind(generic) -> str:
             combines(body[0], *data) and combines(body[1], out, body[0].results[0]) and \
             yielded == body[1].results[0]:
         return "rows" if dot_products(generic) else "mac"
-    kind = {"arith.addf": "sum", "arith.maximumf": "max", "arith.maxnumf": "max"}.get(names[0])
+    kind = {"arith.addf": "sum", "arith.maximumf": "max", "arith.maxnumf": "max",
+            "arith.maxsi": "max"}.get(names[0])
     windowed = len(data) < len(generic.inputs)
     if windowed and len(names) == 2 and kind and len(data) == 1 and \
             combines(body[0], out, data[0]) and yielded == body[0].results[0]:
