@@ -130,11 +130,12 @@ def _replaced(expr, start: int, found, index: int):
 
 
 def _cut(expr, start: int) -> int | None:
-    """The one node of those computed from `start` and constants alone that the rest of
-    the expression reads, or that is its result; None if there are several."""
+    """The one node of those computed elementwise from `start` and constants alone (a
+    row-wise expression's reductions are not) that the rest of the expression reads, or
+    that is its result; None if there are several."""
     cone = {start}
     for i in range(start + 1, len(expr)):
-        if expr[i][0] not in LEAVES and all(
+        if expr[i][0] not in LEAVES + ("reduce",) and all(
                 a in cone or expr[a][0] in ("const", "iconst") for a in expr[i][1]):
             cone.add(i)
     live = reachable(expr)

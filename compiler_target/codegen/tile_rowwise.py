@@ -12,18 +12,24 @@ reused once their last reader has run. The number of rows per tile comes from an
 estimate (the cost model's cycles of each tile's transfers and vector work against
 the pipeline fill and drain), among the tilings whose buffers fit SRAM.
 
+The parts of the expression that are functions of a byte input (a quantized mean's
+dequantize: isub, itof, mul) are one table lookup each (lookup.py), one vrequant per
+tile in place of a vector pass per node.
+
 A row too long for SRAM (an InstanceNormalization over a whole image) is streamed: one
 row per tile, read in chunks once per level of reductions (softmax: its max, then its
 sum, then the output), each pass recomputing what it needs from the inputs and adding
 each chunk's vreduce into the row values, which stay in SRAM to the end of the row.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
-from .epilogue import (LEAVES, SCRATCH_NODES, check_vector_nodes, float_dtype, load_dtype,
+from .epilogue import (INTS, LEAVES, SCRATCH_NODES, EpiloguePlan, byte_ranges,
+                       check_vector_nodes, float_dtype, load_dtype,
                        node_dtypes, node_instrs, scalar_fill)
+from .lookup import LOOKUPS, LookupTables, tabulated
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr
 from .ops import SCALARS, row_varying, varies_along_rows
@@ -54,7 +60,7 @@ def plan(expr, inputs, load_dtypes: list[str], floats: str, stored=()) -> Rowwis
     varies = varies_along_rows(expr, [row_varying(ref, len(ref.shape) - 1) for ref in inputs])
     dtypes = node_dtypes(expr, load_dtypes, None, floats)
     for node in expr:
-        check_vector_nodes([node], also=("reduce",))
+        check_vector_nodes([node], also=("reduce",) + LOOKUPS)
         if node[0] == "reduce" and dtypes[node[1][0]] not in FLOATS:
             raise NotLowerable("a row sum of integers (vreduce sums floats)")
     last_use = {node: len(expr) for node in stored}
@@ -141,7 +147,7 @@ class RowwiseEmitter:
     row streamed through SRAM (streamed_row)."""
 
     def __init__(self, lowered: Lowered, m: MachineConfig, plan_: RowwisePlan, rows: int,
-                 chunk: int | None = None):
+                 chunk: int | None = None, tables=()):
         op = lowered.op
         self.op, self.m, self.plan, self.rows = op, m, plan_, rows
         self.dtype = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs), expr=op.expr)
@@ -176,6 +182,11 @@ class RowwiseEmitter:
             if result != op.out.dtype else None
         self.out_varies = out_varies
         self.setup: list[Instr] = []
+        self.tables = None
+        if tables:
+            self.tables = LookupTables(tables, sram, "lut", lowered.constants, m, EpiloguePlan,
+                                       {})
+            self.setup += self.tables.setup
         self.consts: dict[int, Buffer] = {}
         for index, node in enumerate(op.expr):
             if node[0] in SCALARS:
@@ -227,8 +238,7 @@ class RowwiseEmitter:
                 box = full_box if varies else row_box
                 target = self.target(index, out, rows)
                 scratch = Operand(self.scratch, (0, columns, 1)) if self.scratch else None
-                instrs += node_instrs(kind, node[2:], self.plan.dtypes[index], target,
-                                      [values[a] for a in node[1]], box, scratch, note)
+                instrs += self.node(index, target, values, box, scratch, note)
                 values[index] = target
         result = values[final]
         if expr[final][0] in LEAVES + ("reduce",):
@@ -317,9 +327,19 @@ class RowwiseEmitter:
         else:
             target = self.temp(index)
         scratch = Operand(self.scratch, (0, self.chunk, 1)) if self.scratch else None
+        instrs = self.node(index, target, values, box, scratch, note)
         values[index] = target
-        return node_instrs(kind, node[2:], self.plan.dtypes[index], target,
-                           [values[a] for a in node[1]], box, scratch, note)
+        return instrs
+
+    def node(self, index: int, target: Operand, values: dict, box, scratch, note: str):
+        """The instructions of computed node `index` into `target`: a lookup's vrequant,
+        or the vector instructions of its kind."""
+        kind, args, *params = self.op.expr[index]
+        dtype = self.plan.dtypes[index]
+        if kind in LOOKUPS:
+            return self.tables.instrs(params[0], dtype, target, values[args[0]], box, [], note)
+        return node_instrs(kind, params, dtype, target, [values[a] for a in args], box,
+                           scratch, note)
 
     def temp(self, index: int) -> Operand:
         """The SRAM temporary of node `index` (a chunk, or a row value) when streamed."""
@@ -391,9 +411,16 @@ class RowwiseTiler:
     def __init__(self, lowered: Lowered, m: MachineConfig):
         op = lowered.op
         floats = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs), expr=op.expr)
-        self.lowered, self.m = lowered, m
         self.floats = floats
         self.load_dtypes = [load_dtype(ref.dtype, floats) for ref in op.inputs]
+        self.tables = []
+        if floats == "f32" and not op.extra_outputs:
+            expr, self.tables = tabulated(
+                op.expr, byte_ranges({k: ref.dtype for k, ref in enumerate(op.inputs)}),
+                {k for k, dtype in enumerate(self.load_dtypes) if dtype in INTS})
+            op = replace(op, expr=expr)
+            lowered = replace(lowered, op=op)
+        self.lowered, self.m = lowered, m
         self.plan = plan(op.expr, op.inputs, self.load_dtypes, floats,
                          [node for _, node in op.extra_outputs])
         self.streamed_plan: RowwisePlan | None = None
@@ -449,10 +476,11 @@ class RowwiseTiler:
         """A streamed row keeps every row value to the end of the row: later passes
         read them again."""
         if chunk is None:
-            return RowwiseEmitter(self.lowered, self.m, self.plan, rows)
+            return RowwiseEmitter(self.lowered, self.m, self.plan, rows, tables=self.tables)
         if self.streamed_plan is None:
             op = self.lowered.op
             kept = [index for index, varies in enumerate(self.plan.varies) if not varies]
             self.streamed_plan = plan(op.expr, op.inputs, self.load_dtypes, self.floats,
                                       kept + [node for _, node in op.extra_outputs])
-        return RowwiseEmitter(self.lowered, self.m, self.streamed_plan, rows, chunk)
+        return RowwiseEmitter(self.lowered, self.m, self.streamed_plan, rows, chunk,
+                              self.tables)

@@ -31,3 +31,30 @@ def test_a_requantized_conv_summed_by_a_reduce_mean_runs_on_the_npu(tmp_path, ac
     call = call_on_npu(path, "g", x)
     assert call.stats.host_dispatches == 0, call.report
     np.testing.assert_array_equal(call.output, np.asarray(stock_llvm_cpu(path)(x).to_host()))
+
+
+def test_a_mean_of_quantized_bytes_dequantizes_by_one_lookup(tmp_path):
+    """A QDQ GlobalAveragePool reads int8 bytes: their dequantize (isub, itof, mul) was a
+    vector pass per node over every tile of the row-wise reduction; it is one table
+    lookup, the rest as before."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 48, 20, 30))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 48, 1, 1))])
+    f32 = onnx_file(graph, tmp_path / "gap.onnx")
+    samples = np.random.default_rng(1).uniform(-1, 1, (4, 1, 48, 20, 30)).astype(np.float32)
+    path = quantized_static(f32, tmp_path / "gap_int8.onnx", [{"x": x} for x in samples])
+    x = np.random.default_rng(2).uniform(-1, 1, (1, 48, 20, 30)).astype(np.float32)
+    call = call_on_npu(path, "g", x, dump_asm=tmp_path / "asm")
+    assert call.stats.host_dispatches == 0, call.report
+    np.testing.assert_array_equal(call.output, np.asarray(stock_llvm_cpu(path)(x).to_host()))
+    [program] = [p for p in (tmp_path / "asm").iterdir() if "reduction" in p.name]
+    passes = {line.split()[0].split(".")[0] for line in program.read_text().splitlines()
+              if line.lstrip().startswith("v") and tile_elements(line) > 256}
+    assert passes <= {"vrequant", "vcvt", "vreduce"}, passes
+
+
+def tile_elements(instruction: str) -> int:
+    fields = dict(f.split("=") for f in instruction.split("#")[0].replace(",", " ").split()
+                  if "=" in f)
+    return int(fields.get("n0", 1)) * int(fields.get("n1", 1)) * int(fields.get("n2", 1))
