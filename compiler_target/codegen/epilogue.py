@@ -74,7 +74,8 @@ def with_lookups(expr, lookups: Lookups | None, input_dtypes, floats: str, store
     return tabulated(expr, lookups.byte_inputs,
                      {k for k, d in enumerate(input_dtypes) if d in INTS},
                      {k: dim for k, (dim, _) in lookups.channel_records.items()
-                      if input_dtypes[k] == "f32"})
+                      if input_dtypes[k] == "f32"},
+                     {k: d for k, d in enumerate(input_dtypes) if d in INTEGER_SOURCES})
 
 
 def check_vector_nodes(expr, also: tuple[str, ...] = ()) -> None:

@@ -54,18 +54,22 @@ class Table:
 
 
 def tabulated(expr, byte_inputs: dict[int, tuple[int, int]], int_inputs: set[int],
-              channel_inputs: dict[int, int] | None = None) -> tuple[list, list[Table]]:
+              channel_inputs: dict[int, int] | None = None,
+              byte_loaded: dict[int, str] | None = None) -> tuple[list, list[Table]]:
     """The expression with each part worth a table replaced by a ("lookup" or "ilookup",
     (source, *channel input nodes), j) node, tables[j] its table. `byte_inputs`: input ->
     (lo, hi), the inputs of at most 256 integer values; `int_inputs`: the inputs read as
-    i32; `channel_inputs`: input -> the dim it varies along, of the f32 inputs a record's
-    step may read (per-channel ones; a record's all vary along the same dim)."""
-    channel_inputs = channel_inputs or {}
+    integers; `channel_inputs`: input -> the dim it varies along, of the f32 inputs a
+    record's step may read (per-channel ones; a record's all vary along the same dim);
+    `byte_loaded`: input -> i8 or u8, the byte inputs whose tiles stay bytes (the others
+    are loaded widened to i32), which a vrequant reads as its source (byte_sources)."""
+    channel_inputs, byte_loaded = channel_inputs or {}, byte_loaded or {}
     tables: list[Table] = []
     changed = True
     while changed:
         changed = False
-        for start, found in _candidates(expr, byte_inputs, int_inputs, channel_inputs):
+        for start, found in _candidates(expr, byte_inputs, int_inputs, channel_inputs,
+                                        byte_loaded):
             replaced = _replaced(expr, start, found, len(tables))
             if replaced is not None:
                 expr = replaced[0]
@@ -75,7 +79,7 @@ def tabulated(expr, byte_inputs: dict[int, tuple[int, int]], int_inputs: set[int
     return expr, tables
 
 
-def _candidates(expr, byte_inputs, int_inputs, channel_inputs):
+def _candidates(expr, byte_inputs, int_inputs, channel_inputs, byte_loaded):
     """(the node q is, (source node, Table without rest)) of every possible table: byte
     inputs first, then roundings reached by record steps (of constants, or of
     `channel_inputs` but for the i32 zero)."""
@@ -86,7 +90,8 @@ def _candidates(expr, byte_inputs, int_inputs, channel_inputs):
     for i, node in enumerate(expr):
         if node[0] == "input" and node[1] in byte_inputs:
             lo, hi = byte_inputs[node[1]]
-            yield i, (i, Table("i32", dict(IDENTITY_STEPS), lo, hi, [], "i32"))
+            yield i, (i, Table(byte_loaded.get(node[1], "i32"), dict(IDENTITY_STEPS), lo, hi,
+                               [], "i32"))
     for i, node in enumerate(expr):
         if node[0] in SCALARS or integer(i):
             continue
@@ -102,8 +107,24 @@ def _candidates(expr, byte_inputs, int_inputs, channel_inputs):
             continue
         convert = node[0] == "itof" and integer(node[1][0])    # vrequant converts an i32
         source = node[1][0] if convert else i
-        yield rounded, (source, Table("i32" if convert else "f32", record, lo, hi, [], "f32",
+        dtype = byte_loaded.get(expr[source][1], "i32") if expr[source][0] == "input" else "i32"
+        yield rounded, (source, Table(dtype if convert else "f32", record, lo, hi, [], "f32",
                                       channel))
+
+
+def byte_sources(expr, byte_inputs) -> set[int]:
+    """The byte inputs (of `byte_inputs`) that only lookups read, as their source: their
+    tiles may stay bytes, which vrequant widens as it reads them (a vcvt pass less)."""
+    reads: dict[int, list[bool]] = {k: [] for k in byte_inputs}
+    for node in expr:
+        if node[0] in LEAVES:
+            continue
+        for position, arg in enumerate(node[1]):
+            if expr[arg][0] == "input" and expr[arg][1] in reads:
+                reads[expr[arg][1]].append(node[0] in LOOKUPS and position == 0)
+    if expr[-1][0] == "input" and expr[-1][1] in reads:
+        reads[expr[-1][1]].append(False)        # the result itself
+    return {k for k, by_lookups in reads.items() if by_lookups and all(by_lookups)}
 
 
 def _replaced(expr, start: int, found, index: int):

@@ -29,7 +29,7 @@ from executable_format.machine import MachineConfig
 from .epilogue import (INTS, LEAVES, SCRATCH_NODES, EpiloguePlan, byte_ranges,
                        check_vector_nodes, float_dtype, load_dtype,
                        node_dtypes, node_instrs, scalar_fill)
-from .lookup import LOOKUPS, LookupTables, tabulated
+from .lookup import LOOKUPS, LookupTables, byte_sources, tabulated
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr
 from .ops import SCALARS, row_varying, varies_along_rows
@@ -158,11 +158,12 @@ class RowwiseEmitter:
         sram = Sram(m.sram_bytes)
         self.sram = sram
         full, row = rows * self.chunk, rows
-        used = sorted({node[1] for node in op.expr if node[0] == "input"})
+        # each input loaded as its node's dtype (the plan's: load_dtype, or bytes)
+        loaded = {node[1]: plan_.dtypes[i] for i, node in enumerate(op.expr)
+                  if node[0] == "input"}
         self.streams = {k: Streamed(sram, self.tensors[f"in.{k}"],
-                                    self.batch + [rows, self.chunk],
-                                    compute_dtype=load_dtype(op.inputs[k].dtype, self.dtype))
-                        for k in used}
+                                    self.batch + [rows, self.chunk], compute_dtype=dtype)
+                        for k, dtype in sorted(loaded.items())}
         self.temps = {(varies, dtype, i): sram.alloc(
             f"{'tile' if varies else 'row'}{'' if dtype == self.dtype else '.' + dtype}{i}",
             dtype, (full if varies else row,))
@@ -415,9 +416,15 @@ class RowwiseTiler:
         self.load_dtypes = [load_dtype(ref.dtype, floats) for ref in op.inputs]
         self.tables = []
         if floats == "f32" and not op.extra_outputs:
-            expr, self.tables = tabulated(
-                op.expr, byte_ranges({k: ref.dtype for k, ref in enumerate(op.inputs)}),
-                {k for k, dtype in enumerate(self.load_dtypes) if dtype in INTS})
+            bytes_ = byte_ranges({k: ref.dtype for k, ref in enumerate(op.inputs)})
+            ints = {k for k, dtype in enumerate(self.load_dtypes) if dtype in INTS}
+            expr, self.tables = tabulated(op.expr, bytes_, ints)
+            kept = byte_sources(expr, bytes_)       # only lookups read them: stay bytes
+            for k in kept:
+                self.load_dtypes[k] = op.inputs[k].dtype
+            if kept:
+                expr, self.tables = tabulated(op.expr, bytes_, ints, None,
+                                              {k: op.inputs[k].dtype for k in kept})
             op = replace(op, expr=expr)
             lowered = replace(lowered, op=op)
         self.lowered, self.m = lowered, m
