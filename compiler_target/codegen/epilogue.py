@@ -15,7 +15,7 @@ from executable_format.isa import ACCUMULATOR, DTYPE_NAMES, Flag
 from executable_format.machine import MachineConfig
 
 from . import requant
-from .lookup import LOOKUPS, LookupTables, tabulated
+from .lookup import LOOKUPS, LookupTables, Payoff, tabulated
 from .requant import INTEGER_SOURCES
 from .lower import NotLowerable
 from .ops import INT_NODES, LEAVES, SCALARS, live_nodes, reachable
@@ -52,10 +52,12 @@ class Lookups:
     """What an EpiloguePlan needs to compute parts of its expression as table lookups
     (lookup.py): the constant pool, the machine, its byte inputs' ranges (input ->
     (lo, hi)) and its f32 inputs that vary along one dim at most (input -> (that dim,
-    the most values it has in a tile)), which a lookup's record may read."""
+    the most values it has in a tile)), which a lookup's record may read; `elements`: the
+    values the expression runs over in the dispatch (lookup.Payoff)."""
     constants: object
     machine: MachineConfig
     byte_inputs: dict
+    elements: int
     channel_records: dict = field(default_factory=dict)
 
 
@@ -71,7 +73,7 @@ def with_lookups(expr, lookups: Lookups | None, input_dtypes, floats: str, store
     with floats other than f32 (vrequant's steps are f32)."""
     if lookups is None or stored or floats != "f32":
         return expr, []
-    return tabulated(expr, lookups.byte_inputs,
+    return tabulated(expr, Payoff(lookups.elements, lookups.machine), lookups.byte_inputs,
                      {k for k, d in enumerate(input_dtypes) if d in INTS},
                      {k: dim for k, (dim, _) in lookups.channel_records.items()
                       if input_dtypes[k] == "f32"},
@@ -227,7 +229,10 @@ class EpiloguePlan:
     writes to operands it is given."""
 
     def __init__(self, expr, sram: Sram, dtype: str, max_elements: int, name: str = "epi",
-                 stored=frozenset(), input_dtypes=None, lookups: Lookups | None = None):
+                 stored=frozenset(), input_dtypes=None, lookups: Lookups | None = None,
+                 result_dtype: str | None = None):
+        """`result_dtype`: the byte dtype of the result's output, which the table of a last
+        node that is an integer lookup holds, saturated once (the vcvt per tile saved)."""
         copies = all(node[0] in LEAVES for node in expr)   # in the op's dtype, whatever it is
         floats = dtype if copies else float_dtype(dtype, expr=expr)
         if floats != dtype and dtype in FLOATS and any(node[0] == "acc" for node in expr):
@@ -235,11 +240,16 @@ class EpiloguePlan:
         if input_dtypes is None:
             input_dtypes = [dtype] * (1 + max((n[1] for n in expr if n[0] == "input"), default=0))
         expr, tables = with_lookups(expr, lookups, input_dtypes, floats, stored)
+        bytes_result = result_dtype in INTEGER_SOURCES and expr[-1][0] == "ilookup"
         self.tables = LookupTables(tables, sram, name, lookups.constants, lookups.machine,
-                                   EpiloguePlan, lookups.channel_records) if tables else None
+                                   EpiloguePlan, lookups.channel_records,
+                                   {expr[-1][2]: result_dtype} if bytes_result else {}) \
+            if tables else None
         check_vector_nodes(expr, LOOKUPS)
         self.expr, self.dtype = expr, floats
         self.dtypes = node_dtypes(expr, input_dtypes, dtype, floats)
+        if bytes_result:
+            self.dtypes[-1] = result_dtype
         if "i32" in self.dtypes and floats != "f32" and any(
                 self.dtypes[i] != "i32" for i in reachable(expr)):
             raise NotLowerable(f"integer arithmetic with {floats} values")
@@ -430,7 +440,7 @@ class OutputStage:
         self.out = out
         lookups = Lookups(constants, machine, byte_ranges(
             {int(k.removeprefix("epilogue.")): t.dtype for k, t in tensors.items()
-             if k.startswith("epilogue.")}),
+             if k.startswith("epilogue.")}), math.prod(out.shape),
             requant.channel_records(tensors, tile_counts or out.shape)) \
             if constants is not None and tensors else None
         self.requant = None if extra_outputs else requant.plan(

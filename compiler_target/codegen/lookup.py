@@ -28,12 +28,28 @@ from executable_format.machine import MachineConfig
 from .lower import NotLowerable
 from .npu_ir import Buffer, Instr
 from .ops import INT_NODES, LEAVES, SCALARS, live_nodes, reachable
-from .requant import (FIELD, IDENTITY_STEPS, RECORD_WORDS, computed_table, record_fills,
+from .requant import (FIELD, IDENTITY_STEPS, RECORD_WORDS, TABLE_MAX, computed_table, record_fills,
                       steps_to_rounding, table_expression, vrequant)
-from .tile import Sram, dense_sram_strides, prod
+from .tile import Sram, ceil_div, dense_sram_strides, prod
 from .vector import Operand, unary
 
 LOOKUPS = ("lookup", "ilookup")       # node kinds: a float or an integer table's value
+
+
+@dataclass(frozen=True)
+class Payoff:
+    """Whether a table pays for itself in a dispatch whose expression runs over `elements`
+    values: the vector passes it saves over them (4 bytes each) against loading its
+    values and computing it once (its nodes over TABLE_MAX values). A small dispatch (a
+    classifier head's matvec, a group norm's rows of 32) is faster without."""
+    elements: int
+    machine: MachineConfig
+
+    def pays(self, saved_passes: int, table_nodes: int) -> bool:
+        m, values = self.machine, TABLE_MAX * 4
+        table = m.dma_latency_cycles + ceil_div(values, m.dram_bytes_per_cycle) + \
+            (table_nodes + 1) * (m.vector_latency_cycles + ceil_div(values, m.vector_bytes_per_cycle))
+        return saved_passes * ceil_div(self.elements * 4, m.vector_bytes_per_cycle) > table
 
 
 @dataclass(frozen=True)
@@ -53,11 +69,12 @@ class Table:
         return max((channel_records[self.record[f][1]][1] for f in self.channel), default=1)
 
 
-def tabulated(expr, byte_inputs: dict[int, tuple[int, int]], int_inputs: set[int],
-              channel_inputs: dict[int, int] | None = None,
+def tabulated(expr, payoff: Payoff, byte_inputs: dict[int, tuple[int, int]],
+              int_inputs: set[int], channel_inputs: dict[int, int] | None = None,
               byte_loaded: dict[int, str] | None = None) -> tuple[list, list[Table]]:
     """The expression with each part worth a table replaced by a ("lookup" or "ilookup",
-    (source, *channel input nodes), j) node, tables[j] its table. `byte_inputs`: input ->
+    (source, *channel input nodes), j) node, tables[j] its table, where it pays (`payoff`).
+    `byte_inputs`: input ->
     (lo, hi), the inputs of at most 256 integer values; `int_inputs`: the inputs read as
     integers; `channel_inputs`: input -> the dim it varies along, of the f32 inputs a
     record's step may read (per-channel ones; a record's all vary along the same dim);
@@ -70,7 +87,7 @@ def tabulated(expr, byte_inputs: dict[int, tuple[int, int]], int_inputs: set[int
         changed = False
         for start, found in _candidates(expr, byte_inputs, int_inputs, channel_inputs,
                                         byte_loaded):
-            replaced = _replaced(expr, start, found, len(tables))
+            replaced = _replaced(expr, start, found, len(tables), payoff)
             if replaced is not None:
                 expr = replaced[0]
                 tables.append(replaced[1])
@@ -127,10 +144,10 @@ def byte_sources(expr, byte_inputs) -> set[int]:
     return {k for k, by_lookups in reads.items() if by_lookups and all(by_lookups)}
 
 
-def _replaced(expr, start: int, found, index: int):
+def _replaced(expr, start: int, found, index: int, payoff: Payoff):
     """(the expression with the table's part replaced, the Table) when the nodes that read
     only `start` and constants are read elsewhere through one node, and replacing them
-    saves at least one vector pass; else None."""
+    saves vector passes that pay for the table; else None."""
     source, table = found
     cut = _cut(expr, start)
     if cut is None or cut == source:        # a byte input's table of itself
@@ -144,7 +161,8 @@ def _replaced(expr, start: int, found, index: int):
     reads = tuple(expr.index(table.record[f]) for f in table.channel)
     replaced = live_nodes([(kind, (source, *reads), index) if i == cut else node
                            for i, node in enumerate(expr)])
-    if _passes(replaced) >= _passes(live_nodes(expr)):
+    saved = _passes(live_nodes(expr)) - _passes(replaced)
+    if saved < 1 or not payoff.pays(saved, _passes(rest)):
         return None
     return replaced, Table(table.source, table.record, table.lo, table.hi, rest,
                            table.q_dtype, table.channel)
@@ -175,16 +193,18 @@ class LookupTables:
     """The tables of one expression in SRAM: computed once per dispatch (`setup`) by
     `plan_class` over their values, loaded from the constant pool; `instrs` are a
     node's: the copies of its channel inputs into its records, and its vrequant.
-    `channel_records`: input -> the most values it has in a tile."""
+    `channel_records`: input -> the most values it has in a tile; `dtypes`: table ->
+    the dtype it holds, where not its expression's (converted once)."""
 
     def __init__(self, tables: list[Table], sram: Sram, name: str, constants,
-                 machine: MachineConfig, plan_class, channel_records: dict[int, int]):
+                 machine: MachineConfig, plan_class, channel_records: dict[int, int],
+                 dtypes: dict[int, str]):
         self.tables, self.setup = tables, []
         self.buffers: list[tuple[Buffer, Buffer]] = []      # (records, table) per table
         for j, table in enumerate(tables):
             values, setup = computed_table(table.rest, table.lo, table.hi, table.q_dtype,
                                            [], sram, f"{name}.lut{j}", constants, machine,
-                                           plan_class)
+                                           plan_class, dtypes.get(j))
             count = table.records(channel_records)
             records = sram.alloc(f"{name}.lut{j}.record", "i32", (count * RECORD_WORDS,))
             self.setup += setup + record_fills(records, count, table.record, table.lo,

@@ -225,7 +225,8 @@ class ElementwiseTiler:
             self.outputs = [(self.outputs[0][0], len(self.expr) - 1)]
             self.stored = {len(self.expr) - 1}
         self.lookups = Lookups(self.constants, m, byte_ranges(
-            {k: v.dtype for k, v in self.in_views.items()}), self._channel_records())
+            {k: v.dtype for k, v in self.in_views.items()}), prod(self.shape),
+            self._channel_records())
         # The expression as its plan computes it: parts worth a table each one vrequant;
         # a byte input only lookups read stays bytes.
         self.computed, tables = with_lookups(self.expr, self.lookups, self.load_dtypes,
@@ -371,7 +372,9 @@ class ElementwiseTiler:
         plan = EpiloguePlan(self.expr, sram, self.floats, tile_elems,
                             stored=self.stored - {len(self.expr) - 1},
                             input_dtypes=self.load_dtypes + [h.plan.result_dtype for h in hoisted],
-                            lookups=self.lookups)
+                            lookups=self.lookups,
+                            result_dtype=self.outputs[0][0].dtype if len(self.outputs) == 1
+                            else None)
         # The plan's last node is the last stored one (lookups may have shortened it).
         outputs = [(dram, len(plan.expr) - 1 if node == len(self.expr) - 1 else node)
                    for dram, node in self.outputs]

@@ -29,11 +29,11 @@ from executable_format.machine import MachineConfig
 from .epilogue import (INTS, LEAVES, SCRATCH_NODES, EpiloguePlan, byte_ranges,
                        check_vector_nodes, float_dtype, load_dtype,
                        node_dtypes, node_instrs, scalar_fill)
-from .lookup import LOOKUPS, LookupTables, byte_sources, tabulated
+from .lookup import LOOKUPS, LookupTables, Payoff, byte_sources, tabulated
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr
 from .ops import SCALARS, row_varying, varies_along_rows
-from .tile import Slots, Sram, Streamed, TiledProgram, ceil_div, store_instrs
+from .tile import Slots, Sram, Streamed, TiledProgram, ceil_div, prod, store_instrs
 from .tiler import Candidate, pipelined_cycles
 from .vector import Operand, binary, convert, unary
 
@@ -186,7 +186,7 @@ class RowwiseEmitter:
         self.tables = None
         if tables:
             self.tables = LookupTables(tables, sram, "lut", lowered.constants, m, EpiloguePlan,
-                                       {})
+                                       {}, {})
             self.setup += self.tables.setup
         self.consts: dict[int, Buffer] = {}
         for index, node in enumerate(op.expr):
@@ -418,12 +418,13 @@ class RowwiseTiler:
         if floats == "f32" and not op.extra_outputs:
             bytes_ = byte_ranges({k: ref.dtype for k, ref in enumerate(op.inputs)})
             ints = {k for k, dtype in enumerate(self.load_dtypes) if dtype in INTS}
-            expr, self.tables = tabulated(op.expr, bytes_, ints)
+            payoff = Payoff(prod(op.out.shape), m)
+            expr, self.tables = tabulated(op.expr, payoff, bytes_, ints)
             kept = byte_sources(expr, bytes_)       # only lookups read them: stay bytes
             for k in kept:
                 self.load_dtypes[k] = op.inputs[k].dtype
             if kept:
-                expr, self.tables = tabulated(op.expr, bytes_, ints, None,
+                expr, self.tables = tabulated(op.expr, payoff, bytes_, ints, None,
                                               {k: op.inputs[k].dtype for k in kept})
             op = replace(op, expr=expr)
             lowered = replace(lowered, op=op)

@@ -5,8 +5,9 @@ table of the byte's 256 values) and the quantization of their sum. The bits must
 those of the same expression as separate vector instructions, in fewer vector passes."""
 import numpy as np
 
-from compiler_target.codegen.lookup import tabulated
+from compiler_target.codegen.lookup import Payoff, tabulated
 from compiler_target.codegen.ops import Elementwise
+from executable_format.machine import DEFAULT_MACHINE
 
 from .helpers import Bindings, compile_and_run
 from .test_requant import separate_instructions
@@ -48,10 +49,19 @@ def test_fake_quantization_and_dequantization_are_lookups(monkeypatch):
 def test_tables_replace_only_what_reads_one_integer():
     """The byte input's dequantization is a table read at the input, the two roundings'
     steps and tails tables read at what precedes them; the add of the two reads both."""
-    expr, tables = tabulated(EXPR, {1: (-128, 127)}, {1})
+    expr, tables = tabulated(EXPR, Payoff(int(np.prod(SHAPE)), DEFAULT_MACHINE),
+                             {1: (-128, 127)}, {1})
     assert [t.source for t in tables] == ["i32", "f32", "f32"]
     assert [t.q_dtype for t in tables] == ["i32", "f32", "f32"]
     assert [node[0] for node in expr] == ["input", "lookup", "input", "lookup", "add",
                                           "lookup"]
     assert (tables[1].lo, tables[1].hi, tables[1].record["div"]) == (-128.0, 127.0,
                                                                      ("const", 0.05))
+
+
+def test_a_small_dispatch_takes_no_table():
+    """A table costs its values' load and its computation over 256 values: over a few
+    dozen elements (a group norm's rows, a classifier head) the vector passes it saves
+    do not pay for it."""
+    expr, tables = tabulated(EXPR, Payoff(48, DEFAULT_MACHINE), {1: (-128, 127)}, {1})
+    assert (expr, tables) == (EXPR, [])
