@@ -47,9 +47,10 @@ class Payoff:
 
     def pays(self, saved_passes: int, table_nodes: int) -> bool:
         m, values = self.machine, TABLE_MAX * 4
-        table = m.dma_latency_cycles + ceil_div(values, m.dram_bytes_per_cycle) + \
-            (table_nodes + 1) * (m.vector_latency_cycles + ceil_div(values, m.vector_bytes_per_cycle))
-        return saved_passes * ceil_div(self.elements * 4, m.vector_bytes_per_cycle) > table
+        load = m.dma_latency_cycles + ceil_div(values, m.dram_bytes_per_cycle)
+        pass_ = m.vector_latency_cycles + ceil_div(values, m.vector_bytes_per_cycle)
+        return saved_passes * ceil_div(self.elements * 4, m.vector_bytes_per_cycle) > \
+            load + (table_nodes + 1) * pass_
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,12 @@ def tabulated(expr, payoff: Payoff, byte_inputs: dict[int, tuple[int, int]],
               byte_loaded: dict[int, str] | None = None) -> tuple[list, list[Table]]:
     """The expression with each part worth a table replaced by a ("lookup" or "ilookup",
     (source, *channel input nodes), j) node, tables[j] its table, where it pays (`payoff`).
-    `byte_inputs`: input ->
-    (lo, hi), the inputs of at most 256 integer values; `int_inputs`: the inputs read as
-    integers; `channel_inputs`: input -> the dim it varies along, of the f32 inputs a
-    record's step may read (per-channel ones; a record's all vary along the same dim);
-    `byte_loaded`: input -> i8 or u8, the byte inputs whose tiles stay bytes (the others
-    are loaded widened to i32), which a vrequant reads as its source (byte_sources)."""
+    `byte_inputs`: input -> (lo, hi), the inputs of at most 256 integer values;
+    `int_inputs`: the inputs read as integers; `channel_inputs`: input -> the dim it
+    varies along, of the f32 inputs a record's step may read (per-channel ones; a
+    record's all vary along the same dim); `byte_loaded`: input -> i8 or u8, the byte
+    inputs whose tiles stay bytes (the others are loaded widened to i32), which a
+    vrequant reads as its source (byte_sources)."""
     channel_inputs, byte_loaded = channel_inputs or {}, byte_loaded or {}
     tables: list[Table] = []
     changed = True
@@ -193,12 +194,12 @@ class LookupTables:
     """The tables of one expression in SRAM: computed once per dispatch (`setup`) by
     `plan_class` over their values, loaded from the constant pool; `instrs` are a
     node's: the copies of its channel inputs into its records, and its vrequant.
-    `channel_records`: input -> the most values it has in a tile; `dtypes`: table ->
+    `channel_records`: input -> (its dim, the most values it has in a tile); `dtypes`: table ->
     the dtype it holds, where not its expression's (converted once)."""
 
     def __init__(self, tables: list[Table], sram: Sram, name: str, constants,
-                 machine: MachineConfig, plan_class, channel_records: dict[int, int],
-                 dtypes: dict[int, str]):
+                 machine: MachineConfig, plan_class,
+                 channel_records: dict[int, tuple[int, int]], dtypes: dict[int, str]):
         self.tables, self.setup = tables, []
         self.buffers: list[tuple[Buffer, Buffer]] = []      # (records, table) per table
         for j, table in enumerate(tables):

@@ -170,8 +170,10 @@ class PoolEmitter:
         self.output = OutputStage(sram, epilogue, self.dtype, self.tensors["out"],
                                   t.cb * t.rows * t.cols, m,
                                   input_dtypes=self.epi.dtypes)
-        self.pad_bits = 0 if self.op.kind != "max" else value_bits("i8", -128) \
-            if self.loaded is not None else value_bits(self.dtype, float("-inf"))
+        self.pad_bits = 0                     # the halo: a max's loses to every value
+        if self.op.kind == "max":
+            self.pad_bits = value_bits("i8", -128) if self.loaded is not None else \
+                value_bits(self.dtype, float("-inf"))
 
     def run(self) -> TiledProgram:
         g, t = self.g, self.t
