@@ -30,6 +30,7 @@ from compiler_target.program_functions import clone_before, function_blocks
 
 _CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul", "linalg.generic")
 _QUANTIZED_CONV = "linalg.conv_2d_nchw_fchw_q"
+_QUANTIZED_CONV_3D = "linalg.conv_3d_ndhwc_dhwcf_q"
 _EXTENSIONS = ("arith.extui", "arith.extsi")
 
 
@@ -59,7 +60,9 @@ def rewrite_zero_point_contractions(module) -> int:
         for op in list(block.operations):
             name = op.operation.name
             if name in _CONTRACTIONS and _rewrite(op.operation, module.context) or \
-                    name == _QUANTIZED_CONV and _rewrite_conv(op.operation, module.context):
+                    name == _QUANTIZED_CONV and _rewrite_conv(op.operation, module.context) or \
+                    name == _QUANTIZED_CONV_3D and _rewrite_conv_3d(op.operation,
+                                                                    module.context):
                 count += 1
     return count
 
@@ -127,6 +130,66 @@ def _rewrite_conv(op, context) -> bool:
         products.append((-1, 3, len(inputs) - 1))
     f.lines += _combination(inputs, products, (0, 1, 2, 3), out_text, "")
     replacement = f.clone_before(op, context, out_text)
+    op.results[0].replace_all_uses_with(replacement)
+    op.erase()
+    return True
+
+
+def _rewrite_conv_3d(op, context) -> bool:
+    """`conv_3d_ndhwc_dhwcf_q(x, w, zx, zw)`, ONNX's ConvInteger or QLinearConv over
+    (D, H, W) as the importer transposes it to channels-last, as _rewrite_conv writes the
+    2-D one, in NCDHW: the i8 `conv_3d_ncdhw_fcdhw` (which depth_stacked_convs then makes
+    a 2-D conv), minus zx times each filter's sum, minus zw times each window's sum, plus
+    n zx zw, transposed back (IREE folds the transposes into the importer's). Taken
+    whatever the zero points: the quantized 3-D conv ran on the host either way."""
+    x, w, zx, zw, init = op.operands
+    x_type, w_type, out_type = (ir.RankedTensorType(v.type) for v in (x, w, init))
+    if any(d < 0 for t in (x_type, w_type, out_type) for d in t.shape) or \
+            str(x_type.element_type) != "i8" or str(w_type.element_type) != "i8":
+        return False
+    n, d, h, wd, c = x_type.shape
+    kd, kh, kw, _, o = w_type.shape
+    _, od, oh, ow, _ = out_type.shape
+    x_t, w_t = f"tensor<{n}x{c}x{d}x{h}x{wd}xi8>", f"tensor<{o}x{c}x{kd}x{kh}x{kw}xi8>"
+    out_t = f"tensor<{n}x{o}x{od}x{oh}x{ow}xi32>"
+    attrs = f"{{dilations = {op.attributes['dilations']}, strides = {op.attributes['strides']}}}"
+    f = _Function()
+    f.lines += [f"%x_empty = tensor.empty() : {x_t}",
+                f"%x = linalg.transpose ins({f.arg(x)} : {x_type}) outs(%x_empty : {x_t}) "
+                "permutation = [0, 4, 1, 2, 3]",
+                f"%w_empty = tensor.empty() : {w_t}",
+                f"%w = linalg.transpose ins({f.arg(w)} : {w_type}) outs(%w_empty : {w_t}) "
+                "permutation = [4, 3, 0, 1, 2]",
+                f"%init_empty = tensor.empty() : {out_t}",
+                f"%init = linalg.transpose ins({f.arg(init)} : {out_type}) outs(%init_empty : "
+                f"{out_t}) permutation = [0, 4, 1, 2, 3]",
+                f"%conv = linalg.conv_3d_ncdhw_fcdhw {attrs} ins(%x, %w : {x_t}, {w_t}) "
+                f"outs(%init : {out_t}) -> {out_t}",
+                "%scalar = tensor.empty() : tensor<i32>",
+                f"%zx = linalg.fill ins({f.arg(zx)} : i32) outs(%scalar : tensor<i32>) -> tensor<i32>",
+                f"%zw = linalg.fill ins({f.arg(zw)} : i32) outs(%scalar : tensor<i32>) -> tensor<i32>"]
+    # w's dims (kd, kh, kw, c, o) as 1, 2, 3, 4, 0: summed over all but o
+    f.generic("%filter_sums", [Term(1, w, (1, 2, 3, 4, 0), "arith.extsi")], (0,), (1, 2, 3, 4),
+              _SUM, f"tensor<{o}xi32>")
+    inputs = [("%conv", (0, 1, 2, 3, 4), None, out_t), ("%filter_sums", (1,), None, f"tensor<{o}xi32>"),
+              ("%zx", (), None, "tensor<i32>"), ("%zw", (), None, "tensor<i32>")]
+    products = [(-1, 1, 2), (c * kd * kh * kw, 2, 3)]
+    if _constant(zw) != 0:
+        sums_t = f"tensor<{n}x1x{od}x{oh}x{ow}xi32>"
+        sums_init = f.zeros("%window_sums", sums_t)
+        ones_t = f"tensor<1x{c}x{kd}x{kh}x{kw}xi8>"
+        f.lines += [f"%ones = arith.constant dense<1> : {ones_t}",
+                    f"%window_sums = linalg.conv_3d_ncdhw_fcdhw {attrs} ins(%x, %ones : {x_t}, "
+                    f"{ones_t}) outs({sums_init} : {sums_t}) -> {sums_t}",
+                    f"%window_sums_flat = tensor.collapse_shape %window_sums [[0, 1], [2], [3], [4]]"
+                    f" : {sums_t} into tensor<{n}x{od}x{oh}x{ow}xi32>"]
+        inputs.append(("%window_sums_flat", (0, 2, 3, 4), None, f"tensor<{n}x{od}x{oh}x{ow}xi32>"))
+        products.append((-1, 3, len(inputs) - 1))
+    f.lines += _combination(inputs, products, (0, 1, 2, 3, 4), out_t, "", "%combined")
+    f.lines += [f"%result_empty = tensor.empty() : {out_type}",
+                f"%result = linalg.transpose ins(%combined : {out_t}) outs(%result_empty : "
+                f"{out_type}) permutation = [0, 2, 3, 4, 1]"]
+    replacement = f.clone_before(op, context, str(out_type))
     op.results[0].replace_all_uses_with(replacement)
     op.erase()
     return True
@@ -397,8 +460,9 @@ class _Function:
         return clone_before(op, ir.Module.parse(text, context), self.values)
 
 
-def _combination(inputs, products, out_dims, result_type, sizes: str) -> list[str]:
-    """%result = input 0 plus each scale * input i * input j, over the output's dims
+def _combination(inputs, products, out_dims, result_type, sizes: str,
+                 name: str = "%result") -> list[str]:
+    """`name` = input 0 plus each scale * input i * input j, over the output's dims
     (`sizes`: its dynamic extents' names)."""
     position = {d: i for i, d in enumerate(out_dims)}
     rank = len(out_dims)
@@ -422,7 +486,7 @@ def _combination(inputs, products, out_dims, result_type, sizes: str) -> list[st
         total = f"%t{k}"
     maps.append(_map(rank, range(rank)))
     return [f"%out_empty = tensor.empty({sizes}) : {result_type}",
-            f"%result = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
+            f"{name} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
             f"iterator_types = [{_iterators([True] * rank)}]}} "
             f"ins({', '.join(n for n, _, _, _ in inputs)} : {', '.join(t for _, _, _, t in inputs)}) "
             f"outs(%out_empty : {result_type}) {{",
