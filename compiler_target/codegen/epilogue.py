@@ -15,7 +15,7 @@ from executable_format.isa import ACCUMULATOR, DTYPE_NAMES, Flag
 from executable_format.machine import MachineConfig
 
 from . import requant
-from .lookup import LOOKUPS, LookupTables, Payoff, tabulated
+from .lookup import LOOKUPS, LookupTables, Payoff, byte_sources, tabulated
 from .requant import INTEGER_SOURCES
 from .lower import NotLowerable
 from .ops import INT_NODES, LEAVES, SCALARS, live_nodes, reachable
@@ -78,6 +78,21 @@ def with_lookups(expr, lookups: Lookups | None, input_dtypes, floats: str, store
                      {k: dim for k, (dim, _) in lookups.channel_records.items()
                       if input_dtypes[k] == "f32"},
                      {k: d for k, d in enumerate(input_dtypes) if d in INTEGER_SOURCES})
+
+
+def with_byte_lookups(expr, lookups: Lookups, load_dtypes: list[str], dram_dtypes: dict,
+                      floats: str, stored):
+    """with_lookups, where a byte input among `dram_dtypes` (input -> its DRAM dtype, of
+    the inputs that may stay bytes) that only lookups read, as their source
+    (lookup.byte_sources), stays bytes: its entry of `load_dtypes` becomes its i8 or u8
+    (in place), which vrequant widens as it reads it (a vcvt pass a tile less)."""
+    computed, tables = with_lookups(expr, lookups, load_dtypes, floats, stored)
+    kept = byte_sources(computed, lookups.byte_inputs) & dram_dtypes.keys()
+    if not kept:
+        return computed, tables
+    for k in kept:
+        load_dtypes[k] = dram_dtypes[k]
+    return with_lookups(expr, lookups, load_dtypes, floats, stored)
 
 
 def check_vector_nodes(expr, also: tuple[str, ...] = ()) -> None:

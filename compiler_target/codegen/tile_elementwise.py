@@ -22,9 +22,8 @@ import itertools
 from executable_format.machine import MachineConfig
 
 from . import requant
-from .lookup import byte_sources
 from .epilogue import (EpiloguePlan, Lookups, byte_ranges, float_dtype, load_dtype,
-                       temp_count, used_inputs, with_lookups)
+                       temp_count, used_inputs, with_byte_lookups)
 from .hoist import Hoisted, hoist
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, busy_cycles, dtype_bytes
@@ -228,15 +227,11 @@ class ElementwiseTiler:
             {k: v.dtype for k, v in self.in_views.items()}), prod(self.shape),
             self._channel_records())
         # The expression as its plan computes it: parts worth a table each one vrequant;
-        # a byte input only lookups read stays bytes.
-        self.computed, tables = with_lookups(self.expr, self.lookups, self.load_dtypes,
-                                             self.floats, self.stored - {len(self.expr) - 1})
-        if not self.hoisted and byte_sources(self.computed, self.lookups.byte_inputs):
-            for k in byte_sources(self.computed, self.lookups.byte_inputs):
-                self.load_dtypes[k] = ins[k].dtype
-            self.computed, tables = with_lookups(self.expr, self.lookups, self.load_dtypes,
-                                                 self.floats,
-                                                 self.stored - {len(self.expr) - 1})
+        # a byte input only lookups read stays bytes (but where hoisted parts read them).
+        self.computed, tables = with_byte_lookups(
+            self.expr, self.lookups, self.load_dtypes,
+            {} if self.hoisted else {k: i.dtype for k, i in enumerate(ins)}, self.floats,
+            self.stored - {len(self.expr) - 1})
         # Small broadcast inputs (per-channel operands) are loaded whole, once.
         self.resident = {k for k, v in self.in_views.items()
                          if 0 in v.strides and worth_resident(v, m)}

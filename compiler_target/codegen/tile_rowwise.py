@@ -26,10 +26,10 @@ from dataclasses import dataclass, replace
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
 
-from .epilogue import (INTS, LEAVES, SCRATCH_NODES, EpiloguePlan, byte_ranges,
-                       check_vector_nodes, float_dtype, load_dtype,
+from .epilogue import (LEAVES, SCRATCH_NODES, EpiloguePlan, Lookups, byte_ranges,
+                       check_vector_nodes, float_dtype, load_dtype, with_byte_lookups,
                        node_dtypes, node_instrs, scalar_fill)
-from .lookup import LOOKUPS, LookupTables, Payoff, byte_sources, tabulated
+from .lookup import LOOKUPS, LookupTables
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr
 from .ops import SCALARS, row_varying, varies_along_rows
@@ -414,20 +414,12 @@ class RowwiseTiler:
         floats = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs), expr=op.expr)
         self.floats = floats
         self.load_dtypes = [load_dtype(ref.dtype, floats) for ref in op.inputs]
-        self.tables = []
-        if floats == "f32" and not op.extra_outputs:
-            bytes_ = byte_ranges({k: ref.dtype for k, ref in enumerate(op.inputs)})
-            ints = {k for k, dtype in enumerate(self.load_dtypes) if dtype in INTS}
-            payoff = Payoff(prod(op.out.shape), m)
-            expr, self.tables = tabulated(op.expr, payoff, bytes_, ints)
-            kept = byte_sources(expr, bytes_)       # only lookups read them: stay bytes
-            for k in kept:
-                self.load_dtypes[k] = op.inputs[k].dtype
-            if kept:
-                expr, self.tables = tabulated(op.expr, payoff, bytes_, ints, None,
-                                              {k: op.inputs[k].dtype for k in kept})
-            op = replace(op, expr=expr)
-            lowered = replace(lowered, op=op)
+        dtypes = {k: ref.dtype for k, ref in enumerate(op.inputs)}
+        lookups = Lookups(lowered.constants, m, byte_ranges(dtypes), prod(op.out.shape))
+        expr, self.tables = with_byte_lookups(op.expr, lookups, self.load_dtypes, dtypes,
+                                              floats, {node for _, node in op.extra_outputs})
+        op = replace(op, expr=expr)
+        lowered = replace(lowered, op=op)
         self.lowered, self.m = lowered, m
         self.plan = plan(op.expr, op.inputs, self.load_dtypes, floats,
                          [node for _, node in op.extra_outputs])
