@@ -22,6 +22,7 @@ Operands are traced through elementwise `linalg.generic`s whose maps are project
 permutations (the importer's extension, subtraction, broadcast and transpose ops); any
 other producer ends the trace. A contraction that does not match is left unchanged.
 """
+import math
 from dataclasses import dataclass
 
 from iree.compiler import ir
@@ -88,13 +89,11 @@ def _rewrite(op, context) -> bool:
 
 
 def _rewrite_conv(op, context) -> bool:
-    """`conv_2d_nchw_fchw_q(x, w, zx, zw)` (i8 data, i32 zero points) as the i8 conv, minus
-    zx times each filter's sum, minus zw times each window's sum (a conv with a filter of
-    ones; left out when zw is the constant 0, as onnxruntime's symmetric int8 weights
-    have it), plus n zx zw, into the op's own init. Taken for ConvInteger's zero point
-    known only at run time (dynamic quantization), and for QLinearConv's constant ones
-    (IREE's global optimization leaves `ext(x) - zx` in the conv's body, which the NPU's
-    8-bit MAC cannot take: the conv ran on the host)."""
+    """`conv_2d_nchw_fchw_q(x, w, zx, zw)` (i8 data, i32 zero points) as the i8 conv with
+    its zero-point terms (_zero_point_terms), into the op's own init. Taken for
+    ConvInteger's zero point known only at run time (dynamic quantization), and for
+    QLinearConv's constant ones (IREE's global optimization leaves `ext(x) - zx` in the
+    conv's body, which the NPU's 8-bit MAC cannot take: the conv ran on the host)."""
     x, w, zx, zw, init = op.operands
     if (_constant(zx), _constant(zw)) == (0, 0):
         return False
@@ -102,33 +101,13 @@ def _rewrite_conv(op, context) -> bool:
     if any(d < 0 for t in (x_type, w_type, out_type) for d in t.shape) or \
             str(x_type.element_type) != "i8" or str(w_type.element_type) != "i8":
         return False
-    o, c, kh, kw = w_type.shape
-    n, _, oh, ow = out_type.shape
-    attrs = f"{{dilations = {op.attributes['dilations']}, strides = {op.attributes['strides']}}}"
+    conv, attrs = "linalg.conv_2d_nchw_fchw", _conv_attributes(op)
     x_text, w_text, out_text = str(x_type), str(w_type), str(out_type)
     f = _Function()
-    f.lines += [f"%conv = linalg.conv_2d_nchw_fchw {attrs} ins({f.arg(x)}, {f.arg(w)} : "
-                f"{x_text}, {w_text}) outs({f.arg(init)} : {out_text}) -> {out_text}",
-                "%scalar = tensor.empty() : tensor<i32>",     # filled: a splat, not a dispatch
-                f"%zx = linalg.fill ins({f.arg(zx)} : i32) outs(%scalar : tensor<i32>) -> tensor<i32>",
-                f"%zw = linalg.fill ins({f.arg(zw)} : i32) outs(%scalar : tensor<i32>) -> tensor<i32>"]
-    f.generic("%filter_sums", [Term(1, w, (0, 1, 2, 3), "arith.extsi")], (0,), (1, 2, 3), _SUM,
-              f"tensor<{o}xi32>")
-    inputs = [("%conv", (0, 1, 2, 3), None, out_text), ("%filter_sums", (1,), None, f"tensor<{o}xi32>"),
-              ("%zx", (), None, "tensor<i32>"), ("%zw", (), None, "tensor<i32>")]
-    products = [(-1, 1, 2), (c * kh * kw, 2, 3)]
-    if _constant(zw) != 0:
-        sums_type = f"tensor<{n}x1x{oh}x{ow}xi32>"
-        sums_init = f.zeros("%window_sums", sums_type)
-        f.lines += [f"%ones = arith.constant dense<1> : tensor<1x{c}x{kh}x{kw}xi8>",
-                    f"%window_sums = linalg.conv_2d_nchw_fchw {attrs} ins({f.arg(x)}, %ones : "
-                    f"{x_text}, tensor<1x{c}x{kh}x{kw}xi8>) outs({sums_init} : {sums_type}) "
-                    f"-> {sums_type}",
-                    f"%window_sums_flat = tensor.collapse_shape %window_sums [[0, 1], [2], [3]] : "
-                    f"{sums_type} into tensor<{n}x{oh}x{ow}xi32>"]
-        inputs.append(("%window_sums_flat", (0, 2, 3), None, f"tensor<{n}x{oh}x{ow}xi32>"))
-        products.append((-1, 3, len(inputs) - 1))
-    f.lines += _combination(inputs, products, (0, 1, 2, 3), out_text, "")
+    f.lines += [f"%conv = {conv} {attrs} ins({f.arg(x)}, {f.arg(w)} : "
+                f"{x_text}, {w_text}) outs({f.arg(init)} : {out_text}) -> {out_text}"]
+    _zero_point_terms(f, conv, attrs, f.arg(x), x_text, Term(1, w, (0, 1, 2, 3), "arith.extsi"),
+                      list(w_type.shape), zx, zw, list(out_type.shape), "%result")
     replacement = f.clone_before(op, context, out_text)
     op.results[0].replace_all_uses_with(replacement)
     op.erase()
@@ -139,9 +118,9 @@ def _rewrite_conv_3d(op, context) -> bool:
     """`conv_3d_ndhwc_dhwcf_q(x, w, zx, zw)`, ONNX's ConvInteger or QLinearConv over
     (D, H, W) as the importer transposes it to channels-last, as _rewrite_conv writes the
     2-D one, in NCDHW: the i8 `conv_3d_ncdhw_fcdhw` (which depth_stacked_convs then makes
-    a 2-D conv), minus zx times each filter's sum, minus zw times each window's sum, plus
-    n zx zw, transposed back (IREE folds the transposes into the importer's). Taken
-    whatever the zero points: the quantized 3-D conv ran on the host either way."""
+    a 2-D conv) with its zero-point terms, transposed back (IREE folds the transposes
+    into the importer's). Taken whatever the zero points: the quantized 3-D conv ran on
+    the host either way."""
     x, w, zx, zw, init = op.operands
     x_type, w_type, out_type = (ir.RankedTensorType(v.type) for v in (x, w, init))
     if any(d < 0 for t in (x_type, w_type, out_type) for d in t.shape) or \
@@ -152,7 +131,7 @@ def _rewrite_conv_3d(op, context) -> bool:
     _, od, oh, ow, _ = out_type.shape
     x_t, w_t = f"tensor<{n}x{c}x{d}x{h}x{wd}xi8>", f"tensor<{o}x{c}x{kd}x{kh}x{kw}xi8>"
     out_t = f"tensor<{n}x{o}x{od}x{oh}x{ow}xi32>"
-    attrs = f"{{dilations = {op.attributes['dilations']}, strides = {op.attributes['strides']}}}"
+    conv, attrs = "linalg.conv_3d_ncdhw_fcdhw", _conv_attributes(op)
     f = _Function()
     f.lines += [f"%x_empty = tensor.empty() : {x_t}",
                 f"%x = linalg.transpose ins({f.arg(x)} : {x_type}) outs(%x_empty : {x_t}) "
@@ -163,29 +142,11 @@ def _rewrite_conv_3d(op, context) -> bool:
                 f"%init_empty = tensor.empty() : {out_t}",
                 f"%init = linalg.transpose ins({f.arg(init)} : {out_type}) outs(%init_empty : "
                 f"{out_t}) permutation = [0, 4, 1, 2, 3]",
-                f"%conv = linalg.conv_3d_ncdhw_fcdhw {attrs} ins(%x, %w : {x_t}, {w_t}) "
-                f"outs(%init : {out_t}) -> {out_t}",
-                "%scalar = tensor.empty() : tensor<i32>",
-                f"%zx = linalg.fill ins({f.arg(zx)} : i32) outs(%scalar : tensor<i32>) -> tensor<i32>",
-                f"%zw = linalg.fill ins({f.arg(zw)} : i32) outs(%scalar : tensor<i32>) -> tensor<i32>"]
-    # w's dims (kd, kh, kw, c, o) as 1, 2, 3, 4, 0: summed over all but o
-    f.generic("%filter_sums", [Term(1, w, (1, 2, 3, 4, 0), "arith.extsi")], (0,), (1, 2, 3, 4),
-              _SUM, f"tensor<{o}xi32>")
-    inputs = [("%conv", (0, 1, 2, 3, 4), None, out_t), ("%filter_sums", (1,), None, f"tensor<{o}xi32>"),
-              ("%zx", (), None, "tensor<i32>"), ("%zw", (), None, "tensor<i32>")]
-    products = [(-1, 1, 2), (c * kd * kh * kw, 2, 3)]
-    if _constant(zw) != 0:
-        sums_t = f"tensor<{n}x1x{od}x{oh}x{ow}xi32>"
-        sums_init = f.zeros("%window_sums", sums_t)
-        ones_t = f"tensor<1x{c}x{kd}x{kh}x{kw}xi8>"
-        f.lines += [f"%ones = arith.constant dense<1> : {ones_t}",
-                    f"%window_sums = linalg.conv_3d_ncdhw_fcdhw {attrs} ins(%x, %ones : {x_t}, "
-                    f"{ones_t}) outs({sums_init} : {sums_t}) -> {sums_t}",
-                    f"%window_sums_flat = tensor.collapse_shape %window_sums [[0, 1], [2], [3], [4]]"
-                    f" : {sums_t} into tensor<{n}x{od}x{oh}x{ow}xi32>"]
-        inputs.append(("%window_sums_flat", (0, 2, 3, 4), None, f"tensor<{n}x{od}x{oh}x{ow}xi32>"))
-        products.append((-1, 3, len(inputs) - 1))
-    f.lines += _combination(inputs, products, (0, 1, 2, 3, 4), out_t, "", "%combined")
+                f"%conv = {conv} {attrs} ins(%x, %w : {x_t}, {w_t}) "
+                f"outs(%init : {out_t}) -> {out_t}"]
+    # the filter sums read w as it is: its dims (kd, kh, kw, c, o) as 1, 2, 3, 4, 0
+    _zero_point_terms(f, conv, attrs, "%x", x_t, Term(1, w, (1, 2, 3, 4, 0), "arith.extsi"),
+                      [o, c, kd, kh, kw], zx, zw, [n, o, od, oh, ow], "%combined")
     f.lines += [f"%result_empty = tensor.empty() : {out_type}",
                 f"%result = linalg.transpose ins(%combined : {out_t}) outs(%result_empty : "
                 f"{out_type}) permutation = [0, 2, 3, 4, 1]"]
@@ -193,6 +154,50 @@ def _rewrite_conv_3d(op, context) -> bool:
     op.results[0].replace_all_uses_with(replacement)
     op.erase()
     return True
+
+
+def _conv_attributes(op) -> str:
+    return f"{{dilations = {op.attributes['dilations']}, strides = {op.attributes['strides']}}}"
+
+
+def _zero_point_terms(f, conv: str, attrs: str, x: str, x_text: str, filters: Term,
+                      filter_shape: list[int], zx, zw, out_shape: list[int], name: str) -> None:
+    """Adds to `f` the channels-first convolution `%conv` (of the i8 data x, filters of
+    `filter_shape` (F, C, kernel...), into an (N, F, spatial...) result of `out_shape`)
+    minus zx times each filter's sum (of `filters`, a term over dims whose 0 is the
+    filter's), minus zw times each window's sum (`conv` with a filter of ones; left out
+    when zw is the constant 0, as onnxruntime's symmetric int8 weights have it), plus n
+    zx zw, as `name`."""
+    o, c, *kernel = filter_shape
+    n, _, *spatial = out_shape
+    rank = len(out_shape)
+    out_text = _tensor_text(out_shape, "i32")
+    f.lines += ["%scalar = tensor.empty() : tensor<i32>",     # filled: a splat, not a dispatch
+                f"%zx = linalg.fill ins({f.arg(zx)} : i32) outs(%scalar : tensor<i32>) -> tensor<i32>",
+                f"%zw = linalg.fill ins({f.arg(zw)} : i32) outs(%scalar : tensor<i32>) -> tensor<i32>"]
+    f.generic("%filter_sums", [filters], (0,), tuple(range(1, rank)), _SUM, f"tensor<{o}xi32>")
+    inputs = [("%conv", tuple(range(rank)), None, out_text),
+              ("%filter_sums", (1,), None, f"tensor<{o}xi32>"),
+              ("%zx", (), None, "tensor<i32>"), ("%zw", (), None, "tensor<i32>")]
+    products = [(-1, 1, 2), (c * math.prod(kernel), 2, 3)]
+    if _constant(zw) != 0:
+        sums_type = _tensor_text([n, 1, *spatial], "i32")
+        ones_type = _tensor_text([1, c, *kernel], "i8")
+        flat_type = _tensor_text([n, *spatial], "i32")
+        sums_init = f.zeros("%window_sums", sums_type)
+        groups = ", ".join(["[0, 1]"] + [f"[{i}]" for i in range(2, rank)])
+        f.lines += [f"%ones = arith.constant dense<1> : {ones_type}",
+                    f"%window_sums = {conv} {attrs} ins({x}, %ones : {x_text}, {ones_type}) "
+                    f"outs({sums_init} : {sums_type}) -> {sums_type}",
+                    f"%window_sums_flat = tensor.collapse_shape %window_sums [{groups}] : "
+                    f"{sums_type} into {flat_type}"]
+        inputs.append(("%window_sums_flat", (0, *range(2, rank)), None, flat_type))
+        products.append((-1, 3, len(inputs) - 1))
+    f.lines += _combination(inputs, products, tuple(range(rank)), out_text, "", name)
+
+
+def _tensor_text(shape: list[int], element: str) -> str:
+    return f"tensor<{'x'.join(map(str, shape))}x{element}>"
 
 
 def _constant(value) -> int | None:
