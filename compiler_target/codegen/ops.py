@@ -187,11 +187,15 @@ class Rowwise:
     read broadcast along I by the nodes after them (softmax, layer-norm rows, x - mean).
     inputs and out are (O, I) views, or (B, O, I) views when the kept dims do not
     flatten into one (B batches of rows); stride 0 along I means one value per row (an
-    input broadcast along I, or an out holding one result per row)."""
+    input broadcast along I, or an out holding one result per row). Where the reduced
+    dims do not flatten into one in every view (a layer norm over (C, H, W) written into
+    the next convolution's padded input), I is the last `row_rank` dims: a row is a box
+    of them, dense in SRAM."""
     out: TensorRef
     inputs: list[TensorRef]
     expr: list[ExprNode]
     extra_outputs: list[tuple[TensorRef, int]] = field(default_factory=list)  # as Elementwise's
+    row_rank: int = 1
 
 
 def varies_along_rows(expr: list[ExprNode], input_varies: list[bool]) -> list[bool]:

@@ -33,7 +33,8 @@ from .lookup import LOOKUPS, LookupTables
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr
 from .ops import SCALARS, row_varying, varies_along_rows
-from .tile import Slots, Sram, Streamed, TiledProgram, ceil_div, prod, store_instrs
+from .tile import (Slots, Sram, Streamed, TiledProgram, ceil_div, dense_sram_strides, prod,
+                   store_instrs)
 from .tiler import Candidate, pipelined_cycles
 from .vector import Operand, binary, convert, unary
 
@@ -53,11 +54,14 @@ class RowwisePlan:
     scratch: bool          # a scratch tile: for `abs`, or to make a reduced input dense
 
 
-def plan(expr, inputs, load_dtypes: list[str], floats: str, stored=()) -> RowwisePlan:
+def plan(expr, inputs, load_dtypes: list[str], floats: str, row_rank: int,
+         stored=()) -> RowwisePlan:
     """`load_dtypes`: the dtype each input is loaded as; `floats`: the float nodes';
-    `stored`: nodes besides the last that the tile stores (extra outputs), so their
-    temporaries live to the end of the tile."""
-    varies = varies_along_rows(expr, [row_varying(ref, len(ref.shape) - 1) for ref in inputs])
+    `row_rank`: the dims of a row (Rowwise.row_rank); `stored`: nodes besides the last
+    that the tile stores (extra outputs), so their temporaries live to the end of the
+    tile."""
+    varies = varies_along_rows(expr, [row_varying(ref, len(ref.shape) - row_rank)
+                                      for ref in inputs])
     dtypes = node_dtypes(expr, load_dtypes, None, floats)
     for node in expr:
         check_vector_nodes([node], also=("reduce",) + LOOKUPS)
@@ -139,7 +143,52 @@ def passes(op, plan_: RowwisePlan) -> list[tuple[list[int], list[int]]]:
 
 def batches(op) -> int:
     """B of a (B, O, I) space, 1 for an (O, I) one."""
-    return op.out.shape[0] if len(op.out.shape) == 3 else 1
+    return op.out.shape[0] if len(op.out.shape) == op.row_rank + 2 else 1
+
+
+def row_count(op) -> int:
+    """O of the (B, O, I) space: the rows of a batch."""
+    return op.out.shape[-op.row_rank - 1]
+
+
+@dataclass(frozen=True)
+class Row:
+    """The dims of a row (one, or several where the views do not flatten them:
+    Rowwise.row_rank) and the boxes of them that tiles and streamed chunks move."""
+    dims: tuple[int, ...]
+
+    @property
+    def length(self) -> int:
+        return prod(self.dims)
+
+    def box(self, c0: int, count: int) -> tuple[list[int], list[int]]:
+        """(start, count) per dim of the row's elements c0 .. c0 + count - 1, which
+        must be a box of the dims (a chunk of `chunk_lengths`, or the whole row)."""
+        starts, rest = [], c0
+        for n in reversed(self.dims):
+            starts.insert(0, rest % n)
+            rest //= n
+        counts, left = [1] * len(self.dims), count
+        for d in reversed(range(len(self.dims))):
+            if left <= self.dims[d] - starts[d]:
+                counts[d] = left
+                break
+            assert starts[d] == 0 and left % self.dims[d] == 0, (self.dims, c0, count)
+            counts[d], left = self.dims[d], left // self.dims[d]
+        return starts, counts
+
+    def chunk_lengths(self) -> list[int]:
+        """Lengths of chunks shorter than the row, longest first: 1/2, 1/4, ... 1/4096 of
+        a one-dim row (the last chunk may be shorter); of a row of several dims, the
+        boxes that split one dim evenly (a divisor of it times the dims after it)."""
+        if len(self.dims) == 1:
+            return sorted({ceil_div(self.length, 1 << i) for i in range(1, 13)}, reverse=True)
+        lengths, inner = set(), 1
+        for n in reversed(self.dims):
+            lengths |= {d * inner for d in range(1, n + 1) if n % d == 0}
+            inner *= n
+        return sorted((n for n in lengths if self.length // 4096 <= n < self.length),
+                      reverse=True)
 
 
 class RowwiseEmitter:
@@ -151,9 +200,10 @@ class RowwiseEmitter:
         op = lowered.op
         self.op, self.m, self.plan, self.rows = op, m, plan_, rows
         self.dtype = float_dtype(op.out.dtype, *(ref.dtype for ref in op.inputs), expr=op.expr)
-        self.columns = op.out.shape[-1]
+        self.row = Row(op.out.shape[-op.row_rank:])
+        self.columns = self.row.length
         self.chunk = chunk or self.columns
-        self.batch = [1] * (len(op.out.shape) - 2)      # a (B, O, I) space's unit B count
+        self.batch = [1] * (len(op.out.shape) - op.row_rank - 1)   # a (B, O, I) space's B
         self.tensors = lowered.tensors
         sram = Sram(m.sram_bytes)
         self.sram = sram
@@ -161,8 +211,9 @@ class RowwiseEmitter:
         # each input loaded as its node's dtype (the plan's: load_dtype, or bytes)
         loaded = {node[1]: plan_.dtypes[i] for i, node in enumerate(op.expr)
                   if node[0] == "input"}
-        self.streams = {k: Streamed(sram, self.tensors[f"in.{k}"],
-                                    self.batch + [rows, self.chunk], compute_dtype=dtype)
+        box = self.row.box(0, self.chunk)[1]
+        self.streams = {k: Streamed(sram, self.tensors[f"in.{k}"], self.batch + [rows] + box,
+                                    compute_dtype=dtype, expand=self._expanded(op.inputs[k]))
                         for k, dtype in sorted(loaded.items())}
         self.temps = {(varies, dtype, i): sram.alloc(
             f"{'tile' if varies else 'row'}{'' if dtype == self.dtype else '.' + dtype}{i}",
@@ -195,9 +246,42 @@ class RowwiseEmitter:
                 self.consts[index] = cell
                 self.setup += scalar_fill(cell, node)
 
+    def _expanded(self, ref) -> frozenset[int]:
+        """The row dims an input varying along the row is broadcast along (a per-channel
+        scale of (C, H, W) rows): loaded anyway, so that its tile is dense [row][i]."""
+        first = len(self.batch) + 1
+        if not any(ref.strides[first:]):
+            return frozenset()
+        return frozenset(d for d in range(first, len(ref.shape)) if not ref.strides[d])
+
+    def load(self, k: int, at: list[int], r0: int, rows: int, c0: int, count: int,
+             note: str) -> tuple[Operand, list[Instr]]:
+        """Input k's elements c0 .. c0 + count - 1 of rows r0 .. r0 + rows - 1, as an
+        operand over (1, rows, count), and its loads."""
+        starts, counts = self.row.box(c0, count)
+        buf, strides, loads = self.streams[k].load(at + [r0] + starts,
+                                                   self.batch + [rows] + counts, note)
+        b = len(self.batch)
+        return Operand(buf, (0, strides[b], 1 if any(strides[b + 1:]) else 0)), loads
+
+    def store(self, name: str, at: list[int], r0: int, rows: int, c0: int, count: int,
+              buffer: Buffer, row_stride: int, varies: bool, note: str) -> list[Instr]:
+        """Stores rows r0 .. r0 + rows - 1 of SRAM `buffer` (`row_stride` apart) to
+        output `name`: their elements c0 .. c0 + count - 1, dense, or with `varies`
+        false one value per row."""
+        if varies:
+            starts, counts = self.row.box(c0, count)
+            inner = dense_sram_strides(counts)
+        else:
+            starts, counts = [0] * len(self.row.dims), [1] * len(self.row.dims)
+            inner = [0] * len(self.row.dims)
+        return store_instrs(self.tensors[name], at + [r0] + starts,
+                            self.batch + [rows] + counts, buffer,
+                            [0] * len(self.batch) + [row_stride] + inner, note)
+
     def run(self) -> TiledProgram:
         instrs = list(self.setup)
-        total = self.op.out.shape[-2]
+        total = row_count(self.op)
         for b in range(batches(self.op)):
             for r0 in range(0, total, self.rows):
                 instrs += self.tile(b, r0, min(self.rows, total - r0))
@@ -224,11 +308,8 @@ class RowwiseEmitter:
         for index, node in enumerate(expr):
             kind = node[0]
             if kind == "input":
-                buf, strides, loads = self.streams[node[1]].load(at + [r0, 0],
-                                                                 self.batch + [rows, columns],
-                                                                 note)
+                values[index], loads = self.load(node[1], at, r0, rows, 0, columns, note)
                 instrs += loads
-                values[index] = Operand(buf, (0, strides[-2], strides[-1]))
             elif kind in SCALARS:
                 values[index] = Operand(self.consts[index], (0, 0, 0))
             elif kind == "reduce":
@@ -246,20 +327,16 @@ class RowwiseEmitter:
             box = full_box if self.out_varies else row_box
             target = Operand(out, (0, columns, 1) if self.out_varies else (0, 1, 0))
             instrs.append(unary("vcopy", self.plan.dtypes[final], target, result, box, note))
-        counts = [rows, columns if self.out_varies else 1]
         if out is not stored:   # an integer result to a narrower integer output
-            instrs.append(convert(Operand.flat(stored), Operand.flat(out),
-                                  (1, 1, counts[0] * counts[1]), note + " convert"))
-        sram_strides = [0] * len(self.batch) + ([columns, 1] if self.out_varies else [1, 0])
-        instrs += store_instrs(self.tensors["out"], at + [r0, 0], self.batch + counts,
-                               stored, sram_strides, note)
+            count = rows * (columns if self.out_varies else 1)
+            instrs.append(convert(Operand.flat(stored), Operand.flat(out), (1, 1, count),
+                                  note + " convert"))
+        instrs += self.store("out", at, r0, rows, 0, columns, stored,
+                             columns if self.out_varies else 1, self.out_varies, note)
         for k, (ref, node) in enumerate(self.op.extra_outputs, 1):
-            value, varies = values[node], self.plan.varies[node]
-            instrs += store_instrs(self.tensors[f"out.{k}"], at + [r0, 0],
-                                   self.batch + [rows, columns if varies else 1], value.buffer,
-                                   [0] * len(self.batch) + [value.strides[1],
-                                                            value.strides[2] if varies else 0],
-                                   f"{note} out.{k}")
+            value = values[node]
+            instrs += self.store(f"out.{k}", at, r0, rows, 0, columns, value.buffer,
+                                 value.strides[1], self.plan.varies[node], f"{note} out.{k}")
         return instrs
 
     def streamed_row(self, b: int, r0: int) -> list[Instr]:
@@ -303,9 +380,7 @@ class RowwiseEmitter:
         kind = node[0]
         box = (1, 1, count) if self.plan.varies[index] else (1, 1, 1)
         if kind == "input":
-            buf, strides, loads = self.streams[node[1]].load(at + [r0, c0],
-                                                             self.batch + [1, count], note)
-            values[index] = Operand(buf, (0, strides[-2], strides[-1]))
+            values[index], loads = self.load(node[1], at, r0, 1, c0, count, note)
             return loads
         if kind in SCALARS:
             values[index] = Operand(self.consts[index], (0, 0, 0))
@@ -356,9 +431,8 @@ class RowwiseEmitter:
         narrower integer output) for `out`."""
         if index != len(self.op.expr) - 1:
             k = next(k for k, (_, node) in enumerate(self.op.extra_outputs, 1) if node == index)
-            return store_instrs(self.tensors[f"out.{k}"], at + [r0, c0],
-                                self.batch + [1, count], value.buffer,
-                                [0] * len(self.batch) + [0, value.strides[2]], f"{note} out.{k}")
+            return self.store(f"out.{k}", at, r0, 1, c0, count, value.buffer, 0,
+                              self.plan.varies[index], f"{note} out.{k}")
         box = (1, 1, count)
         if self.op.expr[index][0] in LEAVES + ("reduce",):     # a value, copied out
             stored, _ = self.outs.acquire(None)
@@ -369,8 +443,7 @@ class RowwiseEmitter:
             (stored, out), instrs = self.final_tile, []
         if out is not stored:
             instrs.append(convert(Operand.flat(stored), Operand.flat(out), box, note + " convert"))
-        return instrs + store_instrs(self.tensors["out"], at + [r0, c0], self.batch + [1, count],
-                                     stored, [0] * len(self.batch) + [0, 1], note)
+        return instrs + self.store("out", at, r0, 1, c0, count, stored, 0, self.out_varies, note)
 
     def row_value(self, index: int, rows: int) -> Operand:
         key = (False, self.plan.dtypes[index], self.plan.slot[index])
@@ -421,7 +494,7 @@ class RowwiseTiler:
         op = replace(op, expr=expr)
         lowered = replace(lowered, op=op)
         self.lowered, self.m = lowered, m
-        self.plan = plan(op.expr, op.inputs, self.load_dtypes, floats,
+        self.plan = plan(op.expr, op.inputs, self.load_dtypes, floats, op.row_rank,
                          [node for _, node in op.extra_outputs])
         self.streamed_plan: RowwisePlan | None = None
         if self.plan.dtypes[-1] != op.out.dtype and \
@@ -438,12 +511,14 @@ class RowwiseTiler:
         """1/1, 1/2, ... 1/256 of the rows, those whose tile the emitter can write (its
         buffers fit SRAM); when not even one row fits, one row streamed in chunks of
         1/2, 1/4, ... 1/4096 of it (RowwiseEmitter.streamed_row)."""
-        total, columns = self.lowered.op.out.shape[-2:]
+        op = self.lowered.op
+        total, row = row_count(op), Row(op.out.shape[-op.row_rank:])
+        columns = row.length
         candidates = self._fitting((rows, None) for rows in
                                    sorted({ceil_div(total, 1 << i) for i in range(9)},
                                           reverse=True))
         if not candidates:      # the longest chunks that fit: shorter ones only add work
-            candidates = self._fitting(((1, ceil_div(columns, 1 << i)) for i in range(1, 13)),
+            candidates = self._fitting(((1, chunk) for chunk in row.chunk_lengths()),
                                        most=STREAMED_CHUNK_CANDIDATES)
         if not candidates:
             raise NotLowerable(f"does not fit SRAM even tiled: rows of {columns} elements")
@@ -465,7 +540,7 @@ class RowwiseTiler:
     def estimate(self, tiling) -> int:
         """From the instructions of the first tile as the emitter writes them."""
         rows, chunk = tiling
-        total = self.lowered.op.out.shape[-2]
+        total = row_count(self.lowered.op)
         first = self._emitter(rows, chunk).tile(0, 0, min(rows, total))
         return pipelined_cycles(self.m, first, batches(self.lowered.op) * ceil_div(total, rows))
 
@@ -481,6 +556,6 @@ class RowwiseTiler:
             op = self.lowered.op
             kept = [index for index, varies in enumerate(self.plan.varies) if not varies]
             self.streamed_plan = plan(op.expr, op.inputs, self.load_dtypes, self.floats,
-                                      kept + [node for _, node in op.extra_outputs])
+                                      op.row_rank, kept + [node for _, node in op.extra_outputs])
         return RowwiseEmitter(self.lowered, self.m, self.streamed_plan, rows, chunk,
                               self.tables)

@@ -54,45 +54,54 @@ class ReductionMain(MainOp):
         node."""
         reduces = [i for i, node in enumerate(expr) if node[0] == "reduce"]
         varies = varies_along_rows(expr, [row_varying(ref, self.kept_rank) for ref in inputs])
+        plain = None
         if len(reduces) == 1 and expr[expr[reduces[0]][1][0]][0] == "input" and \
                 not varies[-1] and not extra_outputs:
-            return self._reduce(out, expr, inputs, reduces[0], expr[reduces[0]][1][0],
-                                expr[reduces[0]][2])
+            plain = (reduces[0], expr[reduces[0]][1][0], expr[reduces[0]][2])
         minimum = _minimum_of_input(expr, reduces)
         if minimum is not None and not varies[-1] and not extra_outputs:
-            return self._reduce(out, expr, inputs, *minimum, "min")
+            plain = (*minimum, "min")
+        if plain is not None and (plain[2] == "isum" or self._flattens_all(out, inputs)):
+            return self._reduce(out, expr, inputs, *plain)
         if any(expr[i][2] == "isum" for i in reduces):
             raise NotSupported(f"{self.name}: an i32 sum within a row-wise expression")
         self.built = "rowwise " + " ".join(node[2] if node[0] == "reduce" else node[0]
                                            for node in expr if node[0] not in LEAVES)
         refs = [out] + list(inputs) + [ref for ref, _ in extra_outputs]
+        row = row_groups(refs, self.kept_rank)
         split = next((k for k in range(max(self.kept_rank, 1)) if all(
-            self._flattens(ref, k) for ref in refs)), None)
+            self._flattens(ref, k, row) for ref in refs)), None)
         if split is None:
             raise NotSupported(f"{self.name}: reduction operand dims cannot be flattened")
-        return Rowwise(self._space(out, split), [self._space(ref, split) for ref in inputs],
-                       expr, [(self._space(ref, split), node) for ref, node in extra_outputs])
+        return Rowwise(self._space(out, split, row),
+                       [self._space(ref, split, row) for ref in inputs], expr,
+                       [(self._space(ref, split, row), node) for ref, node in extra_outputs],
+                       row_rank=len(row))
 
-    def _flattens(self, ref: TensorRef, split: int) -> bool:
+    def _flattens(self, ref: TensorRef, split: int, row) -> bool:
         try:
-            self._space(ref, split)
+            self._space(ref, split, row)
         except NotSupported:
             return False
         return True
 
-    def _space(self, ref: TensorRef, split: int) -> TensorRef:
-        """`ref` over the (O, I) space, each flattened; with `split` > 0, over the (B, O, I)
-        space, B the kept dims before `split` (a softmax over a middle dim, YOLOv8's
-        distribution focal loss: the kept dims around it do not flatten together)."""
-        rank = self.kept_rank
-        groups = ([range(split)] if split else []) + [range(split, rank),
-                                                      range(rank, len(ref.shape))]
+    def _flattens_all(self, out: TensorRef, inputs) -> bool:
+        """Whether every view flattens into the (O, I) space a Reduce takes."""
+        return all(self._flattens(ref, 0, [range(self.kept_rank, len(ref.shape))])
+                   for ref in [out] + list(inputs))
+
+    def _space(self, ref: TensorRef, split: int, row) -> TensorRef:
+        """`ref` over the (O, I) space, O flattened and I in the `row` groups
+        (row_groups); with `split` > 0, over the (B, O, I) space, B the kept dims before
+        `split` (a softmax over a middle dim, YOLOv8's distribution focal loss: the kept
+        dims around it do not flatten together)."""
+        groups = ([range(split)] if split else []) + [range(split, self.kept_rank)] + list(row)
         sizes, strides = zip(*(flattened(ref, dims, self.name) for dims in groups))
         return view_ref(ref, sizes, strides)
 
     def _matrix(self, ref: TensorRef) -> TensorRef:
         """`ref` over the (O, I) space, each flattened."""
-        return self._space(ref, 0)
+        return self._space(ref, 0, [range(self.kept_rank, len(ref.shape))])
 
     def _reduce(self, out, expr, inputs, at: int, source_node: int, kind: str) -> Reduce:
         """A plain reduction of one input (node `source_node`) with a per-row epilogue:
@@ -142,6 +151,25 @@ class ReductionMain(MainOp):
             return view_ref(ref, (batch, 1, n), (stride0, 0, stride1))
 
         return Matmul(ones, b, kept(out), epilogue, [kept(ref) for ref in epilogue_inputs])
+
+
+def row_groups(refs: list[TensorRef], kept_rank: int) -> list[list[int]]:
+    """The reduced dims (those after the first `kept_rank`) of extent above 1, in runs of
+    consecutive dims that every view flattens into one: a single run where the rows are
+    contiguous in every view, one per dim where a view strides them apart (an output
+    written into a padded buffer) or broadcasts some of them (a per-channel scale over
+    (C, H, W) rows)."""
+    shape = refs[0].shape
+    groups: list[list[int]] = []
+    for d in range(kept_rank, len(shape)):
+        if shape[d] == 1:
+            continue
+        if groups and all(ref.strides[groups[-1][-1]] == ref.strides[d] * shape[d]
+                          for ref in refs):
+            groups[-1].append(d)
+        else:
+            groups.append([d])
+    return groups or [list(range(kept_rank, len(shape)))]
 
 
 def _reordered(expr, order: list[int]):
