@@ -33,7 +33,7 @@ from .ops import NpuOp
 from .roofline import roofline
 from .schedule import schedule
 from .tile import SramFull, TiledProgram, tiled_text
-from .tiler import cheapest
+from .tiler import fastest, shortlist
 
 __all__ = ["BindingInfo", "CompiledOp", "NotLowerable", "compile_op"]
 
@@ -116,22 +116,29 @@ def compile_op(op: NpuOp, *, name: str, bindings: list[BindingInfo], machine: Ma
 
 
 def tile_program(lowered: Lowered, machine: MachineConfig) -> TiledProgram:
-    """The program of the op kind's tiler for its cheapest candidate tiling. Where the
-    emitter finds that tiling's buffers past SRAM (a tiler's footprint formula leaves out
+    """The fastest scheduled program among the op kind's tiler's shortlist of candidate
+    tilings (tiler.shortlist: the cheapest estimate and those close to it). Where the
+    emitter finds a tiling's buffers past SRAM (a tiler's footprint formula leaves out
     what an epilogue plans for itself: a requantization's tables and value tiles), the
-    cheapest of the candidates with smaller tiles, and so on."""
+    tiling is dropped; where every one is, the shortlist of the candidates with smaller
+    tiles than the cheapest, and so on."""
     tiler = TILERS[lowered.kind](lowered, machine)
     candidates = tiler.candidates()
     while True:
-        tiling = cheapest(tiler, candidates)
-        try:
-            program = tiler.emit(tiling)
+        tilings = [tiling for tiling, _ in shortlist(tiler, candidates)]
+        programs, full = [], None
+        for tiling in tilings:
+            try:
+                programs.append(tiler.emit(tiling))
+            except SramFull as error:
+                full = error
+        if programs:
             break
-        except SramFull:
-            size = next(c.size for c in candidates if c.tiling is tiling)
-            candidates = [c for c in candidates if c.size < size]
-            if not candidates:
-                raise
+        size = next(c.size for c in candidates if c.tiling is tilings[0])
+        candidates = [c for c in candidates if c.size < size]
+        if not candidates:
+            raise full
+    program = fastest(programs, machine)
     program.dram = list(lowered.tensors.values())
     return program
 

@@ -23,6 +23,13 @@ from .schedule import schedule
 from .tile import TiledProgram
 
 NEAR_BEST = 1.01
+# The estimate does not see how a program's first and last tiles wait on each other
+# (a ramp's pieces, a first load no compute hides: 1-3k cycles): in a program estimated
+# under SHORTLIST_CYCLES, the candidates estimated within SHORTLIST_MARGIN of the best
+# are scheduled, SHORTLIST_LENGTH at most, and the fastest kept.
+SHORTLIST_CYCLES = 30_000
+SHORTLIST_MARGIN = 1.10
+SHORTLIST_LENGTH = 3
 ENGINES = ("dma_in", "mac", "vector", "dma_out")
 
 
@@ -43,19 +50,28 @@ class Tiler(Protocol):
 def cheapest(tiler: Tiler, candidates: list[Candidate]):
     """The tiling of the biggest tile among the candidates within 1% of the best
     estimate, since fewer, bigger tiles make a shorter program at no measurable cost
-    (the lower estimate among equal sizes, the first among equal both). Candidates are
-    estimated in the order of their bounds, up to the first bound past 1% of the best
-    estimate so far: the ones left cannot be within 1% of the best."""
+    (the lower estimate among equal sizes, the first among equal both)."""
+    return shortlist(tiler, candidates)[0][0]
+
+
+def shortlist(tiler: Tiler, candidates: list[Candidate]) -> list[tuple[object, int]]:
+    """(tiling, estimate) of the tilings worth scheduling: the cheapest first, then,
+    where the best estimate is under SHORTLIST_CYCLES, the other candidates within
+    SHORTLIST_MARGIN of it, the lowest first, at most SHORTLIST_LENGTH in all. Candidates are estimated in the order of their bounds,
+    up to the first bound past 1% of the best estimate so far: the ones left cannot be
+    within 1% of the best."""
     estimates, best = {}, None
     for index in sorted(range(len(candidates)), key=lambda i: candidates[i].bound):
         if best is not None and candidates[index].bound > best * NEAR_BEST:
             break
         estimates[index] = tiler.estimate(candidates[index].tiling)
         best = estimates[index] if best is None else min(best, estimates[index])
-    _, _, tiling = max(((estimates[i], candidates[i].size, candidates[i].tiling)
-                        for i in sorted(estimates) if estimates[i] <= best * NEAR_BEST),
-                       key=lambda c: (c[1], -c[0]))
-    return tiling
+    first = max((i for i in sorted(estimates) if estimates[i] <= best * NEAR_BEST),
+                key=lambda i: (candidates[i].size, -estimates[i]))
+    others = sorted((i for i in estimates if i != first and best < SHORTLIST_CYCLES and
+                     estimates[i] <= best * SHORTLIST_MARGIN), key=lambda i: estimates[i])
+    return [(candidates[i].tiling, estimates[i])
+            for i in [first] + others[:SHORTLIST_LENGTH - 1]]
 
 
 def pipeline_bound(stages: list[int], tiles: int) -> int:

@@ -2,11 +2,13 @@
 carries its debug info, the listing names the dispatch, loads overlap compute, the seed
 convolution, and clean NotLowerable errors."""
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from iree.compiler import ir
 
+from compiler_target.codegen import tiler
 from compiler_target.codegen.backend import BindingInfo, NotLowerable, compile_op, tile_program
 from compiler_target.codegen.emit import timeline
 from compiler_target.codegen.lower import lower
@@ -20,6 +22,7 @@ from executable_format.reader import read_executable
 
 from .helpers import MACHINE, Bindings, compile_and_run
 from .test_conv import FCHW, NCHW, build_conv
+from .test_quantized import quantize_expr, quantize_numpy
 
 
 def seed_conv(rng):
@@ -128,6 +131,35 @@ def test_seed_conv(rng):
     # most, 0.826 with the ramped tile loop (short first and last tiles).
     assert "im2col" in compiled.detail
     assert compiled.roofline.fraction(MACHINE, stats.total_cycles) >= 0.82
+
+
+def test_of_close_estimates_the_faster_scheduled_program_is_kept(monkeypatch):
+    """A face-mesh head's 1404-output int8 matvec with a bias and requantization: the
+    estimate's choice (tiles of 201) waits longer on its first load and last store than
+    another tiling estimated within 10% (tiles of 156), which the shortlist schedules
+    and keeps. Both compute the same bytes."""
+    rng = np.random.default_rng(11)
+    a = rng.integers(-128, 128, (1, 1, 288), dtype=np.int8)
+    w = rng.integers(-128, 128, (1, 1404, 288), dtype=np.int8)
+    bias = rng.integers(-5000, 5000, (1, 1, 1404), dtype=np.int32)
+    expr = [("acc",), ("input", 0), ("iadd", (0, 1)), ("itof", (2,)), ("const", 0.00065),
+            ("mul", (3, 4))] + quantize_expr(5, 0.05, 7)
+    acc = a.astype(np.int32) @ w.astype(np.int32).transpose(0, 2, 1) + bias
+    expected = quantize_numpy(acc.astype(np.float32) * np.float32(0.00065), 0.05, 7)
+    cycles = []
+    for length in (tiler.SHORTLIST_LENGTH, 1):
+        monkeypatch.setattr(tiler, "SHORTLIST_LENGTH", length)
+        b = Bindings()
+        w_ref = b.add(w)
+        b_ref = replace(w_ref, shape=(1, 288, 1404), strides=(w_ref.strides[0], 1, 288))
+        out = b.output((1, 1, 1404), np.int8)
+        op = Matmul(b.add(a), b_ref, out, epilogue=expr,
+                    epilogue_inputs=[b.add_broadcast(bias, (1, 1, 1404))])
+        compiled, stats = compile_and_run(op, b)
+        np.testing.assert_array_equal(b.read(out), expected)
+        assert compiled.estimated_cycles == stats.total_cycles
+        cycles.append(stats.total_cycles)
+    assert cycles[0] < cycles[1], cycles
 
 
 def test_matmul_too_big_for_sram_is_not_lowerable():
