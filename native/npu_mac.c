@@ -710,14 +710,23 @@ static int conv_split_chunks(exec_t* x, const conv_job_t* j) {
  * Unit u: chunk u % chunks of channel u / chunks. */
 typedef int8_t dw_i8_vec __attribute__((vector_size(GEMM_LANES), aligned(1)));
 typedef uint8_t dw_u8_vec __attribute__((vector_size(GEMM_LANES), aligned(1)));
+typedef int16_t dw_i16_vec __attribute__((vector_size(2 * GEMM_LANES)));
+typedef uint16_t dw_u16_vec __attribute__((vector_size(2 * GEMM_LANES)));
+/* Bytes to i32 lanes in two widening steps: GCC 12 lowers one 4x widening of a vector
+ * to a load and shift per lane, two 2x ones to vpmovsx/vpmovzx. */
+#define WIDEN_I8(raw) __builtin_convertvector(__builtin_convertvector(raw, dw_i16_vec), gemm_i32_vec)
+#define WIDEN_U8(raw) __builtin_convertvector(__builtin_convertvector(raw, dw_u16_vec), gemm_i32_vec)
+#define WIDEN_F32(raw) (raw)
 
 /* The GEMM_LANES outputs at o of one row, from the sums `acc`: each tap's products of
  * the input at r (the row of the first output, tap (0, 0)) added in k order. */
-#define DEFINE_DEPTHWISE_BLOCK(NAME, T, S, V, VS)                                        \
+#define DEFINE_DEPTHWISE_BLOCK(NAME, T, S, V, VS, WIDEN)                                 \
   static inline V NAME(const conv_job_t* j, const T* w, const S* r, V acc) {            \
     for (size_t ky = 0; ky < j->kh; ky++) {                                              \
       for (size_t kx = 0; kx < j->kw; kx++) {                                            \
-        V x = __builtin_convertvector(*(const VS*)(r + ky * j->dh * j->wi + kx * j->dw), V); \
+        VS raw;                                                                          \
+        memcpy(&raw, r + ky * j->dh * j->wi + kx * j->dw, sizeof raw);                   \
+        V x = WIDEN(raw);                                                                \
         FMA_STEP(acc, w[ky * j->kw + kx], x);                                            \
       }                                                                                  \
     }                                                                                    \
@@ -740,9 +749,9 @@ typedef uint8_t dw_u8_vec __attribute__((vector_size(GEMM_LANES), aligned(1)));
     }                                                                                    \
     *(V*)(o + last) = BLOCK(j, w, in + last, last_start);                                \
   }
-DEFINE_DEPTHWISE_BLOCK(depthwise_block_f32, float, float, gemm_f32_vec, gemm_f32_vec)
-DEFINE_DEPTHWISE_BLOCK(depthwise_block_i8, int32_t, int8_t, gemm_i32_vec, dw_i8_vec)
-DEFINE_DEPTHWISE_BLOCK(depthwise_block_u8, int32_t, uint8_t, gemm_i32_vec, dw_u8_vec)
+DEFINE_DEPTHWISE_BLOCK(depthwise_block_f32, float, float, gemm_f32_vec, gemm_f32_vec, WIDEN_F32)
+DEFINE_DEPTHWISE_BLOCK(depthwise_block_i8, int32_t, int8_t, gemm_i32_vec, dw_i8_vec, WIDEN_I8)
+DEFINE_DEPTHWISE_BLOCK(depthwise_block_u8, int32_t, uint8_t, gemm_i32_vec, dw_u8_vec, WIDEN_U8)
 DEFINE_DEPTHWISE_ROW(depthwise_row_f32, depthwise_block_f32, float, float, gemm_f32_vec)
 DEFINE_DEPTHWISE_ROW(depthwise_row_i8, depthwise_block_i8, int32_t, int8_t, gemm_i32_vec)
 DEFINE_DEPTHWISE_ROW(depthwise_row_u8, depthwise_block_u8, int32_t, uint8_t, gemm_i32_vec)

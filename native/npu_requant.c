@@ -86,11 +86,59 @@ static float source_value(const record_t* r, unsigned flags, const uint8_t* p) {
   return (float)(int32_t)((uint32_t)s - (uint32_t)r->zero);
 }
 
-static float requantize(const record_t* r, unsigned flags, float v) {
+/* fmaxf(v, lo) then fminf(v, hi) as comparisons, which the compiler keeps inline (the
+ * libm calls cost more than the rest of an element): a NaN gives lo, as maxnumf; a zero
+ * of either sign indexes the same table entry. */
+static inline float clamped(float v, float lo, float hi) {
+  v = v > lo ? v : lo;
+  return v < hi ? v : hi;
+}
+
+static inline float requantize(const record_t* r, unsigned flags, float v) {
   v = v * r->mul;
   v = fmaf(v, r->fma_mul, r->fma_add);
   v = v / r->div;
-  return fminf(fmaxf(round_as(flags, v), r->lo), r->hi);   /* maxnumf: NaN gives lo */
+  return clamped(round_as(flags, v), r->lo, r->hi);
+}
+
+/* One row of n elements under a single record (the params' innermost stride is 0: a
+ * record per row, channel or tensor), the source kind and the element size fixed for
+ * the loop: the common case, without the general loop's per-element record check and
+ * variable-size copy. */
+#define REQUANT_ROW(NAME, SRC_T, LOAD, DST_T)                                            \
+  static void NAME(const record_t* r, unsigned flags, const uint8_t* s, uint64_t s_step,  \
+                   uint8_t* d, uint64_t d_step, uint64_t n) {                             \
+    const record_t rec = *r;  /* in registers: the stores below could alias *r */         \
+    const DST_T* table = (const DST_T*)(const void*)rec.table;                            \
+    for (uint64_t i = 0; i < n; i++) {                                                    \
+      SRC_T raw;                                                                          \
+      memcpy(&raw, s + i * s_step, sizeof raw);                                           \
+      float q = requantize(&rec, flags, LOAD);                                            \
+      DST_T out = table[(size_t)(q - rec.lo)];                                            \
+      memcpy(d + i * d_step, &out, sizeof out);                                           \
+    }                                                                                     \
+  }
+#define FROM_INT(x) ((float)(int32_t)((uint32_t)(int32_t)(x) - (uint32_t)rec.zero))
+#define REQUANT_ROWS(DST_T, SUFFIX)                                                       \
+  REQUANT_ROW(row_i32_##SUFFIX, int32_t, FROM_INT(raw), DST_T)                            \
+  REQUANT_ROW(row_i8_##SUFFIX, int8_t, FROM_INT(raw), DST_T)                              \
+  REQUANT_ROW(row_u8_##SUFFIX, uint8_t, FROM_INT(raw), DST_T)                             \
+  REQUANT_ROW(row_f32_##SUFFIX, float, raw, DST_T)
+REQUANT_ROWS(uint8_t, 1)
+REQUANT_ROWS(uint16_t, 2)
+REQUANT_ROWS(uint32_t, 4)
+
+typedef void (*requant_row_fn)(const record_t*, unsigned, const uint8_t*, uint64_t, uint8_t*,
+                               uint64_t, uint64_t);
+
+/* The row loop for the instruction's source kind and element size (NULL: none). */
+static requant_row_fn row_loop(unsigned flags, unsigned elem) {
+  static const requant_row_fn loops[4][3] = {
+      {row_i32_1, row_i32_2, row_i32_4}, {row_i8_1, row_i8_2, row_i8_4},
+      {row_u8_1, row_u8_2, row_u8_4}, {row_f32_1, row_f32_2, row_f32_4}};
+  int kind = flags & FLAG_SRC_F32 ? 3 : flags & FLAG_SRC_I8 ? 1 : flags & FLAG_SRC_U8 ? 2 : 0;
+  int size = elem == 1 ? 0 : elem == 2 ? 1 : elem == 4 ? 2 : -1;
+  return size < 0 ? NULL : loops[kind][size];
 }
 
 int exec_vrequant(exec_t* x, const instr_t* in) {
@@ -109,11 +157,22 @@ int exec_vrequant(exec_t* x, const instr_t* in) {
   uint8_t* sram = x->core->sram;
   record_t r = {0};
   uint64_t current = UINT64_MAX;
+  requant_row_fn loop = par_s[2] == 0 ? row_loop(in->flags, elem) : NULL;
   for (uint64_t i0 = 0; i0 < counts[0]; i0++) {
     for (uint64_t i1 = 0; i1 < counts[1]; i1++) {
       uint8_t* d = sram + a[VREQUANT_DST] + (i0 * dst_s[0] + i1 * dst_s[1]) * elem;
       const uint8_t* s = sram + a[VREQUANT_SRC] + (i0 * src_s[0] + i1 * src_s[1]) * src_elem;
       uint64_t row = i0 * par_s[0] + i1 * par_s[1];
+      if (loop != NULL && counts[2] > 0) {
+        if (row != current) {
+          CHECK(read_record(x, a[VREQUANT_PARAMS], row, in->dtype, &r));
+          current = row;
+        }
+        loop(&r, in->flags, s, (uint64_t)src_s[2] * src_elem, d, (uint64_t)dst_s[2] * elem,
+             counts[2]);
+        if (stopping_elements(counts[2])) return NPU_STATUS_OK;
+        continue;
+      }
       for (uint64_t i2 = 0; i2 < counts[2]; i2++) {
         uint64_t index = row + i2 * par_s[2];
         if (index != current) {
