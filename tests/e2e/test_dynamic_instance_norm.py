@@ -1,0 +1,48 @@
+"""InstanceNormalization over dims of unknown size (a style-transfer or matting network
+exported with a dynamic image size, a 1-D normalization over frames), against
+onnxruntime. The importer of iree-base-compiler 3.13.0 does not divide the variance's
+sum by the count there (outputs off by several units; over one dynamic dim, NaN), for
+every target; onnx_import rewrites such a node into the ONNX spec's ReduceMean, Sub,
+Mul, ReduceMean, Add, Sqrt, Div, Mul, Add before importing. One build, several sizes,
+every dispatch on the NPU."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.e2e.onnx_on_npu import on_npu_and_onnxruntime, onnx_file
+
+C = 16
+
+
+def instance_norm_model(path, dims, opset):
+    """InstanceNormalization of (N, C, *dims), then ReLU and a 3-wide conv (padded) over
+    the same dims, as an image or frame network has it."""
+    rng = np.random.default_rng(len(dims) + opset)
+    kernel = [3] * len(dims)
+    weights = (rng.standard_normal((8, C, *kernel)) * 0.2).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["n"],
+                          epsilon=1e-3),
+         helper.make_node("Relu", ["n"], ["r"]),
+         helper.make_node("Conv", ["r", "w"], ["y"], kernel_shape=kernel,
+                          pads=[1] * (2 * len(dims)))],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, C, *dims))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 8, *dims))],
+        [numpy_helper.from_array(rng.uniform(0.5, 1.5, C).astype(np.float32), "scale"),
+         numpy_helper.from_array(rng.standard_normal(C).astype(np.float32), "bias"),
+         numpy_helper.from_array(weights, "w")])
+    return onnx_file(graph, path, opset=opset)
+
+
+@pytest.mark.parametrize("dims, sizes, opset", [
+    (("h", "w"), [(20, 24), (37, 50)], 17),
+    (("h", "w"), [(9, 13)], 18),
+    (("t",), [(50,), (7,)], 17),
+], ids=["image", "image_opset18", "frames"])
+def test_instance_norm_of_unknown_size_matches_onnxruntime(tmp_path, dims, sizes, opset):
+    path = instance_norm_model(tmp_path / "instance_norm.onnx", dims, opset)
+    rng = np.random.default_rng(5)
+    feeds = [{"x": (rng.standard_normal((1, C, *size)) * 3 + 1).astype(np.float32)}
+             for size in sizes]
+    for got, expected in on_npu_and_onnxruntime(path, "g", feeds):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
