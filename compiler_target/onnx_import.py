@@ -2,7 +2,7 @@
 iree-base-compiler (the same steps as `iree-import-onnx`: load, check, infer shapes,
 import the main graph), rewriting into standard ops what that importer would compile
 into a different function where the standard ops say the same thing
-(`_rewrite_misimported`), and refusing the rest (`_check_importable`)."""
+(`_rewrite_crd_blocks`), and refusing the rest (`_check_importable`)."""
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -20,7 +20,7 @@ def import_onnx_file(path: str, context):
     context.load_all_available_dialects()
     model = _load(path)
     _name_unnamed_nodes(model.graph)
-    model = _rewrite_misimported(path, model)
+    model = _rewrite_crd_blocks(path, model)
     _check_importable(path, model.graph)
     model_info = onnx_importer.ModelInfo(model)
     module = model_info.create_module(context=context).operation
@@ -82,39 +82,28 @@ def _check_lstm_peepholes(path: str, graph: onnx.GraphProto) -> None:
             "not apply: the compiled network would compute a different function")
 
 
-def _rewrite_misimported(path: str, model: onnx.ModelProto) -> onnx.ModelProto:
-    """iree-base-compiler 3.13.0's importer lowers some nodes into a different function,
-    for the npu and for llvm-cpu alike:
+def _rewrite_crd_blocks(path: str, model: onnx.ModelProto) -> onnx.ModelProto:
+    """iree-base-compiler 3.13.0's importer lowers DepthToSpace and SpaceToDepth wrongly in
+    mode CRD, for the npu and for llvm-cpu alike:
     - DepthToSpace splits the channels as mode DCR does, [N, b, b, C/b², H, W], in mode
       CRD too, then permutes them with CRD's transpose: a CRD node (PyTorch's
       PixelShuffle, a text detector's upsampling head) computed a shuffle of the wrong
       channels (relative error 1-2 against onnxruntime);
-    - SpaceToDepth (mode since opset 28) computes mode DCR whatever the mode;
-    - InstanceNormalization over dims of unknown size divides the variance's sum by
-      nothing (outputs off by up to 6.5 over a 20x24 image) or gives NaN (over one
-      dim of unknown length).
-    Each such node, in the main graph or a subgraph, is replaced by the ONNX spec's
-    definition of it (`_crd_as_reshapes`, `_instance_norm_as_moments`), under the node's
-    input and output names; the others, which the importer computes right, stay. Shape
-    inference then types the new values. Returns the model, a new one if anything was
-    rewritten."""
+    - SpaceToDepth (mode since opset 28) computes mode DCR whatever the mode.
+    Each CRD node, in the main graph or a subgraph, is replaced by the ONNX spec's
+    definition of it (`_crd_as_reshapes`), under the node's input and output names; DCR
+    nodes, which the importer computes right, stay. Shape inference then types the new
+    values. Returns the model, a new one if anything was rewritten."""
     types = _value_types(model.graph)
     names = _value_names(model.graph)
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     rewritten = False
     for graph in _graphs(model.graph):
         nodes = []
         for node in graph.node:
-            dims = _dims(types.get(node.input[0])) if node.input else []
-            if node.domain not in ("", "ai.onnx"):
-                nodes.append(node)
-            elif node.op_type in ("DepthToSpace", "SpaceToDepth") and \
+            if node.op_type in ("DepthToSpace", "SpaceToDepth") and \
+                    node.domain in ("", "ai.onnx") and \
                     _attribute(node, "mode", b"DCR") == b"CRD":
                 nodes += _crd_as_reshapes(path, node, types.get(node.input[0]), names)
-            elif node.op_type == "InstanceNormalization" and len(dims) > 2 and \
-                    None in dims[2:]:
-                nodes += _instance_norm_as_moments(node, len(dims), opset,
-                                                   types[node.input[0]], names)
             else:
                 nodes.append(node)
         if len(nodes) != len(graph.node):
@@ -122,35 +111,6 @@ def _rewrite_misimported(path: str, model: onnx.ModelProto) -> onnx.ModelProto:
             del graph.node[:]
             graph.node.extend(nodes)
     return onnx.shape_inference.infer_shapes(model, data_prop=True) if rewritten else model
-
-
-def _instance_norm_as_moments(node: onnx.NodeProto, rank: int, opset: int,
-                              input_type: onnx.TypeProto, names: set[str]) -> list:
-    """An InstanceNormalization as the ONNX spec defines it: with the mean and the
-    variance over the dims after N and C (ReduceMean, whose axes are an input from
-    opset 18), (x - mean) / sqrt(var + epsilon) times the scale plus the bias, each a
-    [C, 1, ...] Reshape of its 1-D input."""
-    x, scale, bias = node.input
-    nodes = _NodeSequence(node.name or node.op_type, x, names)
-    axes = list(range(2, rank))
-
-    def mean(value: str) -> str:
-        if opset >= 18:
-            return nodes.add("ReduceMean", [value, nodes.constant(axes)], keepdims=1)
-        return nodes.add("ReduceMean", [value], axes=axes, keepdims=1)
-
-    dtype = helper.tensor_dtype_to_np_dtype(input_type.tensor_type.elem_type)
-    epsilon = nodes.add("Constant", [], value=numpy_helper.from_array(
-        np.array(_attribute(node, "epsilon", 1e-5), dtype)))
-    centered = nodes.add("Sub", [x, mean(x)])
-    variance = mean(nodes.add("Mul", [centered, centered]))
-    normalized = nodes.add("Div", [centered, nodes.add("Sqrt", [nodes.add(
-        "Add", [variance, epsilon])])])
-    per_channel = nodes.constant([-1] + [1] * (rank - 2))
-    scaled = nodes.add("Mul", [normalized, nodes.add("Reshape", [scale, per_channel])])
-    nodes.add("Add", [scaled, nodes.add("Reshape", [bias, per_channel])],
-              output=node.output[0])
-    return nodes.nodes
 
 
 def _crd_as_reshapes(path: str, node: onnx.NodeProto, input_type: onnx.TypeProto | None,

@@ -25,6 +25,7 @@ from compiler_target.depth_stacked_convs import rewrite_3d_convolutions
 from compiler_target.epilogue_barriers import separate_unfusable_epilogues
 from compiler_target.dispatch_plan import DispatchPlan
 from compiler_target.errors import CompileError, writing
+from compiler_target.instance_norms import rewrite_dynamic_instance_norms
 from compiler_target.executable_sources import executables, stub_for_npu, symbol_name
 from compiler_target.hal_binaries import install_npu_binaries, select_npu_device
 from compiler_target.options import SURROGATE_TARGET_FLAGS, CompileOptions
@@ -37,7 +38,8 @@ from compiler_target.zero_point_contractions import rewrite_zero_point_contracti
 SPLIT_PHASE = "executable-sources"  # where the code generator sees each dispatch
 SWAP_PHASE = "hal"                  # where binaries and device queries are rewritten
 # Rewrites of the whole program before dispatches form, each where its phase ends.
-IR_REWRITES = (("input", rewrite_zero_point_contractions),
+IR_REWRITES = (("start", rewrite_dynamic_instance_norms),
+               ("input", rewrite_zero_point_contractions),
                ("input", rewrite_3d_convolutions),
                ("global-optimization", inline_constant_globals),
                ("global-optimization", separate_unfusable_epilogues))

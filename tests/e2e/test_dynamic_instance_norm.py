@@ -2,14 +2,20 @@
 exported with a dynamic image size, a 1-D normalization over frames), against
 onnxruntime. The importer of iree-base-compiler 3.13.0 does not divide the variance's
 sum by the count there (outputs off by several units; over one dynamic dim, NaN), for
-every target; onnx_import rewrites such a node into the ONNX spec's ReduceMean, Sub,
-Mul, ReduceMean, Add, Sqrt, Div, Mul, Add before importing. One build, several sizes,
-every dispatch on the NPU."""
+every target; compiler_target/instance_norms.py rewrites such an op of the imported
+module into the ONNX spec's ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul, Add,
+whether the network comes as `.onnx` or as iree-import-onnx's MLIR. One build, several
+sizes, every dispatch on the NPU."""
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.e2e.onnx_on_npu import on_npu_and_onnxruntime, onnx_file
+from tests.e2e.onnx_on_npu import (loaded_on_npu, on_npu_and_onnxruntime, onnx_file,
+                                   onnxruntime_output)
 
 C = 16
 
@@ -46,3 +52,15 @@ def test_instance_norm_of_unknown_size_matches_onnxruntime(tmp_path, dims, sizes
              for size in sizes]
     for got, expected in on_npu_and_onnxruntime(path, "g", feeds):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_instance_norm_of_unknown_size_imported_by_iree_import_onnx(tmp_path):
+    path = instance_norm_model(tmp_path / "instance_norm.onnx", ("h", "w"), 17)
+    mlir = tmp_path / "instance_norm.mlir"
+    subprocess.run([str(Path(sys.executable).with_name("iree-import-onnx")), str(path), "-o",
+                    str(mlir)], check=True, capture_output=True)
+    x = (np.random.default_rng(6).standard_normal((1, C, 23, 31)) * 3 + 1).astype(np.float32)
+    with loaded_on_npu(mlir) as module:
+        got = np.asarray(module.g(x))
+        assert module.last_call_stats.host_dispatches == 0
+    np.testing.assert_allclose(got, onnxruntime_output(path, {"x": x}), rtol=1e-4, atol=1e-4)
