@@ -103,8 +103,10 @@ def _rewrite(op, opset: int) -> None:
 
         centered = onnx("Sub", [x, mean(x)], full)
         variance = mean(onnx("Mul", [centered, centered], full))
-        eps = constant(f"dense<{epsilon!r}> : tensor<{element}>",
-                       f"!torch.vtensor<[],{element}>")
+        scalar = ir.Type.parse(element)
+        eps = onnx("Constant", [], ir.Type.parse(f"!torch.vtensor<[],{element}>"),
+                   value=ir.DenseElementsAttr.get_splat(ir.RankedTensorType.get([], scalar),
+                                                        ir.FloatAttr.get(scalar, epsilon)))
         deviation = onnx("Sqrt", [onnx("Add", [variance, eps], moments)], moments)
         normalized = onnx("Div", [centered, deviation], full)
         result = onnx("Add", [onnx("Mul", [normalized, per_channel(scale)], full),
