@@ -37,6 +37,10 @@ OPTIONAL_FIELDS = frozenset({"bias", "scale"})
 _ENGINES_BY_NAME = {name: engine for engine, name in ENGINE_NAMES.items()}
 
 
+# An instruction's operand past 32 bits (a DRAM offset past 4 GiB, a count past 2^32): a
+# record cannot hold it.
+RECORD_OVERFLOW = "operands do not fit the record"
+
 class ProgramBuilder:
     """A program: 64-byte instruction records in program order, ending with end()."""
 
@@ -78,7 +82,7 @@ class ProgramBuilder:
         values = list(a) + [0] * (OPERAND_COUNT - len(a))
         if len(values) != OPERAND_COUNT or not 0 <= flags < 1 << 16 or \
                 not all(0 <= v < 1 << 32 for v in values):
-            raise FormatError(f"{OPCODES[opcode].name}: operands do not fit the record")
+            raise FormatError(f"{OPCODES[opcode].name}: {RECORD_OVERFLOW}")
         record = _record(opcode, dtype, flags, values)
         self._records.append(record)
         return len(self._records) - 1

@@ -20,7 +20,8 @@ from dataclasses import dataclass, fields
 from functools import partial
 
 from executable_format import verifier
-from executable_format.builder import READ_ONLY, ExecutableBuilder, ProgramBuilder
+from executable_format.builder import (READ_ONLY, RECORD_OVERFLOW, ExecutableBuilder,
+                                       ProgramBuilder)
 
 from ..dispatch_plan import DispatchPlan
 from ..errors import CompileError
@@ -50,7 +51,9 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
     constants, with a parametric npu-fb (source and extent constants) when it runs on
     the NPU. Where the dispatch is empty or invalid at the first probe (a 512-tap window
     over 64 samples, a length six poolings empty), the longer probes are tried; where its
-    work passes a program's limit there (a big layer at a batch of 64), the shorter ones;
+    work passes a program's limit there (a big layer at a batch of 64) or its operands a
+    record's 32 bits (a full-resolution layer after three 2x upsamplings), the shorter
+    ones;
     it takes the first that runs on the NPU. Any other refusal leaves it on the host:
     the NPU does not take it at every extent (a Resize's gather may be affine at one).
     A host plan reports the first probe's refusal. With `deferred`, the lowering at
@@ -76,7 +79,7 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
 
 # Refusals that depend on the probe's size, and the probes worth trying after them.
 _TOO_SHORT = (f"not supported on npu: {EMPTY} ", INVALID_AT_EXTENTS)
-_TOO_LONG = (PAST_WORK_LIMIT, verifier.PAST_WORK_LIMIT)
+_TOO_LONG = (PAST_WORK_LIMIT, verifier.PAST_WORK_LIMIT, RECORD_OVERFLOW)
 
 
 class _ProbeAttempts:

@@ -6,6 +6,7 @@ from dataclasses import fields
 from executable_format.cost import ELEMENT_WORK, program_work_limit
 
 from .analysis import Analysis
+from .analysis.errors import EMPTY
 from .ops import Conv2D, Matmul, NpuOp, Pool2D, Reduce, TensorRef
 
 DTYPES = ("f32", "f16", "bf16", "i8", "u8", "i32")  # the element types ops.py describes
@@ -34,7 +35,6 @@ def legalize(analysis: Analysis, machine) -> str:
 
 
 PAST_WORK_LIMIT = "over the per-program work limit"
-EMPTY = "empty"
 
 
 def _past_work_limit(analysis: Analysis, machine) -> str:

@@ -122,3 +122,50 @@ def test_a_static_dispatch_at_an_offset_iree_joins_from_two_words_runs_on_the_np
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     for got, expected in zip((policy, value), session.run(None, {"x": x})):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_gather_with_no_work_at_a_probe_leaves_the_dispatch_to_the_probes(tmp_path):
+    """A nearest 2x Resize added to a tensor of its own dynamic dims (an FPN's lateral
+    as a network exports it with separate symbols): at the probes, where the two sizes
+    disagree, the fused gather has loops of extent 0; its analysis divided by the extent
+    (ZeroDivisionError, the compile stopped). Now that probe is refused as empty like
+    any other; here no probe is consistent, so the dispatch stays on the host, and the
+    result is onnxruntime's."""
+    scales = np.array([1, 1, 2, 2], np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Resize", ["x", "roi", "scales"], ["up"], mode="nearest",
+                          coordinate_transformation_mode="asymmetric"),
+         helper.make_node("Add", ["up", "lateral"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, "h", "w"]),
+              helper.make_tensor_value_info("lateral", TensorProto.FLOAT, [1, 8, "h2", "w2"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, "h2", "w2"])],
+        [numpy_helper.from_array(np.zeros(0, np.float32), "roi"),
+         numpy_helper.from_array(scales, "scales")])
+    path = onnx_file(graph, tmp_path / "upsample_add.onnx")
+    rng = np.random.default_rng(2)
+    feeds = {"x": rng.standard_normal((1, 8, 20, 24)).astype(np.float32),
+             "lateral": rng.standard_normal((1, 8, 40, 48)).astype(np.float32)}
+    with loaded_on_npu(path) as module:
+        got = np.asarray(module.g(*feeds.values()))
+    np.testing.assert_array_equal(got, onnxruntime_output(path, feeds))
+
+
+def test_a_layer_past_32_bit_offsets_at_a_batch_of_64_runs_on_the_npu(tmp_path):
+    """A VAE preview decoder's last conv (64 -> 3 channels, full resolution) after three
+    2x ConvTransposes: at the first probe (batch, height and width 64) its tensors pass
+    4 GiB, and an offset did not fit an instruction's 32-bit field ('operands do not fit
+    the record'): it ran on the host at every size. Like a program past its work limit,
+    that probe is now followed by the shorter ones."""
+    rng = np.random.default_rng(9)
+    weights, nodes, value = {}, [], "x"
+    for i in range(3):
+        weights[f"up{i}"] = (rng.standard_normal((64, 64, 2, 2)) * 0.1).astype(np.float32)
+        nodes.append(helper.make_node("ConvTranspose", [value, f"up{i}"], [f"u{i}"],
+                                      kernel_shape=[2, 2], strides=[2, 2]))
+        value = f"u{i}"
+    weights["w"] = (rng.standard_normal((3, 64, 3, 3)) * 0.1).astype(np.float32)
+    nodes.append(helper.make_node("Conv", [value, "w"], ["y"], kernel_shape=[3, 3],
+                                  pads=[1, 1, 1, 1]))
+    path = onnx_file(_graph(nodes, ["n", 64, "h", "w"], ["n", 3, "H", "W"], weights),
+                     tmp_path / "upsampled_conv.onnx")
+    _check(path, [(1, 64, 8, 10), (2, 64, 5, 12)], rng)

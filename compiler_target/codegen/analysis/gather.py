@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from iree.compiler import ir
 
-from .errors import NotSupported
+from .errors import EMPTY, NotSupported
 from .expressions import index_arithmetic
 from .indexing import Generic, Operand
 from .indexing import ELEMENT_BYTES
@@ -50,6 +50,8 @@ def refine(generic: Generic, values: dict) -> Generic:
         raise NotSupported(f"{generic.name}: tensor.extract in a reduction body")
     if generic.extra_outputs:
         raise NotSupported(f"{generic.name}: tensor.extract in a body with several results")
+    if 0 in generic.extents:     # a dynamic dispatch at a probe where it has no work
+        raise NotSupported(f"{EMPTY} loops {list(generic.extents)} of {generic.name}")
     spans, coarse = _delinearized(generic, values)
     coarse_shape = [extent for _, _, extent in coarse]
     extracts, push_constant_indices = _extract_indices(generic, values, spans, coarse)
