@@ -53,8 +53,7 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
     over 64 samples, a length six poolings empty), the longer probes are tried; where its
     work passes a program's limit there (a big layer at a batch of 64) or its operands a
     record's 32 bits (a full-resolution layer after three 2x upsamplings), the shorter
-    ones;
-    it takes the first that runs on the NPU. Any other refusal leaves it on the host:
+    ones; it takes the first that runs on the NPU. Any other refusal leaves it on the host:
     the NPU does not take it at every extent (a Resize's gather may be affine at one).
     A host plan reports the first probe's refusal. With `deferred`, the lowering at
     the first probe the analysis takes is left pending like a static one's

@@ -286,6 +286,19 @@ def dense_sram_strides(counts: list[int]) -> list[int]:
     return list(row_major(counts))
 
 
+def mixed_broadcast(tensor, groups) -> frozenset[int]:
+    """The dims of each group (of `tensor`'s dims, a tile's flattened run: a contraction's
+    M or N dims, a row's dims) along which `tensor` is broadcast while it varies along
+    another dim of the group: loaded anyway (Streamed's expand), so that its tile is
+    dense over the run and read with one stride along it."""
+    expanded = set()
+    for group in groups:
+        dims = [d for d in group if tensor.shape[d] > 1]
+        if any(tensor.strides[d] for d in dims):
+            expanded |= {d for d in dims if not tensor.strides[d]}
+    return frozenset(expanded)
+
+
 # ------------------------------------------------------------------------- the result
 
 @dataclass

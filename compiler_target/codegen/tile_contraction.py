@@ -41,7 +41,8 @@ from .requant import column_bias
 from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes, mac_flags, mac_operands_supported
 from .tile import (RAMP_DEPTHS, SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed,
                    TiledProgram, aligned, block_candidates, ceil_div, dense_sram_strides,
-                   dma_instrs, fitting, prod, ramp_down_pieces, split_candidates)
+                   dma_instrs, fitting, mixed_broadcast, prod, ramp_down_pieces,
+                   split_candidates)
 from .tiler import Candidate, fastest
 from .vector import Operand, binary, unary
 
@@ -349,18 +350,10 @@ class OrientedTiler:
         return self.layout.extents[role]
 
     def _mixed_broadcast(self, tensor) -> frozenset:
-        """The dims of an epilogue input broadcast within its tile's M (or N) dims along
-        which it also varies (a conv's addend that varies along H, not W: the M tile is
-        a flattened run of H x W): loaded densely (tile.Streamed's expand), so that the
-        epilogue reads it with one stride over the run."""
+        """tile.mixed_broadcast over the M dims and the N dims (a conv's addend that
+        varies along H, not W: the M tile is a flattened run of H x W)."""
         nb, nm = len(self.extents("batch")), len(self.extents("m"))
-        groups = (range(nb, nb + nm), range(nb + nm, len(tensor.strides)))
-        expanded = set()
-        for group in groups:
-            dims = [d for d in group if tensor.shape[d] > 1]
-            if any(tensor.strides[d] for d in dims):
-                expanded |= {d for d in dims if not tensor.strides[d]}
-        return frozenset(expanded)
+        return mixed_broadcast(tensor, (range(nb, nb + nm), range(nb + nm, len(tensor.strides))))
 
     def sizes(self, t: ContractionTiling) -> tuple[int, int, int]:
         return tuple(getattr(t, r).size(self.extents(r)) for r in ("m", "n", "k"))

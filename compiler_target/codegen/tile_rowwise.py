@@ -33,8 +33,8 @@ from .lookup import LOOKUPS, LookupTables
 from .lower import Lowered, NotLowerable
 from .npu_ir import FLOATS, Buffer, Instr
 from .ops import SCALARS, row_varying, varies_along_rows
-from .tile import (Slots, Sram, Streamed, TiledProgram, ceil_div, dense_sram_strides, prod,
-                   store_instrs)
+from .tile import (Slots, Sram, Streamed, TiledProgram, ceil_div, dense_sram_strides,
+                   mixed_broadcast, prod, store_instrs)
 from .tiler import Candidate, pipelined_cycles
 from .vector import Operand, binary, convert, unary
 
@@ -249,10 +249,7 @@ class RowwiseEmitter:
     def _expanded(self, ref) -> frozenset[int]:
         """The row dims an input varying along the row is broadcast along (a per-channel
         scale of (C, H, W) rows): loaded anyway, so that its tile is dense [row][i]."""
-        first = len(self.batch) + 1
-        if not any(ref.strides[first:]):
-            return frozenset()
-        return frozenset(d for d in range(first, len(ref.shape)) if not ref.strides[d])
+        return mixed_broadcast(ref, [range(len(self.batch) + 1, len(ref.shape))])
 
     def load(self, k: int, at: list[int], r0: int, rows: int, c0: int, count: int,
              note: str) -> tuple[Operand, list[Instr]]:
