@@ -88,7 +88,8 @@ def compile_source(source: Source, options: CompileOptions) -> bytes:
             module = _run_to_split_phase(compiler, source, module, options.compile_from)
 
         machine = build_machine(options.npu.machine)
-        plans = _plan_all(module, machine, options.npu.fallback, options.npu.codegen_jobs)
+        plans = _plan_all(module, machine, options.npu.fallback, options.npu.codegen_jobs,
+                          tile_stages=bool(options.npu.dump_ir))
         _write_dumps(module, plans, source, options)
         npu_fb_by_export = _stub_npu_executables(module, plans)
 
@@ -192,10 +193,12 @@ def _check_program_is_not_empty(module) -> None:
                        "outer module does not contain a vm.module op")
 
 
-def _plan_all(module, machine, fallback: str, jobs: int) -> dict[str, DispatchPlan]:
+def _plan_all(module, machine, fallback: str, jobs: int,
+              tile_stages: bool) -> dict[str, DispatchPlan]:
     """One plan per hal.executable, keyed by executable symbol, in export order. The code
     generator runs with the session's context (and an unknown location) as default; the
-    lowerings it leaves pending run together, on `jobs` processes (0: one per CPU)."""
+    lowerings it leaves pending run together, on `jobs` processes (0: one per CPU),
+    the plans' tile and schedule IR stages kept with `tile_stages` (an IR dump)."""
     plans = {}
     probes = {extent: probe_constants(module, extent) for extent in PROBE_EXTENTS}
     for index, executable in enumerate(executables(module)):
@@ -206,7 +209,7 @@ def _plan_all(module, machine, fallback: str, jobs: int) -> dict[str, DispatchPl
                         for extent, constants in probes.items()})
     if any(plan.pending is not None for plan in plans.values()):
         from compiler_target import codegen
-        codegen.complete_plans(list(plans.values()), jobs)
+        codegen.complete_plans(list(plans.values()), jobs, tile_stages)
     for index, plan in enumerate(plans.values()):
         if plan.target == "npu" and not plan.npu_fb:
             raise CompileError(f"dispatch #{index} {plan.name}: npu plan without npu-fb bytes")

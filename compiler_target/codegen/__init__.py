@@ -16,7 +16,7 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import partial
 
 from executable_format import verifier
@@ -212,15 +212,21 @@ class PendingCompile:
     source_location: str
     finish: object = None            # applied to the completed plan (a parametric one's)
 
-    def run(self):
-        """The backend.CompiledOp, or why lowering refused the op."""
+    def key(self) -> bytes:
+        """backend.tiling_key of the op: pending compiles equal in it share a tiling."""
+        from .backend import tiling_key
+        return tiling_key(self.op, len(self.bindings), self.machine)
+
+    def run(self, tiling=None):
+        """The backend.CompiledOp, or why lowering refused the op; `tiling` as
+        backend.compile_op's."""
         # Imported here so analysis and its tests stand on their own.
         from .backend import BindingInfo, NotLowerable, compile_op
         try:
             return compile_op(self.op, name=self.name,
                               bindings=[BindingInfo(*b) for b in self.bindings],
                               constant_count=self.constant_count, machine=self.machine,
-                              source_location=self.source_location)
+                              source_location=self.source_location, tiling=tiling)
         except NotLowerable as error:
             return f"not lowerable on npu: {error}"
 
@@ -228,31 +234,51 @@ class PendingCompile:
 _WAITING: list[PendingCompile] = []     # what complete_plans' forked processes run
 
 
-def _run_waiting(position: int):
-    return _WAITING[position].run()
+def _run_waiting(position: int, tiling, tile_stages: bool):
+    outcome = _WAITING[position].run(tiling)
+    if isinstance(outcome, str) or tile_stages:
+        return outcome
+    return replace(outcome, ir_stages=outcome.ir_stages.without_tiles())
 
 
-def complete_plans(plans: list[DispatchPlan], jobs: int = 0) -> None:
+def complete_plans(plans: list[DispatchPlan], jobs: int = 0, tile_stages: bool = True) -> None:
     """Runs the pending lowerings of `plans`: on `jobs` forked processes (0: one per
-    CPU this process may use) when there are several, else in this process. The
-    outcomes are the same either way."""
-    waiting = [plan for plan in plans if plan.pending is not None]
-    workers = min(jobs or usable_cpus(), len(waiting))
+    CPU this process may use) when there are several, else in this process. Of ops
+    equal in PendingCompile.key (a quantized transformer's layers), the first is
+    compiled, then the others with its tiling, without a search. The outcomes are the
+    same either way, but for the plans' ir_stages: without `tile_stages`, a forked
+    process returns the lower and emit stages alone (IrStages.without_tiles)."""
+    pending = [plan for plan in plans if plan.pending is not None]
+    waiting = [plan.pending for plan in pending]
+    groups: dict[bytes, list[int]] = {}
+    for position, pending_compile in enumerate(waiting):
+        groups.setdefault(pending_compile.key(), []).append(position)
+    firsts = [(group[0], None) for group in groups.values()]
+    outcomes = dict(zip([p for p, _ in firsts],
+                        _run_all(waiting, firsts, jobs, tile_stages)))
+    others = [(position, getattr(outcomes[group[0]], "tiling", None))
+              for group in groups.values() for position in group[1:]]
+    outcomes.update(zip([p for p, _ in others], _run_all(waiting, others, jobs, tile_stages)))
+    for position, plan in enumerate(pending):
+        _complete(plan, outcomes[position])
+
+
+def _run_all(waiting: list[PendingCompile], work: list[tuple[int, object]],
+             jobs: int, tile_stages: bool) -> list:
+    """The outcomes of the compiles of `work`, (position in `waiting`, tiling) each."""
+    workers = min(jobs or usable_cpus(), len(work))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        outcomes = [plan.pending.run() for plan in waiting]
-    else:
-        _WAITING[:] = [plan.pending for plan in waiting]
-        try:
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) \
-                    as pool:
-                outcomes = list(pool.map(_run_waiting, range(len(waiting))))
-        except BrokenProcessPool as error:
-            raise CompileError(f"a code generation process stopped ({error}); "
-                               "--iree-npu-codegen-jobs=1 lowers in this process") from None
-        finally:
-            _WAITING.clear()
-    for plan, outcome in zip(waiting, outcomes):
-        _complete(plan, outcome)
+        return [waiting[position].run(tiling) for position, tiling in work]
+    _WAITING[:] = waiting
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) \
+                as pool:
+            return list(pool.map(partial(_run_waiting, tile_stages=tile_stages), *zip(*work)))
+    except BrokenProcessPool as error:
+        raise CompileError(f"a code generation process stopped ({error}); "
+                           "--iree-npu-codegen-jobs=1 lowers in this process") from None
+    finally:
+        _WAITING.clear()
 
 
 def usable_cpus() -> int:

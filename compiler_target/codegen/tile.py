@@ -309,6 +309,7 @@ class TiledProgram:
     tiles: str                         # e.g. "tiles 8x8x498 (f x rows x cols)"
     buffers: int                       # buffering depth of the streamed operands
     dram: list[Buffer] = field(default_factory=list)
+    tiling: object = None              # the tiler's tiling it was emitted from
 
 
 def tiled_text(program: TiledProgram, name: str, stage: str, lines: list[str] | None = None) -> str:

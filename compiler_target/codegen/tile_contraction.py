@@ -225,13 +225,18 @@ class ContractionTiler:
         return self.orientations[index][1].estimate(t)
 
     def emit(self, tiling) -> TiledProgram:
-        """The program of `tiling` with the ramp down (OrientedTiler.ramps) whose
-        scheduled program takes the fewest cycles (the estimate does not see a ramp's
-        pieces waiting on each other)."""
-        index, t = tiling
+        """The program of `tiling` (orientation, tiling) with the ramp down
+        (OrientedTiler.ramps) whose scheduled program takes the fewest cycles (the
+        estimate does not see a ramp's pieces waiting on each other); of a tiling
+        (orientation, tiling, pieces), with that ramp. The program's `tiling` is the
+        latter."""
+        index, t, *ramp = tiling
         swapped, orientation = self.orientations[index]
-        program = fastest([orientation.emit(t, pieces) for pieces in orientation.ramps(t)],
-                          self.machine)
+        programs = []
+        for pieces in ramp or orientation.ramps(t):
+            programs.append(orientation.emit(t, pieces))
+            programs[-1].tiling = (index, t, pieces)
+        program = fastest(programs, self.machine)
         if swapped:
             program.tiles += ", M and N swapped: out^T = b^T a^T"
         return program

@@ -102,7 +102,9 @@ class FakeCompiled:
 def test_plan_dispatch_plumbing(tmp_path, monkeypatch):
     calls = []
 
-    def fake_compile_op(op, *, name, bindings, machine, source_location, constant_count):
+    def fake_compile_op(op, *, name, bindings, machine, source_location, constant_count,
+                        tiling):
+        assert tiling is None
         calls.append((op, name, bindings, machine, source_location))
         return FakeCompiled()
 

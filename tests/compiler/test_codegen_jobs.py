@@ -30,7 +30,7 @@ def test_forked_lowerings_give_the_bytes_of_one_process(monkeypatch):
 
 
 def test_a_dying_process_is_a_compile_error(monkeypatch):
-    monkeypatch.setattr(codegen.PendingCompile, "run", lambda self: os._exit(3))
+    monkeypatch.setattr(codegen.PendingCompile, "run", lambda self, tiling=None: os._exit(3))
     with pytest.raises(CompileError, match="code generation process stopped.*"
                                            "--iree-npu-codegen-jobs=1"):
         compile_file(SMALL_CNN, extra_args=["--iree-npu-codegen-jobs=2"])

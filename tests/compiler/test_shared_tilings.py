@@ -1,0 +1,71 @@
+"""Dispatches equal but for where their tensors lie and the values of their float
+scalars (a quantized transformer's layers: each its own executable, the scales inlined)
+share one tiling search (backend.tiling_key): the first is searched for, the others
+take its tiling. A dynamic T5 int8 encoder's 51 matmuls were searched for one by one."""
+import os
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler_target import codegen, compile_file
+from compiler_target.codegen import tile_contraction
+from tests.e2e.onnx_on_npu import loaded_on_npu, onnx_file, onnxruntime_output
+
+SIZE = 96
+
+
+def _layers(tmp_path):
+    """Three 96x96 matmuls, each scaled by its own constant, then one of 48 columns."""
+    rng = np.random.default_rng(0)
+    nodes, inits, previous = [], [], "x"
+    for i, (columns, scale) in enumerate([(SIZE, 0.5), (SIZE, 0.25), (SIZE, 0.125),
+                                          (48, 2.0)]):
+        nodes += [helper.make_node("MatMul", [previous, f"w{i}"], [f"m{i}"]),
+                  helper.make_node("Mul", [f"m{i}", f"s{i}"], [f"y{i}"])]
+        inits += [numpy_helper.from_array((rng.standard_normal((SIZE, columns)) * 0.1)
+                                          .astype(np.float32), f"w{i}"),
+                  numpy_helper.from_array(np.array(scale, np.float32), f"s{i}")]
+        previous = f"y{i}"
+    graph = helper.make_graph(
+        nodes, "layers", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (64, SIZE))],
+        [helper.make_tensor_value_info(previous, TensorProto.FLOAT, (64, 48))], inits)
+    return onnx_file(graph, tmp_path / "layers.onnx", opset=18)
+
+
+def test_equal_layers_are_searched_once(tmp_path, monkeypatch):
+    searches = []
+    search = tile_contraction.ContractionTiler.candidates
+    monkeypatch.setattr(tile_contraction.ContractionTiler, "candidates",
+                        lambda self: searches.append(self) or search(self))
+    path = _layers(tmp_path)
+    report = tmp_path / "report.txt"
+    x = np.random.default_rng(1).standard_normal((64, SIZE)).astype(np.float32)
+    with loaded_on_npu(path, "--iree-npu-codegen-jobs=1",
+                       f"--iree-npu-dispatch-report={report}") as module:
+        result = np.asarray(module.layers(x))
+        assert module.last_call_stats.host_dispatches == 0
+    assert report.read_text().count("-> npu (") == 4
+    assert len(searches) == 2       # the three 96x96 layers once, the 48-column one
+    np.testing.assert_allclose(result, onnxruntime_output(path, {"x": x}), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_a_shared_tiling_gives_the_bytes_of_a_search_each(tmp_path, monkeypatch):
+    path = str(_layers(tmp_path))
+    shared = compile_file(path, target_backends=["npu"])
+    monkeypatch.setattr(codegen.PendingCompile, "key", lambda self: str(id(self)).encode())
+    assert compile_file(path, target_backends=["npu"]) == shared
+
+
+def test_forked_processes_keep_every_stage_for_an_ir_dump(tmp_path):
+    """Without an IR dump, a forked process leaves the tile and schedule stages out of
+    what it returns (their programs are most of it); with one, every stage is written."""
+    dump = tmp_path / "ir"
+    compile_file(str(_layers(tmp_path)), target_backends=["npu"],
+                 extra_args=["--iree-npu-codegen-jobs=2", f"--iree-npu-dump-ir={dump}"])
+    names = sorted(os.listdir(dump))
+    assert len(names) == 16
+    for stage in ("lower", "tile", "schedule", "emit"):
+        assert sum(name.endswith(f".{stage}.mlir") for name in names) == 4
+    tiled = next(name for name in names if name.endswith(".tile.mlir"))
+    assert "tiles " in (dump / tiled).read_text()
