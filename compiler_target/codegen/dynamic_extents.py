@@ -49,14 +49,37 @@ def extent_constants(executable_op) -> tuple[int, ...]:
     4 GiB, as in a network with a dynamic batch: the dispatch is specialised at run time
     for the high word, 0); its other push constants are offsets, or a loop position it
     computes an index from, which the code generator reads as push constants."""
-    ordinals = [ir.IntegerAttr(op.attributes["ordinal"]).value
+    ordinals = {ir.IntegerAttr(op.attributes["ordinal"]).value
                 for op in _function_ops(executable_op)
-                if op.name == "hal.interface.constant.load" and _feeds_computation(op.results[0])]
+                if op.name == "hal.interface.constant.load" and _feeds_computation(op.results[0])}
     if not any(op.name == "hal.interface.binding.subspan" and len(_dynamic_dims(op))
                for op in _function_ops(executable_op)):
         high_words = high_word_constants(executable_op)
-        ordinals = [k for k in ordinals if k in high_words]
-    return tuple(sorted(ordinals))
+        return tuple(sorted(k for k in ordinals if k in high_words))
+    return tuple(sorted(ordinals | crowded_offset_constants(executable_op)))
+
+
+def crowded_offset_constants(executable_op) -> set[int]:
+    """Push constant ordinals of the slice offsets of a dispatch tensor load or store
+    whose byte offset has more dynamic terms than a binding view's two (its subspan's
+    offset and a slice offset per dim): a tf2onnx SAME_UPPER convolution stores into
+    its padded input at a top and left padding that depend on the input's size, in a
+    transient buffer at a push constant offset. Specialised with the extents, the
+    slice's position becomes static."""
+    subspans = {op.results[0]: op for op in _function_ops(executable_op)
+                if op.name == "hal.interface.binding.subspan"}
+    ordinals = set()
+    for op in _function_ops(executable_op):
+        if op.name not in ("iree_tensor_ext.dispatch.tensor.load",
+                           "iree_tensor_ext.dispatch.tensor.store"):
+            continue
+        subspan = subspans.get(op.operands[0 if op.name.endswith("load") else 1])
+        slice_offsets = [op.operands[i] for i in _offset_operands(op)]
+        dynamic_base = subspan is not None and any(
+            subspan.operands[i].owner.name != "arith.constant" for i in _offset_operands(subspan))
+        if len(slice_offsets) + dynamic_base > 2:
+            ordinals |= _constants_reaching(slice_offsets)
+    return ordinals
 
 
 def _dynamic_dims(subspan) -> list:
@@ -75,10 +98,14 @@ def _offset_operands(op) -> range:
 
 def size_constants(executable_op) -> set[int]:
     """Push constant ordinals the binding subspans' dynamic extents are computed from."""
-    ordinals, pending, seen = set(), [], set()
-    for op in _function_ops(executable_op):
-        if op.name == "hal.interface.binding.subspan":
-            pending.extend(_dynamic_dims(op))
+    return _constants_reaching([dim for op in _function_ops(executable_op)
+                                if op.name == "hal.interface.binding.subspan"
+                                for dim in _dynamic_dims(op)])
+
+
+def _constants_reaching(values) -> set[int]:
+    """Push constant ordinals `values` are computed from."""
+    ordinals, pending, seen = set(), list(values), set()
     while pending:
         value = pending.pop()
         if isinstance(value, ir.BlockArgument) or value.owner in seen:

@@ -169,3 +169,34 @@ def test_a_layer_past_32_bit_offsets_at_a_batch_of_64_runs_on_the_npu(tmp_path):
     path = onnx_file(_graph(nodes, ["n", 64, "h", "w"], ["n", 3, "H", "W"], weights),
                      tmp_path / "upsampled_conv.onnx")
     _check(path, [(1, 64, 8, 10), (2, 64, 5, 12)], rng)
+
+
+def _same_upper_blocks(count: int, rng):
+    """`count` tf2onnx MobileNet blocks on a dynamic image: a 1x1 convolution and a clip
+    into a stride-2 depthwise 3x3 with SAME_UPPER padding, whose top and left pads are
+    1 on an odd side and 0 on an even one: the 1x1 convolution stores into the padded
+    input at those pads, push constants the host program computes per size."""
+    nodes, weights, previous, channels = [], {}, "x", 8
+    for i in range(count):
+        out = "y" if i == count - 1 else f"d{i}"
+        nodes += [helper.make_node("Conv", [previous, f"p{i}"], [f"c{i}"]),
+                  helper.make_node("Clip", [f"c{i}", "lo", "hi"], [f"r{i}"]),
+                  helper.make_node("Conv", [f"r{i}", f"w{i}"], [out], auto_pad="SAME_UPPER",
+                                   group=16, strides=[2, 2], kernel_shape=[3, 3])]
+        weights[f"p{i}"] = rng.standard_normal((16, channels, 1, 1)).astype(np.float32)
+        weights[f"w{i}"] = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
+        previous, channels = out, 16
+    weights["lo"], weights["hi"] = np.array(0, np.float32), np.array(6, np.float32)
+    return _graph(nodes, (1, 8, "h", "w"), (1, 16, "ho", "wo"), weights)
+
+
+def test_stores_at_padding_offsets_computed_per_size_run_on_the_npu(tmp_path):
+    """One block: the store's slice has two dynamic offsets, the two terms of a binding
+    view. Two: the second block's padded input lies in a transient buffer at an offset
+    the host program computes too, three terms, and the pads are specialised with the
+    extents (dynamic_extents.crowded_offset_constants). Both ran the 1x1 convolutions
+    on the host ('several dynamic offsets'): a BodyPix MobileNet at every size."""
+    rng = np.random.default_rng(4)
+    for count in (1, 2):
+        path = onnx_file(_same_upper_blocks(count, rng), tmp_path / f"same_upper_{count}.onnx")
+        _check(path, [(1, 8, 33, 41), (1, 8, 24, 36), (1, 8, 17, 20)], rng)

@@ -189,28 +189,28 @@ class Walk:
         offset that is a push constant (a loop position, e.g. an LSTM's time step) makes
         the tensor's offset that constant times the dim's byte stride; in a binding placed
         at a push constant offset (a dispatch shared by the layers of a stacked GRU, each
-        reading its own sequence) the position is the view's second term."""
+        reading its own sequence) the position is the view's second term, as is a second
+        slice offset in a binding at a static offset (a tf2onnx SAME_UPPER padding's top
+        and left, which depend on the input's size)."""
         subspan = self.values[source]
         offsets, sizes, steps = (list(ir.DenseI64ArrayAttr(op.attributes[key]))
                                  for key in ("static_offsets", "static_sizes", "static_strides"))
         dynamic = list(op.operands[2 if op.name.endswith("store") else 1:])
         positions = [i for i, o in enumerate(offsets) if o == ir.ShapedType.get_dynamic_stride_or_offset()]
-        if len(dynamic) != len(positions) or len(positions) > 1:
-            raise NotSupported("dispatch tensor slice with dynamic sizes or strides, or "
-                               "several dynamic offsets")
         full = row_major(subspan.shape)
         elem = ELEMENT_BYTES[subspan.dtype]
-        offset_constant, offset_scale = subspan.offset_constant, 1
-        step_constant, step_scale = 0, 0
-        if positions:
-            index = self.values.get(dynamic[0])
+        terms = [(subspan.offset_constant, 1)] if subspan.offset_constant >= 0 else []
+        if len(dynamic) != len(positions) or len(terms) + len(positions) > 2:
+            raise NotSupported("dispatch tensor slice with dynamic sizes or strides, or "
+                               "dynamic offsets past a view's two push constants")
+        for position, value in zip(positions, dynamic):
+            index = self.values.get(value)
             if not isinstance(index, PushConstant):
                 raise NotSupported("dispatch tensor slice offset that is not a push constant")
-            if offset_constant >= 0:
-                step_constant, step_scale = index.ordinal, full[positions[0]] * elem
-            else:
-                offset_constant, offset_scale = index.ordinal, full[positions[0]] * elem
-            offsets[positions[0]] = 0
+            terms.append((index.ordinal, full[position] * elem))
+            offsets[position] = 0
+        offset_constant, offset_scale = terms[0] if terms else (-1, 1)
+        step_constant, step_scale = terms[1] if len(terms) > 1 else (0, 0)
         kept = kept_dims(sizes, ir.ShapedType(value_type).shape)
         element = sum(o * s for o, s in zip(offsets, full))
         return TensorRef(subspan.dtype, tuple(sizes[i] for i in kept),
