@@ -15,57 +15,30 @@ attribute before). The module is what iree-import-onnx writes, or what compiling
 `.onnx` imports in process (onnx_import.py), so both ways of bringing a network in are
 covered. An op whose dims are all known stays.
 """
-import re
-
 from iree.compiler import ir
 
-from compiler_target.program_functions import function_blocks, nested_ops
-
-_OP = "onnx.InstanceNormalization"
-_VTENSOR = re.compile(r"!torch\.vtensor<\[([^\]]*)\],(\w+)>")
+from compiler_target.torch_operators import onnx_operators, vtensor_shape
 
 
 def rewrite_dynamic_instance_norms(module) -> int:
     """Rewrites each dynamic `onnx.InstanceNormalization` of `module` (in place);
     returns how many."""
     count = 0
-    for block in function_blocks(module):
-        opset = _opset(block.owner)
-        for op in [o for inner in block.operations
-                   for o in [inner.operation, *nested_ops(inner.operation)]]:
-            if op.name == "torch.operator" and _name(op) == _OP and _dynamic(op):
-                _rewrite(op, opset)
-                count += 1
+    for op, opset in onnx_operators(module, "onnx.InstanceNormalization"):
+        if _dynamic(op):
+            _rewrite(op, opset)
+            count += 1
     return count
 
 
-def _name(op) -> str:
-    return ir.StringAttr(op.attributes["name"]).value if "name" in op.attributes else ""
-
-
-def _opset(function) -> int:
-    attributes = function.attributes
-    key = "torch.onnx_meta.opset_version"
-    return ir.IntegerAttr(attributes[key]).value if key in attributes else 1
-
-
-def _shape(value) -> tuple[list[str], str]:
-    """(dims as text, '?' for unknown; element type) of a `!torch.vtensor`."""
-    match = _VTENSOR.fullmatch(str(value.type))
-    if match is None:
-        return [], ""
-    dims = match.group(1).split(",") if match.group(1) else []
-    return dims, match.group(2)
-
-
 def _dynamic(op) -> bool:
-    dims, _ = _shape(op.operands[0])
+    dims, _ = vtensor_shape(op.operands[0])
     return len(dims) > 2 and "?" in dims[2:]
 
 
 def _rewrite(op, opset: int) -> None:
     x, scale, bias = op.operands
-    dims, element = _shape(x)
+    dims, element = vtensor_shape(x)
     rank = len(dims)
     full = op.results[0].type
     moments = ir.Type.parse(f"!torch.vtensor<[{','.join(dims[:2] + ['1'] * (rank - 2))}],"
@@ -96,7 +69,7 @@ def _rewrite(op, opset: int) -> None:
         def per_channel(value):
             shape = constant(f"dense<{[-1] + [1] * (rank - 2)}> : tensor<{rank - 1}xsi64>",
                              f"!torch.vtensor<[{rank - 1}],si64>")
-            channels = _shape(value)[0][:1] or ["?"]
+            channels = vtensor_shape(value)[0][:1] or ["?"]
             result = ir.Type.parse(f"!torch.vtensor<[{','.join(channels + ['1'] * (rank - 2))}],"
                                    f"{element}>")
             return onnx("Reshape", [value, shape], result)

@@ -33,12 +33,14 @@ from compiler_target.probe_constants import PROBE_EXTENTS, probe_constants
 from compiler_target.stock_compiler import (
     StockCompiler, ir_text, phase_index, set_process_global_flags, split_session_flags, vmfb_bytes)
 from compiler_target.task_graph import dispatch_sites
+from compiler_target.weight_fixed_dims import rewrite_weight_fixed_dims
 from compiler_target.zero_point_contractions import rewrite_zero_point_contractions
 
 SPLIT_PHASE = "executable-sources"  # where the code generator sees each dispatch
 SWAP_PHASE = "hal"                  # where binaries and device queries are rewritten
 # Rewrites of the whole program before dispatches form, each where its phase ends.
 IR_REWRITES = (("start", rewrite_dynamic_instance_norms),
+               ("start", rewrite_weight_fixed_dims),
                ("input", rewrite_zero_point_contractions),
                ("input", rewrite_3d_convolutions),
                ("global-optimization", inline_constant_globals),
