@@ -256,11 +256,18 @@ def complete_plans(plans: list[DispatchPlan], jobs: int = 0, tile_stages: bool =
     firsts = [(group[0], None) for group in groups.values()]
     outcomes = dict(zip([p for p, _ in firsts],
                         _run_all(waiting, firsts, jobs, tile_stages)))
-    others = [(position, getattr(outcomes[group[0]], "tiling", None))
+    others = [(position, _shared_tiling(outcomes[group[0]]))
               for group in groups.values() for position in group[1:]]
     outcomes.update(zip([p for p, _ in others], _run_all(waiting, others, jobs, tile_stages)))
     for position, plan in enumerate(pending):
         _complete(plan, outcomes[position])
+
+
+def _shared_tiling(outcome):
+    """The tiling of a compiled op for the others of its group (None: they search)."""
+    from .tiler import plain_data
+    tiling = getattr(outcome, "tiling", None)
+    return tiling if plain_data(tiling) else None
 
 
 def _run_all(waiting: list[PendingCompile], work: list[tuple[int, object]],

@@ -317,14 +317,16 @@ class DirectConvTiler:
 class ConvTiler:
     """The tiler (tiler.Tiler) of conv2d dispatches. Its candidates are the cheapest
     tiling of each strategy that applies (direct MAC conv2d, im2col matmul for few output
-    channels, depthwise with dwconv2d), each a (strategy, tiling) pair of size 0:
+    channels, depthwise with dwconv2d), each a (strategy index, tiling) pair of size 0:
     strategies compare on their estimates alone, their tile sizes count different
-    things."""
+    things. A tiling is plain data: another dispatch's ConvTiler emits it for its own
+    tensors (backend.tiling_key)."""
 
     def __init__(self, lowered: Lowered, machine: MachineConfig):
         self.job = conv_job(lowered, machine)
+        self.strategies = self._strategies()
 
-    def strategies(self) -> list[Tiler]:
+    def _strategies(self) -> list[Tiler]:
         job = self.job
         strategies: list[Tiler] = [DirectConvTiler(job)]
         bias_dtype = None if job.bias_index is None else \
@@ -339,23 +341,23 @@ class ConvTiler:
 
     def candidates(self) -> list[Candidate]:
         found = []
-        for strategy in self.strategies():
+        for index, strategy in enumerate(self.strategies):
             candidates = strategy.candidates()
             if candidates:
-                found.append(Candidate((strategy, cheapest(strategy, candidates)), 0))
+                found.append(Candidate((index, cheapest(strategy, candidates)), 0))
         if not found:
             s = self.job.s
             raise NotLowerable(f"does not fit SRAM even tiled: conv {s.c}->{s.f} channels, "
                                f"{s.kh}x{s.kw} kernel, width {s.w}")
         return found
 
-    def estimate(self, tiling: tuple[Tiler, object]) -> int:
-        strategy, t = tiling
-        return strategy.estimate(t)
+    def estimate(self, tiling: tuple[int, object]) -> int:
+        index, t = tiling
+        return self.strategies[index].estimate(t)
 
-    def emit(self, tiling: tuple[Tiler, object]) -> TiledProgram:
-        strategy, t = tiling
-        return strategy.emit(t)
+    def emit(self, tiling: tuple[int, object]) -> TiledProgram:
+        index, t = tiling
+        return self.strategies[index].emit(t)
 
 
 class ConvEmitter:

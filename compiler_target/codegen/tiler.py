@@ -10,9 +10,13 @@ op cannot run on the NPU whatever the tiling (dtypes, kinds), and then:
   instructions the tiling emits (`pipelined_cycles`);
 - `emit(tiling)`: the TiledProgram.
 
+A tiling is plain data (`plain_data`): dispatches equal but for their tensors' offsets
+and float scalars take the tiling found for the first of them (codegen.complete_plans).
+
 `cheapest` is the choice `backend.tile_program` makes, and the convolution tiler makes
 among the candidates of each of its strategies.
 """
+from dataclasses import fields, is_dataclass
 from typing import NamedTuple, Protocol
 
 from executable_format.machine import MachineConfig
@@ -31,6 +35,20 @@ SHORTLIST_CYCLES = 30_000
 SHORTLIST_MARGIN = 1.10
 SHORTLIST_LENGTH = 3
 ENGINES = ("dma_in", "mac", "vector", "dma_out")
+
+
+def plain_data(tiling) -> bool:
+    """Whether `tiling` is made of numbers, strings and None alone (in tuples, lists,
+    named tuples and dataclasses): what another dispatch's tiler of the same kind can
+    emit for its own tensors (backend.tiling_key). A tiler object inside one would emit
+    the program of the dispatch it was made for."""
+    if tiling is None or isinstance(tiling, (bool, int, float, str)):
+        return True
+    if isinstance(tiling, (tuple, list)):
+        return all(plain_data(part) for part in tiling)
+    if is_dataclass(tiling) and not isinstance(tiling, type):
+        return all(plain_data(getattr(tiling, f.name)) for f in fields(tiling))
+    return False
 
 
 class Candidate(NamedTuple):

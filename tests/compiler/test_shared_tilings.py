@@ -1,14 +1,17 @@
 """Dispatches equal but for where their tensors lie and the values of their float
 scalars (a quantized transformer's layers: each its own executable, the scales inlined)
 share one tiling search (backend.tiling_key): the first is searched for, the others
-take its tiling. A dynamic T5 int8 encoder's 51 matmuls were searched for one by one."""
+take its tiling. A dynamic T5 int8 encoder's 51 matmuls were searched for one by one.
+A tiling must be plain data that the other dispatch's tiler emits for its own tensors:
+the convolution tiler's once held the first dispatch's strategy object, and its program
+(its offsets) went to the others, a wrong result where no check caught it."""
 import os
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler_target import codegen, compile_file
-from compiler_target.codegen import tile_contraction
+from compiler_target.codegen import tile_contraction, tile_conv
 from tests.e2e.onnx_on_npu import loaded_on_npu, onnx_file, onnxruntime_output
 
 SIZE = 96
@@ -69,3 +72,47 @@ def test_forked_processes_keep_every_stage_for_an_ir_dump(tmp_path):
         assert sum(name.endswith(f".{stage}.mlir") for name in names) == 4
     tiled = next(name for name in names if name.endswith(".tile.mlir"))
     assert "tiles " in (dump / tiled).read_text()
+
+
+def _convs(tmp_path):
+    """Two depthwise and two full 3x3 convolutions of equal shapes, each with its own
+    weights and scale, and two equal max pools, each scaled."""
+    rng = np.random.default_rng(2)
+    nodes, inits, previous = [], [], "x"
+    for i, (kind, scale) in enumerate([("dw", 0.5), ("dw", 0.25), ("full", 2.0),
+                                       ("full", 0.125), ("pool", 3.0), ("pool", 0.5)]):
+        if kind == "pool":
+            nodes.append(helper.make_node("MaxPool", [previous], [f"c{i}"], kernel_shape=[3, 3],
+                                          pads=[1, 1, 1, 1]))
+        else:
+            shape, attrs = ((32, 1, 3, 3), {"group": 32}) if kind == "dw" else ((32, 32, 3, 3), {})
+            nodes.append(helper.make_node("Conv", [previous, f"w{i}"], [f"c{i}"],
+                                          pads=[1, 1, 1, 1], **attrs))
+            inits.append(numpy_helper.from_array(
+                (rng.standard_normal(shape) * 0.2).astype(np.float32), f"w{i}"))
+        nodes.append(helper.make_node("Mul", [f"c{i}", f"s{i}"], [f"y{i}"]))
+        inits.append(numpy_helper.from_array(np.array(scale, np.float32), f"s{i}"))
+        previous = f"y{i}"
+    shape = (1, 32, 40, 40)
+    graph = helper.make_graph(
+        nodes, "convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(previous, TensorProto.FLOAT, shape)], inits)
+    return onnx_file(graph, tmp_path / "convs.onnx", opset=18)
+
+
+def test_equal_convolutions_and_pools_each_run_their_own_tensors(tmp_path, monkeypatch):
+    searches = []
+    search = tile_conv.ConvTiler.candidates
+    monkeypatch.setattr(tile_conv.ConvTiler, "candidates",
+                        lambda self: searches.append(self) or search(self))
+    path = _convs(tmp_path)
+    x = np.random.default_rng(3).standard_normal((1, 32, 40, 40)).astype(np.float32)
+    with loaded_on_npu(path, "--iree-npu-codegen-jobs=1") as module:
+        result = np.asarray(module.convs(x))
+        assert module.last_call_stats.host_dispatches == 0
+    assert len(searches) == 2       # one depthwise, one full convolution
+    np.testing.assert_allclose(result, onnxruntime_output(path, {"x": x}), rtol=1e-4,
+                               atol=1e-4)
+    shared = compile_file(str(path), target_backends=["npu"])
+    monkeypatch.setattr(codegen.PendingCompile, "key", lambda self: str(id(self)).encode())
+    assert compile_file(str(path), target_backends=["npu"]) == shared
