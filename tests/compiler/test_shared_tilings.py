@@ -29,17 +29,26 @@ def _layers(tmp_path):
                                           .astype(np.float32), f"w{i}"),
                   numpy_helper.from_array(np.array(scale, np.float32), f"s{i}")]
         previous = f"y{i}"
+    return _saved(tmp_path / "layers.onnx", nodes, inits, (64, SIZE), previous, (64, 48))
+
+
+def _saved(path, nodes, inits, x_shape, y_name, y_shape):
     graph = helper.make_graph(
-        nodes, "layers", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (64, SIZE))],
-        [helper.make_tensor_value_info(previous, TensorProto.FLOAT, (64, 48))], inits)
-    return onnx_file(graph, tmp_path / "layers.onnx", opset=18)
+        nodes, path.stem, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info(y_name, TensorProto.FLOAT, y_shape)], inits)
+    return onnx_file(graph, path, opset=18)
+
+
+def _searches(monkeypatch, tiler) -> list:
+    """The tilers of class `tiler` whose candidates are searched, from now on."""
+    searches = []
+    search = tiler.candidates
+    monkeypatch.setattr(tiler, "candidates", lambda self: searches.append(self) or search(self))
+    return searches
 
 
 def test_equal_layers_are_searched_once(tmp_path, monkeypatch):
-    searches = []
-    search = tile_contraction.ContractionTiler.candidates
-    monkeypatch.setattr(tile_contraction.ContractionTiler, "candidates",
-                        lambda self: searches.append(self) or search(self))
+    searches = _searches(monkeypatch, tile_contraction.ContractionTiler)
     path = _layers(tmp_path)
     report = tmp_path / "report.txt"
     x = np.random.default_rng(1).standard_normal((64, SIZE)).astype(np.float32)
@@ -94,17 +103,11 @@ def _convs(tmp_path):
         inits.append(numpy_helper.from_array(np.array(scale, np.float32), f"s{i}"))
         previous = f"y{i}"
     shape = (1, 32, 40, 40)
-    graph = helper.make_graph(
-        nodes, "convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info(previous, TensorProto.FLOAT, shape)], inits)
-    return onnx_file(graph, tmp_path / "convs.onnx", opset=18)
+    return _saved(tmp_path / "convs.onnx", nodes, inits, shape, previous, shape)
 
 
 def test_equal_convolutions_and_pools_each_run_their_own_tensors(tmp_path, monkeypatch):
-    searches = []
-    search = tile_conv.ConvTiler.candidates
-    monkeypatch.setattr(tile_conv.ConvTiler, "candidates",
-                        lambda self: searches.append(self) or search(self))
+    searches = _searches(monkeypatch, tile_conv.ConvTiler)
     path = _convs(tmp_path)
     x = np.random.default_rng(3).standard_normal((1, 32, 40, 40)).astype(np.float32)
     with loaded_on_npu(path, "--iree-npu-codegen-jobs=1") as module:
