@@ -72,6 +72,10 @@ static inline void load_f32(int dtype, const uint8_t* base, size_t stride, size_
   if (dtype == DT_F32) {
     if (stride == 1) {
       memcpy(out, base, n * 4);
+    } else if (stride == 0) {      /* a broadcast operand: one value (a per-row bias) */
+      float v;
+      memcpy(&v, base, 4);
+      for (size_t i = 0; i < n; i++) out[i] = v;
     } else {
       const float* src = (const float*)base;
       for (size_t i = 0; i < n; i++) out[i] = src[i * stride];
@@ -110,7 +114,13 @@ static inline void load_i32(int dtype, const uint8_t* base, size_t stride, size_
                             int32_t* restrict out) {
   if (dtype == DT_I32) {
     const int32_t* src = (const int32_t*)base;
-    for (size_t i = 0; i < n; i++) out[i] = src[i * stride];
+    if (stride == 1) {
+      memcpy(out, src, n * 4);
+    } else if (stride == 0) {
+      for (size_t i = 0; i < n; i++) out[i] = src[0];
+    } else {
+      for (size_t i = 0; i < n; i++) out[i] = src[i * stride];
+    }
   } else if (dtype == DT_U8) {
     for (size_t i = 0; i < n; i++) out[i] = base[i * stride];
   } else {
