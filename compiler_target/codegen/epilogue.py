@@ -210,6 +210,24 @@ def quantized_output_bytes(out_dtype: str, dtype: str) -> int:
     return 0 if out_dtype == dtype else 2 * (4 + dtype_bytes(out_dtype))
 
 
+def scalar_nodes(expr, scalar_inputs, stored=frozenset()) -> list[int]:
+    """The operations (not the last node, not a `stored` one) whose operands are all
+    scalars: constants, `scalar_inputs`, or such operations; those that compute
+    element by element (not a lookup, nor a node with a scratch or destination operand)."""
+    found: list[int] = []
+    scalar = set()
+    for index, node in enumerate(expr):
+        kind = node[0]
+        if kind in SCALARS or (kind == "input" and node[1] in scalar_inputs):
+            scalar.add(index)
+        elif kind not in LEAVES and kind not in LOOKUPS and kind not in SCRATCH_NODES and \
+                all(a in scalar for a in node[1]):
+            scalar.add(index)
+            if index != len(expr) - 1 and index not in stored:
+                found.append(index)
+    return found
+
+
 def _assign_temps(expr, stored=frozenset()) -> dict[int, tuple[bool, int]]:
     """Temp (is_int, index) per intermediate node (not the last, not a leaf, not a
     `stored` node writing an output of its own), linear scan; integer and float nodes
@@ -245,9 +263,13 @@ class EpiloguePlan:
 
     def __init__(self, expr, sram: Sram, dtype: str, max_elements: int, name: str = "epi",
                  stored=frozenset(), input_dtypes=None, lookups: Lookups | None = None,
-                 result_dtype: str | None = None):
+                 result_dtype: str | None = None, scalar_inputs=frozenset()):
         """`result_dtype`: the byte dtype of the result's output, which the table of a last
-        node that is an integer lookup holds, saturated once (the vcvt per tile saved)."""
+        node that is an integer lookup holds, saturated once (the vcvt per tile saved).
+        `scalar_inputs`: the inputs that hold one value (broadcast along every dim): an
+        operation on scalars alone (a dynamically quantized matmul's product of its
+        runtime scale and a constant) is computed on one element into a cell of its own,
+        and read broadcast, rather than over the tile."""
         copies = all(node[0] in LEAVES for node in expr)   # in the op's dtype, whatever it is
         floats = dtype if copies else float_dtype(dtype, expr=expr)
         if floats != dtype and dtype in FLOATS and any(node[0] == "acc" for node in expr):
@@ -275,7 +297,9 @@ class EpiloguePlan:
                 cell = sram.alloc(f"{name}.const{index}", self.dtypes[index], (1,))
                 self.consts[index] = cell
                 self.setup += scalar_fill(cell, node)
-        self.slot_of = _assign_temps(expr, stored)
+        self.scalars = {index: sram.alloc(f"{name}.scalar{index}", self.dtypes[index], (1,))
+                        for index in scalar_nodes(expr, scalar_inputs, stored)}
+        self.slot_of = _assign_temps(expr, set(stored) | set(self.scalars))
         self.temps = {slot: sram.alloc(f"{name}.{'itmp' if slot[0] else 'tmp'}{slot[1]}",
                                        "i32" if slot[0] else floats, (max_elements,))
                       for slot in sorted(set(self.slot_of.values()))}
@@ -305,6 +329,10 @@ class EpiloguePlan:
                 values[index] = acc
             elif kind in SCALARS:
                 values[index] = Operand(self.consts[index], (0, 0, 0))
+            elif index in self.scalars:
+                values[index] = Operand(self.scalars[index], (0, 0, 0))
+                instrs += self._node(kind, node[2:], self.dtypes[index], values[index],
+                                     [values[a] for a in node[1]], (1, 1, 1), note)
             else:
                 target = targets[index] if index in targets else \
                     Operand(self.temps[self.slot_of[index]], dense)
@@ -465,8 +493,10 @@ class OutputStage:
             return
         final = len(expr) - 1
         stored = {node for _, node in extra_outputs if node != final}
+        scalar_inputs = {int(k.removeprefix("epilogue.")) for k, t in (tensors or {}).items()
+                         if k.startswith("epilogue.") and not any(t.strides)}
         self.plan = EpiloguePlan(expr, sram, acc_dtype, max_elements, input_dtypes=input_dtypes,
-                                 stored=stored, lookups=lookups)
+                                 stored=stored, lookups=lookups, scalar_inputs=scalar_inputs)
         result = self.plan.result_dtype
         if out.dtype != result and not (out.dtype in FLOATS and result in FLOATS) and \
                 not (out.dtype in INTS and result in INTS):

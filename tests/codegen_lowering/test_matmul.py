@@ -266,3 +266,31 @@ def test_batchnorm_operands_near_each_other_are_one_load(rng):
     assert len(pool_loads) == 1
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
     assert compiled.estimated_cycles == stats.total_cycles
+
+
+def test_an_epilogue_operation_on_scalars_alone_runs_on_one_element():
+    """A dynamically quantized matmul's epilogue multiplies the accumulator by the
+    product of its runtime scale (an input holding one value) and a constant scale: that
+    product is computed once, on one element (epilogue.EpiloguePlan's scalar nodes), not
+    over every tile; the bits are those of the expression computed element by element."""
+    rng = np.random.default_rng(5)
+    b = Bindings()
+    m, n, k = 96, 64, 128
+    a = rng.standard_normal((1, m, k)).astype(np.float32)
+    w = rng.standard_normal((1, k, n)).astype(np.float32)
+    scale = np.array([[[0.037]]], np.float32)
+    ar, br = b.add(a), b.add(w)
+    scale_ref = b.add_broadcast(scale, (1, m, n))
+    expr = [("acc",), ("input", 0), ("const", 0.01), ("mul", (1, 2)), ("mul", (0, 3))]
+    out = b.output((1, m, n))
+    op = Matmul(ar, br, out, epilogue=expr, epilogue_inputs=[scale_ref])
+    compiled, _ = compile_and_run(op, b)
+    acc = np.einsum("bmk,bkn->bmn", a, w)
+    product = np.float32(scale[0, 0, 0]) * np.float32(0.01)
+    np.testing.assert_allclose(b.read(out), acc * product, rtol=1e-5, atol=1e-4)
+    vmuls = [line for line in compiled.ir_stages[1][1].splitlines()   # the tile stage
+             if '"npu.vmul"(' in line]
+    one_element = [line for line in vmuls if "n0 = 1 : i64, n1 = 1 : i64, n2 = 1 : i64" in line]
+    tiles = {line.split('tile = "')[1].split('"')[0] for line in vmuls}
+    assert len(tiles) > 1 and len(one_element) == len(tiles)   # the product, per tile
+    assert len(vmuls) == 2 * len(tiles)                        # and the tile times it
