@@ -41,6 +41,7 @@ _ENGINES_BY_NAME = {name: engine for engine, name in ENGINE_NAMES.items()}
 # record cannot hold it.
 RECORD_OVERFLOW = "operands do not fit the record"
 
+
 class ProgramBuilder:
     """A program: 64-byte instruction records in program order, ending with end()."""
 

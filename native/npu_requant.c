@@ -67,8 +67,13 @@ static int read_record(exec_t* x, uint32_t params, uint64_t index, int dtype, re
   return NPU_STATUS_OK;
 }
 
+/* An integer source element less the record's zero: i32 wrapping, then rounded to f32. */
+static inline float less_zero(int32_t s, int32_t zero) {
+  return (float)(int32_t)((uint32_t)s - (uint32_t)zero);
+}
+
 /* The source element at p as the f32 the record's steps start from: an integer less
- * the record's zero (i32 wrapping, then rounded to f32), or an f32 source as it is. */
+ * the record's zero (less_zero), or an f32 source as it is. */
 static float source_value(const record_t* r, unsigned flags, const uint8_t* p) {
   int32_t s;
   if (flags & FLAG_SRC_F32) {
@@ -83,7 +88,7 @@ static float source_value(const record_t* r, unsigned flags, const uint8_t* p) {
   } else {
     memcpy(&s, p, 4);
   }
-  return (float)(int32_t)((uint32_t)s - (uint32_t)r->zero);
+  return less_zero(s, r->zero);
 }
 
 /* fmaxf(v, lo) then fminf(v, hi) as comparisons, which the compiler keeps inline (the
@@ -118,7 +123,7 @@ static inline float requantize(const record_t* r, unsigned flags, float v) {
       memcpy(d + i * d_step, &out, sizeof out);                                           \
     }                                                                                     \
   }
-#define FROM_INT(x) ((float)(int32_t)((uint32_t)(int32_t)(x) - (uint32_t)rec.zero))
+#define FROM_INT(x) less_zero((int32_t)(x), rec.zero)
 #define REQUANT_ROWS(DST_T, SUFFIX)                                                       \
   REQUANT_ROW(row_i32_##SUFFIX, int32_t, FROM_INT(raw), DST_T)                            \
   REQUANT_ROW(row_i8_##SUFFIX, int8_t, FROM_INT(raw), DST_T)                              \

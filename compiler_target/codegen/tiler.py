@@ -75,9 +75,9 @@ def cheapest(tiler: Tiler, candidates: list[Candidate]):
 def shortlist(tiler: Tiler, candidates: list[Candidate]) -> list[tuple[object, int]]:
     """(tiling, estimate) of the tilings worth scheduling: the cheapest first, then,
     where the best estimate is under SHORTLIST_CYCLES, the other candidates within
-    SHORTLIST_MARGIN of it, the lowest first, at most SHORTLIST_LENGTH in all. Candidates are estimated in the order of their bounds,
-    up to the first bound past 1% of the best estimate so far: the ones left cannot be
-    within 1% of the best."""
+    SHORTLIST_MARGIN of it, the lowest first, at most SHORTLIST_LENGTH in all.
+    Candidates are estimated in the order of their bounds, up to the first bound past
+    1% of the best estimate so far: the ones left cannot be within 1% of the best."""
     estimates, best = {}, None
     for index in sorted(range(len(candidates)), key=lambda i: candidates[i].bound):
         if best is not None and candidates[index].bound > best * NEAR_BEST:
