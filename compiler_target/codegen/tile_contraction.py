@@ -25,9 +25,12 @@ rest runs on the vector engine. The last tile may be cut into shrinking pieces, 
 the pipeline drains with a short epilogue and store (ramp_pieces): each cut is emitted
 and scheduled, and the fastest program kept.
 """
+import functools
 import itertools
 from dataclasses import dataclass, replace
 from typing import NamedTuple
+
+import numpy as np
 
 from executable_format.isa import Flag
 from executable_format.machine import MachineConfig
@@ -212,8 +215,7 @@ class ContractionTiler:
         candidates, refusal = [], None
         for index, (_, orientation) in enumerate(self.orientations):
             try:
-                candidates += [Candidate((index, c.tiling), c.size, c.bound)
-                               for c in orientation.candidates()]
+                candidates += orientation.candidates(index)
             except NotLowerable as error:
                 refusal = refusal or error
         if not candidates:
@@ -349,6 +351,7 @@ class OrientedTiler:
         self.a_transposed = abs(a.strides[nb + nm - 1]) < abs(a.strides[-1])
         self.b_transposed = abs(b.strides[nb + nk - 1]) < abs(b.strides[-1])
         self._costs: dict = {}
+        self._splits: dict = {}
         self._probe: ContractionEmitter | None = None    # costs the epilogue (vector_cycles)
 
     def extents(self, role: str):
@@ -361,10 +364,20 @@ class OrientedTiler:
         return mixed_broadcast(tensor, (range(nb, nb + nm), range(nb + nm, len(tensor.strides))))
 
     def sizes(self, t: ContractionTiling) -> tuple[int, int, int]:
-        return tuple(getattr(t, r).size(self.extents(r)) for r in ("m", "n", "k"))
+        return self._split("m", t.m)[0], self._split("n", t.n)[0], self._split("k", t.k)[0]
 
     def counts(self, t: ContractionTiling) -> tuple[int, int, int]:
-        return tuple(getattr(t, r).count(self.extents(r)) for r in ("m", "n", "k"))
+        return self._split("m", t.m)[1], self._split("n", t.n)[1], self._split("k", t.k)[1]
+
+    def _split(self, role: str, split: Split) -> tuple[int, int]:
+        """The block size and block count of `split` along `role`, cached (the search
+        asks for them of every candidate)."""
+        key = (role, split)
+        found = self._splits.get(key)
+        if found is None:
+            extents = self.extents(role)
+            found = self._splits[key] = (split.size(extents), split.count(extents))
+        return found
 
     def slots(self, t: ContractionTiling) -> tuple[int, int]:
         """SRAM slots of A and of B: one for an operand loaded once, two to double-buffer;
@@ -418,9 +431,8 @@ class OrientedTiler:
         requantizes, and what runs after its table), a float one as a pass over the
         tile per node."""
         if self.acc_dtype != "i32":
-            mt, nt = m.size(self.extents("m")), n.size(self.extents("n"))
-            return self.vector_ops * (self.m.vector_latency_cycles + ceil_div(
-                mt * nt * self.acc_e, self.m.vector_bytes_per_cycle))
+            return self.float_epilogue_cycles(m.size(self.extents("m")) *
+                                              n.size(self.extents("n")))
         key = ("vector", m, n)
         if key not in self._costs:
             if self._probe is None:     # the epilogue planned once, for the whole output
@@ -439,6 +451,12 @@ class OrientedTiler:
             self._costs[key] = busy_cycles(self.m, [i for i in back
                                                     if i.engine_name == "vector"])
         return self._costs[key]
+
+    def float_epilogue_cycles(self, elements):
+        """The vector cycles of a float accumulator's epilogue on a tile of `elements`:
+        a pass over it per node (numbers, or numpy arrays of them)."""
+        return self.vector_ops * (self.m.vector_latency_cycles + ceil_div(
+            elements * self.acc_e, self.m.vector_bytes_per_cycle))
 
     def first_block(self, name: str, roles: dict[str, Split]) -> list[tuple[int, int]]:
         """(count, stride) of the dims tensor `name` varies along in its first block
@@ -462,40 +480,73 @@ class OrientedTiler:
             self._costs[key] = busy_cycles(self.m, dma_instrs(op, tensor, 0, probe, 0, dims, ""))
         return self._costs[key]
 
-    def transfer_bound(self, op: str, name: str, roles: dict[str, Split]) -> int:
-        """Cycles `transfer` cannot fall below, a load's as a store's: one DMA latency
-        and the block's bytes at the DRAM bandwidth (a transfer moves whole bursts, at
-        least its bytes), cached."""
-        key = ("bound", name, tuple(roles.items()))
-        if key not in self._costs:
-            size = prod(c for c, _ in self.first_block(name, roles)) * \
-                dtype_bytes(self.layout.tensors[name].dtype)
-            self._costs[key] = self.m.dma_latency_cycles + \
-                ceil_div(size, self.m.dram_bytes_per_cycle)
-        return self._costs[key]
-
     def estimate(self, t: ContractionTiling) -> int:
-        return self._pipelined(t, self._block_costs(t.m, t.n, t.k))
+        return int(self._pipelined(t.m_outer, self._block_costs(t.m, t.n, t.k)))
 
-    def bound(self, t: ContractionTiling) -> int:
-        """Cycles `estimate(t)` cannot fall below, from the block costs' bounds."""
-        return self._pipelined(t, self._block_costs(t.m, t.n, t.k, bound=True))
+    def grid_bounds(self, m_splits: list[Split], n_splits: list[Split],
+                    k_splits: list[Split]) -> np.ndarray:
+        """The cycles `estimate` cannot fall below of every tiling of the splits, indexed
+        [n split, k split, loop order (M outer first), m split]: the block costs with
+        each transfer at its floor (one DMA latency and the block's bytes at the DRAM
+        bandwidth: a transfer moves whole bursts, at least its bytes) and the epilogue
+        of an integer accumulator (costed from its instructions) at 0. One array
+        expression over the grid: the search bounds every candidate."""
+        grids = {"n": (0, n_splits), "k": (1, k_splits), "m": (3, m_splits)}
 
-    def _pipelined(self, t: ContractionTiling, block_costs) -> int:
-        """The tiles through the engines' pipeline, from one tile's costs."""
+        def along(role: str, values: list[int]) -> np.ndarray:
+            axis, splits = grids[role]
+            shape = [1, 1, 1, 1]
+            shape[axis] = len(splits)
+            return np.array(values, dtype=np.int64).reshape(shape)
+
+        def floor(name: str, first: str, second: str) -> np.ndarray:
+            size = along(first, self._live(name, first, grids[first][1])) * \
+                along(second, self._live(name, second, grids[second][1])) * \
+                dtype_bytes(self.layout.tensors[name].dtype)
+            return self.m.dma_latency_cycles + ceil_div(size, self.m.dram_bytes_per_cycle)
+
+        (mt, nm), (nt, nn), (kt, nk) = (
+            (along(role, [self._split(role, s)[0] for s in grids[role][1]]),
+             along(role, [self._split(role, s)[1] for s in grids[role][1]]))
+            for role in ("m", "n", "k"))
+        vector = 0 if self.acc_dtype == "i32" else self.float_epilogue_cycles(mt * nt)
+        m_outer = np.array([True, False]).reshape(1, 1, 2, 1)
+        return self._pipelined(m_outer, ((nm, nn, nk), (
+            floor("a", "m", "k"), floor("b", "k", "n"),
+            sum(floor(name, "m", "n") for name in self.outputs),
+            sum(floor(tensor.name, "m", "n") for tensor in self.streamed),
+            self.mac_cycles(mt, nt, kt), vector + self.row_bias_cycles(mt * nt),
+            self.scale_cycles(kt * (mt if self.affine_role == "m" else nt)))))
+
+    def _live(self, name: str, role: str, splits: list[Split]) -> list[int]:
+        """For each of `splits` of `role`, the elements of tensor `name`'s first block
+        along the role's dims it varies along (first_block's)."""
+        roles = tensor_roles(name)
+        start = sum(len(self.extents(r)) for r in roles[:roles.index(role)])
+        strides = self.layout.tensors[name].strides[start:]
+        extents = self.extents(role)
+        return [prod(c for c, s in zip(split.first_counts(extents), strides) if s)
+                for split in splits]
+
+    def _pipelined(self, m_outer, block_costs):
+        """The tiles through the engines' pipeline, from one tile's costs (numbers, or
+        numpy arrays of them over a grid of tilings, `m_outer` too)."""
         (nm, nn, nk), (load_a, load_b, store, epilogue_loads, mac, vector, scale) = block_costs
-        tiles, a_loads, b_loads = self.loads(t, nm, nn, nk)
+        tiles, a_loads, b_loads = self.loads(m_outer, nm, nn, nk)
         dma_in = a_loads * load_a + b_loads * load_b + tiles * epilogue_loads
         scaled = a_loads if self.affine_role == "m" else b_loads
-        return max(tiles * nk * mac, dma_in, tiles * store, tiles * vector + scaled * scale) + \
-            load_a + load_b + scale + epilogue_loads + mac + vector + store
+        busiest = functools.reduce(np.maximum, (tiles * nk * mac, dma_in, tiles * store,
+                                                tiles * vector + scaled * scale))
+        return busiest + load_a + load_b + scale + epilogue_loads + mac + vector + store
 
-    def loads(self, t: ContractionTiling, nm: int, nn: int, nk: int) -> tuple[int, int, int]:
+    def loads(self, m_outer, nm, nn, nk):
         """The tiles, and the loads of A and of B blocks: the operand of the outer loop
         is loaded once per outer block when K has at most two blocks (slots)."""
         tiles = self.batch * nm * nn
-        a_loads = self.batch * nm * nk if t.m_outer and nk <= 2 else tiles * nk
-        b_loads = self.batch * nn * nk if not t.m_outer and nk <= 2 else tiles * nk
+        resident = nk <= 2
+        a_loads = np.where(np.logical_and(m_outer, resident), self.batch * nm * nk, tiles * nk)
+        b_loads = np.where(np.logical_and(np.logical_not(m_outer), resident),
+                           self.batch * nn * nk, tiles * nk)
         return tiles, a_loads, b_loads
 
     def inner_role(self, t: ContractionTiling) -> str:
@@ -535,25 +586,21 @@ class OrientedTiler:
         pieces = ramp_down_pieces(last, depth, growth, step)
         return None if pieces is None else [Split(split.dim, piece) for piece in pieces]
 
-    def _block_costs(self, m: Split, n: Split, k: Split, bound: bool = False):
+    def _block_costs(self, m: Split, n: Split, k: Split):
         """The block counts of M, N and K, and the busy cycles of one tile's transfers,
-        MAC, epilogue and B scaling: what both loop orders share, cached. With `bound`,
-        bounds of them that emit nothing: each transfer at its transfer_bound, the
-        epilogue of an integer accumulator (costed from its instructions) at 0."""
-        key = ("block", bound, m, n, k)
+        MAC, epilogue and B scaling: what both loop orders share, cached."""
+        key = ("block", m, n, k)
         if key not in self._costs:
-            transfer = self.transfer_bound if bound else self.transfer
             t = ContractionTiling(m, n, k, True)
             mt, nt, kt = self.sizes(t)
-            vector = 0 if bound and self.acc_dtype == "i32" else self.vector_cycles(m, n)
             self._costs[key] = self.counts(t), (
-                transfer("dma.load", "a", {"m": m, "k": k}),
-                transfer("dma.load", "b", {"k": k, "n": n}),
-                sum(transfer("dma.store", name, {"m": m, "n": n}) for name in self.outputs),
-                sum(transfer("dma.load", tensor.name, {"m": m, "n": n})
+                self.transfer("dma.load", "a", {"m": m, "k": k}),
+                self.transfer("dma.load", "b", {"k": k, "n": n}),
+                sum(self.transfer("dma.store", name, {"m": m, "n": n}) for name in self.outputs),
+                sum(self.transfer("dma.load", tensor.name, {"m": m, "n": n})
                     for tensor in self.streamed),
                 self.mac_cycles(mt, nt, kt),
-                vector + self.row_bias_cycles(mt * nt),
+                self.vector_cycles(m, n) + self.row_bias_cycles(mt * nt),
                 self.scale_cycles(kt * (mt if self.affine_role == "m" else nt)))
         return self._costs[key]
 
@@ -569,21 +616,26 @@ class OrientedTiler:
         offset (0 unless the chain is folded per row)."""
         return self.scale_cycles(elements) if self.affine_role == "m" else 0
 
-    def candidates(self) -> list[Candidate]:
+    def candidates(self, orientation: int) -> list[Candidate]:
+        """The tilings that fit SRAM, each as (`orientation`, ContractionTiling)."""
         m = self.m
         m_splits = splits(self.extents("m"), m_block_sizes(self.layout.count("m")))
         n_splits = splits(self.extents("n"), block_candidates(self.layout.count("n"), m.mac_cols))
         k_splits = splits(self.extents("k"), block_candidates(self.layout.count("k"),
                                                               m.mac_k_lanes(self.dtype)))
+        bounds = self.grid_bounds(m_splits, n_splits, k_splits).tolist()
+        m_sizes = [self._split("m", s)[0] for s in m_splits]
         candidates = []
-        for n_split in n_splits:
-            for k_split in k_splits:
-                for m_outer in (True, False):
+        for n_split, n_bounds in zip(n_splits, bounds):
+            for k_split, k_bounds in zip(k_splits, n_bounds):
+                nk_size = self._split("n", n_split)[0] * self._split("k", k_split)[0]
+                for m_outer, order_bounds in zip((True, False), k_bounds):
                     fit = fitting(m_splits, lambda s: self.footprint(
                         ContractionTiling(s, n_split, k_split, m_outer)) <= m.sram_bytes)
-                    for m_split in fit:
-                        t = ContractionTiling(m_split, n_split, k_split, m_outer)
-                        candidates.append(Candidate(t, prod(self.sizes(t)), self.bound(t)))
+                    candidates += [Candidate((orientation, ContractionTiling(
+                                                 s, n_split, k_split, m_outer)),
+                                             m_sizes[i] * nk_size, order_bounds[i])
+                                   for i, s in enumerate(fit)]
         if not candidates:
             raise NotLowerable("does not fit SRAM even tiled: matmul "
                                f"{self.layout.count('m')}x{self.layout.count('n')}x"
