@@ -26,13 +26,6 @@ typedef struct record_t {
   const uint8_t* table;
 } record_t;
 
-static float round_as(unsigned flags, float x) {
-  if (flags & FLAG_ROUND_FLOOR) return floorf(x);
-  if (flags & FLAG_ROUND_CEIL) return ceilf(x);
-  if (flags & FLAG_ROUND_HALF_AWAY) return roundf(x);
-  return nearbyintf(x);
-}
-
 static uint32_t word(const uint8_t* p, int i) {
   uint32_t v;
   memcpy(&v, p + 4 * i, 4);
@@ -99,28 +92,66 @@ static inline float clamped(float v, float lo, float hi) {
   return v < hi ? v : hi;
 }
 
-static inline float requantize(const record_t* r, unsigned flags, float v) {
-  v = v * r->mul;
-  v = fmaf(v, r->fma_mul, r->fma_add);
-  v = v / r->div;
-  return clamped(round_as(flags, v), r->lo, r->hi);
+/* The record's steps over q[0..n) (the header's, from v to the clamped q), each step a
+ * loop of its own that the compiler vectorizes: one IEEE f32 operation per element and
+ * step, as the chain of arith ops, so the same bits at any vector width. */
+static void requantize_run(const record_t* r, unsigned flags, float* restrict q, size_t n) {
+  const float mul = r->mul, fma_mul = r->fma_mul, fma_add = r->fma_add, div = r->div;
+  const float lo = r->lo, hi = r->hi;
+  for (size_t i = 0; i < n; i++) q[i] = fmaf(q[i] * mul, fma_mul, fma_add) / div;
+  if (flags & FLAG_ROUND_FLOOR) {
+    for (size_t i = 0; i < n; i++) q[i] = floorf(q[i]);
+  } else if (flags & FLAG_ROUND_CEIL) {
+    for (size_t i = 0; i < n; i++) q[i] = ceilf(q[i]);
+  } else if (flags & FLAG_ROUND_HALF_AWAY) {
+    for (size_t i = 0; i < n; i++) q[i] = roundf(q[i]);
+  } else {
+    for (size_t i = 0; i < n; i++) q[i] = nearbyintf(q[i]);
+  }
+  for (size_t i = 0; i < n; i++) q[i] = clamped(q[i], lo, hi);
 }
+
+#define ROW_RUN 256   /* elements a row loop requantizes at a time */
 
 /* One row of n elements under a single record (the params' innermost stride is 0: a
  * record per row, channel or tensor), the source kind and the element size fixed for
  * the loop: the common case, without the general loop's per-element record check and
- * variable-size copy. */
+ * variable-size copy; runs of ROW_RUN elements loaded, requantized (requantize_run)
+ * and looked up. */
 #define REQUANT_ROW(NAME, SRC_T, LOAD, DST_T)                                            \
   static void NAME(const record_t* r, unsigned flags, const uint8_t* s, uint64_t s_step,  \
                    uint8_t* d, uint64_t d_step, uint64_t n) {                             \
     const record_t rec = *r;  /* in registers: the stores below could alias *r */         \
     const DST_T* table = (const DST_T*)(const void*)rec.table;                            \
-    for (uint64_t i = 0; i < n; i++) {                                                    \
-      SRC_T raw;                                                                          \
-      memcpy(&raw, s + i * s_step, sizeof raw);                                           \
-      float q = requantize(&rec, flags, LOAD);                                            \
-      DST_T out = table[(size_t)(q - rec.lo)];                                            \
-      memcpy(d + i * d_step, &out, sizeof out);                                           \
+    float q[ROW_RUN];                                                                     \
+    uint32_t index[ROW_RUN];                                                              \
+    DST_T out[ROW_RUN];                                                                   \
+    for (uint64_t start = 0; start < n; start += ROW_RUN) {                               \
+      size_t len = n - start < ROW_RUN ? (size_t)(n - start) : ROW_RUN;                   \
+      const uint8_t* run = s + start * s_step;                                            \
+      if (s_step == sizeof(SRC_T)) {  /* dense: loads the compiler vectorizes */          \
+        for (size_t i = 0; i < len; i++) {                                                \
+          SRC_T raw;                                                                      \
+          memcpy(&raw, run + i * sizeof(SRC_T), sizeof raw);                              \
+          q[i] = LOAD;                                                                    \
+        }                                                                                 \
+      } else {                                                                            \
+        for (size_t i = 0; i < len; i++) {                                                \
+          SRC_T raw;                                                                      \
+          memcpy(&raw, run + i * s_step, sizeof raw);                                     \
+          q[i] = LOAD;                                                                    \
+        }                                                                                 \
+      }                                                                                   \
+      requantize_run(&rec, flags, q, len);                                                \
+      for (size_t i = 0; i < len; i++) index[i] = (uint32_t)(q[i] - rec.lo);              \
+      for (size_t i = 0; i < len; i++) out[i] = table[index[i]];                          \
+      if (d_step == sizeof(DST_T)) {                                                      \
+        memcpy(d + start * d_step, out, len * sizeof(DST_T));                             \
+      } else {                                                                            \
+        for (size_t i = 0; i < len; i++) {                                                \
+          memcpy(d + (start + i) * d_step, &out[i], sizeof(DST_T));                       \
+        }                                                                                 \
+      }                                                                                   \
     }                                                                                     \
   }
 #define FROM_INT(x) less_zero((int32_t)(x), rec.zero)
@@ -184,8 +215,8 @@ int exec_vrequant(exec_t* x, const instr_t* in) {
           CHECK(read_record(x, a[VREQUANT_PARAMS], index, in->dtype, &r));
           current = index;
         }
-        float v = source_value(&r, in->flags, s + i2 * src_s[2] * src_elem);
-        float q = requantize(&r, in->flags, v);
+        float q = source_value(&r, in->flags, s + i2 * src_s[2] * src_elem);
+        requantize_run(&r, in->flags, &q, 1);
         memcpy(d + i2 * dst_s[2] * elem, r.table + (size_t)(q - r.lo) * elem, elem);
       }
       if (stopping_elements(counts[2])) return NPU_STATUS_OK;

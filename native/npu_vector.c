@@ -333,23 +333,24 @@ int exec_unary(exec_t* x, const instr_t* in) {
  * f32 product for float sources) then to the destination; integers round half to
  * even (toward zero with FLAG_TRUNCATE) and saturate (NaN becomes 0). An i64 source
  * (to f32 only, unscaled) rounds to f32 once. */
+/* cvt_load's loop from an integer dtype: the dense one (the common case) vectorizes. */
+#define CVT_LOAD_INTEGER(T)                                                               \
+  {                                                                                       \
+    const T* s = (const T*)base;                                                          \
+    if (stride == 1) {                                                                    \
+      for (size_t i = 0; i < n; i++) out[i] = s[i] * scale;                               \
+    } else {                                                                              \
+      for (size_t i = 0; i < n; i++) out[i] = s[i * stride] * scale;                      \
+    }                                                                                     \
+    break;                                                                                \
+  }
+
 static void cvt_load(int dtype, const uint8_t* base, size_t stride, size_t n,
                      double scale, double* restrict out) {
   switch (dtype) {
-    case DT_I8: {
-      const int8_t* s = (const int8_t*)base;
-      for (size_t i = 0; i < n; i++) out[i] = s[i * stride] * scale;
-      break;
-    }
-    case DT_U8: {
-      for (size_t i = 0; i < n; i++) out[i] = base[i * stride] * scale;
-      break;
-    }
-    case DT_I32: {
-      const int32_t* s = (const int32_t*)base;
-      for (size_t i = 0; i < n; i++) out[i] = s[i * stride] * scale;
-      break;
-    }
+    case DT_I8: CVT_LOAD_INTEGER(int8_t)
+    case DT_U8: CVT_LOAD_INTEGER(uint8_t)
+    case DT_I32: CVT_LOAD_INTEGER(int32_t)
     case DT_I64: {      /* to f32 only, unscaled (validated): one rounding, as sitofp */
       const int64_t* s = (const int64_t*)base;
       for (size_t i = 0; i < n; i++) out[i] = (float)s[i * stride];
@@ -364,37 +365,39 @@ static void cvt_load(int dtype, const uint8_t* base, size_t stride, size_t n,
   }
 }
 
-static double cvt_round(double v, bool truncate) {
-  return v != v ? 0.0 : truncate ? trunc(v) : rint(v);
+/* v rounded (toward zero with `truncate`, else half to even; NaN to 0) and saturated to
+ * [lo, hi], as comparisons and selects the compiler vectorizes. */
+static inline double cvt_integer(double v, bool truncate, double lo, double hi) {
+  v = v != v ? 0.0 : truncate ? trunc(v) : rint(v);
+  v = v < lo ? lo : v;
+  return v > hi ? hi : v;
 }
+
+/* The loops of cvt_store to an integer dtype, one per rounding, each dense or strided:
+ * the dense ones (the common case) vectorize. */
+#define CVT_STORE_INTEGER_LOOP(T, LO, HI, TRUNCATE)                                       \
+  if (stride == 1) {                                                                      \
+    for (size_t i = 0; i < n; i++) d[i] = (T)cvt_integer(in[i], TRUNCATE, LO, HI);         \
+  } else {                                                                                \
+    for (size_t i = 0; i < n; i++) d[i * stride] = (T)cvt_integer(in[i], TRUNCATE, LO, HI); \
+  }
+#define CVT_STORE_INTEGER(T, LO, HI)                                                      \
+  {                                                                                       \
+    T* d = (T*)base;                                                                      \
+    if (truncate) {                                                                       \
+      CVT_STORE_INTEGER_LOOP(T, LO, HI, true)                                             \
+    } else {                                                                              \
+      CVT_STORE_INTEGER_LOOP(T, LO, HI, false)                                            \
+    }                                                                                     \
+    break;                                                                                \
+  }
 
 static void cvt_store(int dtype, uint8_t* base, size_t stride, size_t n,
                       const double* restrict in, bool truncate) {
   switch (dtype) {
-    case DT_I8: {
-      int8_t* d = (int8_t*)base;
-      for (size_t i = 0; i < n; i++) {
-        double v = cvt_round(in[i], truncate);
-        d[i * stride] = (int8_t)(v < -128.0 ? -128.0 : v > 127.0 ? 127.0 : v);
-      }
-      break;
-    }
-    case DT_U8: {
-      for (size_t i = 0; i < n; i++) {
-        double v = cvt_round(in[i], truncate);
-        base[i * stride] = (uint8_t)(v < 0.0 ? 0.0 : v > 255.0 ? 255.0 : v);
-      }
-      break;
-    }
-    case DT_I32: {
-      int32_t* d = (int32_t*)base;
-      for (size_t i = 0; i < n; i++) {
-        double v = cvt_round(in[i], truncate);
-        d[i * stride] = (int32_t)(v < -2147483648.0 ? -2147483648.0
-                                  : v > 2147483647.0 ? 2147483647.0 : v);
-      }
-      break;
-    }
+    case DT_I8: CVT_STORE_INTEGER(int8_t, -128.0, 127.0)
+    case DT_U8: CVT_STORE_INTEGER(uint8_t, 0.0, 255.0)
+    case DT_I32: CVT_STORE_INTEGER(int32_t, -2147483648.0, 2147483647.0)
     default: {
       float f[CHUNK];
       for (size_t i = 0; i < n; i++) f[i] = (float)in[i];

@@ -117,6 +117,28 @@ def test_vrequant_reads_byte_and_float_sources(core, rng, source):
     np.testing.assert_array_equal(result.view(d_addr, "f32", (n,)), expected)
 
 
+@pytest.mark.parametrize("dtype", ["i8", "i32"])
+def test_vrequant_strided_rows_longer_than_a_run(core, rng, dtype):
+    """Rows of 300 elements (the row loop works in runs of 256) read every third i32
+    and written every second element, as dense ones: the same values."""
+    rows, n = 2, 300
+    src = rng.integers(-40000, 40000, (rows, n * 3)).astype(np.int32)
+    p = {"zero": -17, "mul": 0.02, "fma_mul": 0.5, "fma_add": 0.25, "div": 0.125,
+         "lo": -128.0, "hi": 127.0}
+    info = np.iinfo(NP_DTYPES[dtype])
+    table = rng.integers(max(info.min, -2**20), min(info.max, 2**20), 256).astype(
+        NP_DTYPES[dtype])
+    image = SramImage()
+    s_addr = image.put(src)
+    p_addr = _records(image, [p], [table])
+    d_addr = image.reserve(rows * n * 2 * 4)
+    result = run_on_sram(core, image, instr(
+        "vrequant", dtype, dst=d_addr, src=s_addr, n0=1, n1=rows, n2=n, dst_s1=2 * n,
+        dst_s2=2, src_s1=3 * n, src_s2=3, params=p_addr))
+    written = result.view(d_addr, dtype, (rows, n, 2))[:, :, 0]
+    np.testing.assert_array_equal(written, _reference(src[:, ::3], p, table, 0))
+
+
 def test_vrequant_channel_on_the_innermost_dim(core, rng):
     """A matmul tile [m][n] with the channel along n: records indexed by par_s2."""
     m, n = 6, 40

@@ -313,6 +313,25 @@ def test_vcvt(core, rng, src, dst, scale):
                                   _cvt_reference(x, src, dst, scale))
 
 
+@pytest.mark.parametrize("src,dst,scale", [("i32", "i8", 0.0123), ("f32", "u8", 0.37),
+                                             ("i8", "i32", 0.0)])
+def test_vcvt_strided(core, rng, src, dst, scale):
+    """Every third source element into every second destination one: as dense."""
+    x = random_values(rng, src, (4, 90))
+    if src in FLOATS:
+        x = from_f32(to_f32(x, src) * 200, src)
+        x.ravel()[:3] = from_f32(np.array([np.nan, 2.5, -1e30], np.float32), src)
+    image = SramImage()
+    s_addr = image.put(x)
+    d_addr = image.reserve(x.size * 4)
+    result = run_on_sram(core, image, instr(
+        "vcvt", dst, dst=d_addr, src=s_addr, n0=1, n1=4, n2=30, dst_s1=60, dst_s2=2,
+        src_s1=90, src_s2=3, scale=isa.f32_bits(scale),
+        src_dtype=int(isa.DType[src.upper()])))
+    written = result.view(d_addr, dst, (4, 30, 2))[:, :, 0]
+    np.testing.assert_array_equal(written, _cvt_reference(x[:, ::3], src, dst, scale))
+
+
 def test_i64_to_f32_rounds_once(core, rng):
     """An i64 (ONNX's ids and masks) converts to f32 as arith.sitofp does, one rounding to
     nearest even: values beyond 2^24, beyond 2^53 (where a detour through f64 would round
