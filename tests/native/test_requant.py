@@ -173,3 +173,17 @@ def test_vrequant_rejects_bad_records(core, lo, hi, table_addr, message):
     with pytest.raises(StatusError, match=f"record 0: .*{message}"):
         run_on_sram(core, image, instr("vrequant", "i8", dst=d_addr, src=s_addr, n0=1, n1=1,
                                        n2=4, dst_s2=1, src_s2=1, params=p_addr))
+
+
+def test_vrequant_rejects_a_bad_record_along_the_row(core):
+    """Records per column (par_s2): a bad one is named by its index, before any row."""
+    image = SramImage()
+    s_addr = image.put(np.zeros((3, 5), np.int32))
+    params = [{"zero": 0, "mul": 1.0, "fma_mul": 1.0, "fma_add": 0.0, "div": 1.0,
+               "lo": -1.0 if k != 3 else 2.0, "hi": 1.0} for k in range(5)]
+    p_addr = _records(image, params, [np.zeros(3, np.int8)] * 5)
+    d_addr = image.reserve(15)
+    with pytest.raises(StatusError, match="record 3: .*not integers"):
+        run_on_sram(core, image, instr("vrequant", "i8", dst=d_addr, src=s_addr, n0=1, n1=3,
+                                       n2=5, dst_s1=5, dst_s2=1, src_s1=5, src_s2=1,
+                                       params=p_addr, par_s2=1))
