@@ -600,6 +600,17 @@ int exec_matmul(exec_t* x, const instr_t* in) {
 /* Output rows per im2col chunk target this many columns. */
 #define CONV_CHUNK_COLUMNS 256
 
+/* The output rows of an im2col chunk: CONV_CHUNK_COLUMNS columns' worth, and with
+ * several workers few enough for two chunks per worker where the rows allow, so that
+ * each worker runs whole chunks (conv_unit) rather than every worker splitting each
+ * chunk's im2col and GEMM (conv_split_chunks, two handoffs per chunk); at least one. */
+static size_t conv_chunk_rows(size_t wo, size_t ho, size_t workers) {
+  size_t rows = wo >= CONV_CHUNK_COLUMNS ? 1 : CONV_CHUNK_COLUMNS / wo;
+  size_t shared = workers > 1 ? ceil_units(ho, 2 * workers) : ho;
+  if (rows > shared) rows = shared;
+  return rows < 1 ? 1 : rows;
+}
+
 /* A conv2d as chunks of output rows of one group each: im2col of the chunk into the
  * worker's own `col` buffer, then one GEMM with the group's packed weights. */
 typedef struct conv_job_t {
@@ -807,12 +818,11 @@ int exec_conv2d(exec_t* x, const instr_t* in) {
   uint8_t* sram = x->core->sram;
   size_t spatial = (size_t)ho * wo;
   size_t kdim = (size_t)cg * kh * kw;
-  size_t chunk_rows = wo >= CONV_CHUNK_COLUMNS ? 1 : CONV_CHUNK_COLUMNS / wo;
-  if (chunk_rows > ho) chunk_rows = ho;
-  size_t chunks = ceil_units(ho, chunk_rows);
   uint64_t macs = (uint64_t)f * spatial * kdim;
-  size_t units = (size_t)groups * chunks;
   size_t workers = worker_count(x->pool, macs, SIZE_MAX);
+  size_t chunk_rows = conv_chunk_rows(wo, ho, workers);
+  size_t chunks = ceil_units(ho, chunk_rows);
+  size_t units = (size_t)groups * chunks;
   const void* wp = wt == DT_F32 ? w_at : scratch(x, SCRATCH_A, (u128)f * kdim * 4 + 4);
   if (!wp) return out_of_memory(x, (u128)f * kdim * 4);
   uint8_t* out = sram + p.out;
