@@ -24,7 +24,12 @@ NPU_BENCHMARK = ROOT / "bin" / "iree-benchmark-module"
 STOCK_COMPILE = BIN / "iree-compile"
 STOCK_IMPORT_ONNX = BIN / "iree-import-onnx"
 STOCK_BENCHMARK = BIN / "iree-benchmark-module"
-STOCK_FLAGS = ["--iree-hal-target-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=host"]
+# The CPU stock llvm-cpu compiles for: this machine's, or another LLVM CPU name, e.g.
+# NPU_BENCH_STOCK_CPU=x86-64-v3 with a core built by NPU_SIM_MARCH=x86-64-v3
+# native/build_npu_core.py: both sides' code as on a machine with AVX2 and no AVX-512
+# (docs/performance.md).
+STOCK_CPU = os.environ.get("NPU_BENCH_STOCK_CPU", "host")
+STOCK_FLAGS = ["--iree-hal-target-backends=llvm-cpu", f"--iree-llvmcpu-target-cpu={STOCK_CPU}"]
 STOCK_DRIVER = "local-task"
 DTYPES = ("f32", "f16", "bf16", "i8")
 # Python tools keep their bytecode cache (in build/, not the source tree), as on a user's
@@ -203,8 +208,13 @@ def host_cpu() -> dict:
 
 
 def host_cpu_line(cpu: dict) -> str:
+    """The machine, and the code each side runs where it is not this machine's best."""
+    code = [f"stock code for {STOCK_CPU}"] if STOCK_CPU != "host" else []
+    if os.environ.get("NPU_SIM_MARCH"):
+        code.append(f"NPU_SIM_MARCH={os.environ['NPU_SIM_MARCH']}")
     return (f"host CPU: {cpu['model']}, {cpu['cpus']} CPUs, vector features: "
-            f"{' '.join(cpu['vector_features']) or 'none found'}")
+            f"{' '.join(cpu['vector_features']) or 'none found'}"
+            + (f" ({', '.join(code)})" if code else ""))
 
 
 CORE_GEMM_SHAPE = (512, 512, 512)  # M x N x K, as the suite's matmul_512x512x512 layer
