@@ -329,10 +329,6 @@ int exec_unary(exec_t* x, const instr_t* in) {
   return NPU_STATUS_OK;
 }
 
-/* vcvt: v = x * scale (scale 0 means 1) in double; floats round to f32 (exactly the
- * f32 product for float sources) then to the destination; integers round half to
- * even (toward zero with FLAG_TRUNCATE) and saturate (NaN becomes 0). An i64 source
- * (to f32 only, unscaled) rounds to f32 once. */
 /* cvt_load's loop from an integer dtype: the dense one (the common case) vectorizes. */
 #define CVT_LOAD_INTEGER(T)                                                               \
   {                                                                                       \
@@ -345,6 +341,10 @@ int exec_unary(exec_t* x, const instr_t* in) {
     break;                                                                                \
   }
 
+/* vcvt: v = x * scale (scale 0 means 1) in double; floats round to f32 (exactly the
+ * f32 product for float sources) then to the destination; integers round half to
+ * even (toward zero with FLAG_TRUNCATE) and saturate (NaN becomes 0). An i64 source
+ * (to f32 only, unscaled) rounds to f32 once. */
 static void cvt_load(int dtype, const uint8_t* base, size_t stride, size_t n,
                      double scale, double* restrict out) {
   switch (dtype) {
