@@ -463,6 +463,26 @@ def test_in_place_elementwise(core, rng):
     np.testing.assert_array_equal(result.view(addr, "f32", 300), 2 * np.maximum(x, 0))
 
 
+@pytest.mark.parametrize("op", ["vclamp", "vround"])
+def test_clamp_of_long_rows_keeps_nan_and_the_bounds(core, rng, op):
+    """Rows long enough for the vector loops: a NaN stays NaN, infinities and values
+    past the bounds take the bound, the bounds themselves and -0.0 inside stay."""
+    x = (rng.standard_normal(3000) * 2).astype(np.float32)
+    x[:8] = [np.nan, np.inf, -np.inf, -0.5, 0.75, -0.0, 1e30, -1e30]
+    x[1000:1100] = np.nan
+    if op == "vround":
+        x = np.rint(x)
+    lo, hi = np.float32(-0.5), np.float32(0.75)
+    image = SramImage()
+    s_addr, d_addr = image.put(x), image.reserve(x.size * 4)
+    result = run_on_sram(core, image, instr(
+        op, "f32", dst=d_addr, src=s_addr, n0=1, n1=2, n2=x.size // 2, dst_s1=x.size // 2,
+        dst_s2=1, src_s1=x.size // 2, src_s2=1, p0=isa.f32_bits(lo), p1=isa.f32_bits(hi)))
+    expected = np.minimum(np.maximum(x, lo), hi)
+    np.testing.assert_array_equal(result.view(d_addr, "f32", x.shape).view(np.uint32),
+                                  expected.view(np.uint32))
+
+
 @pytest.mark.parametrize("lo, hi", [(-np.inf, np.inf), (-125.0, 130.0)])
 def test_vround_rounds_half_to_even_and_clamps(core, rng, lo, hi):
     x = (rng.standard_normal(4000) * 300).astype(np.float32)
