@@ -30,8 +30,8 @@ static uint8_t* box3_row(exec_t* x, const box3_t* b, size_t i0, size_t i1) {
 }
 
 /* The row loops of the f32 ops. Without trapping math GCC vectorizes their compares
- * and selects (vmax, vclamp, vhswish, the selects); it changes no value, only which FP
- * exception flags may be raised, which nothing reads. Contraction stays as the build
+ * and selects (vmax, vhswish, the selects; not a max then a min: clamp_run); it changes
+ * no value, only which FP exception flags may be raised, which nothing reads. Contraction stays as the build
  * sets it (a multiply-add of vscale and vhswish is one fused operation, as LLVM's in
  * stock's code). */
 #define VECTOR_LOOPS __attribute__((optimize("no-trapping-math")))
@@ -235,9 +235,10 @@ static float in_dtype(int dtype, float x) {
 }
 
 /* The clamp of vclamp and vround, a function of its own compiled without
- * VECTOR_LOOPS: GCC 12 leaves a NaN-propagating max then min scalar under
- * no-trapping-math and vectorizes it with the file's flags (vclamp was 27% of
- * depthwise_separable's call in perf). */
+ * VECTOR_LOOPS (and not inlined into one, which would give it the caller's options):
+ * GCC 12 leaves a NaN-propagating max then min scalar under no-trapping-math and
+ * vectorizes it with the file's flags (vclamp was 27% of depthwise_separable's call in
+ * perf). */
 __attribute__((noinline)) static void clamp_run(float* restrict v, size_t n, float lo,
                                                 float hi) {
   for (size_t i = 0; i < n; i++) {
