@@ -278,6 +278,22 @@ def transposed(lowered: Lowered) -> Lowered | None:
     return replace(lowered, op=swapped, tensors=tensors)
 
 
+def _select(condition, if_true, if_false):
+    """`if_true` where `condition` holds, else `if_false`: numbers, or numpy arrays
+    (OrientedTiler.grid_bounds) elementwise; numbers stay Python numbers, so that an
+    estimate does not pay numpy's per-call cost."""
+    if isinstance(condition, np.ndarray):
+        return np.where(condition, if_true, if_false)
+    return if_true if condition else if_false
+
+
+def _maximum(*values):
+    """The largest of `values`: numbers, or numpy arrays elementwise (as _select)."""
+    if any(isinstance(v, np.ndarray) for v in values):
+        return functools.reduce(np.maximum, values)
+    return max(values)
+
+
 class OrientedTiler:
     """The tilings of one orientation of the contraction."""
 
@@ -481,7 +497,7 @@ class OrientedTiler:
         return self._costs[key]
 
     def estimate(self, t: ContractionTiling) -> int:
-        return int(self._pipelined(t.m_outer, self._block_costs(t.m, t.n, t.k)))
+        return self._pipelined(t.m_outer, self._block_costs(t.m, t.n, t.k))
 
     def grid_bounds(self, m_splits: list[Split], n_splits: list[Split],
                     k_splits: list[Split]) -> np.ndarray:
@@ -535,18 +551,17 @@ class OrientedTiler:
         tiles, a_loads, b_loads = self.loads(m_outer, nm, nn, nk)
         dma_in = a_loads * load_a + b_loads * load_b + tiles * epilogue_loads
         scaled = a_loads if self.affine_role == "m" else b_loads
-        busiest = functools.reduce(np.maximum, (tiles * nk * mac, dma_in, tiles * store,
-                                                tiles * vector + scaled * scale))
+        busiest = _maximum(tiles * nk * mac, dma_in, tiles * store,
+                           tiles * vector + scaled * scale)
         return busiest + load_a + load_b + scale + epilogue_loads + mac + vector + store
 
     def loads(self, m_outer, nm, nn, nk):
         """The tiles, and the loads of A and of B blocks: the operand of the outer loop
         is loaded once per outer block when K has at most two blocks (slots)."""
         tiles = self.batch * nm * nn
-        resident = nk <= 2
-        a_loads = np.where(np.logical_and(m_outer, resident), self.batch * nm * nk, tiles * nk)
-        b_loads = np.where(np.logical_and(np.logical_not(m_outer), resident),
-                           self.batch * nn * nk, tiles * nk)
+        resident, each = nk <= 2, tiles * nk
+        a_loads = _select(m_outer, _select(resident, self.batch * nm * nk, each), each)
+        b_loads = _select(m_outer, each, _select(resident, self.batch * nn * nk, each))
         return tiles, a_loads, b_loads
 
     def inner_role(self, t: ContractionTiling) -> str:
