@@ -177,33 +177,6 @@ static requant_row_fn row_loop(unsigned flags, unsigned elem) {
   return size < 0 ? NULL : loops[kind][size];
 }
 
-/* The rows of a box whose record varies along the row alone (par_s0 = par_s1 = 0: a
- * matmul tile with the channel along its columns): the row's records decoded and
- * checked once, not at each element. */
-static int requant_column_records(exec_t* x, const instr_t* in, const record_t* records) {
-  const uint32_t* a = in->a;
-  const uint32_t* counts = a + VREQUANT_N0;
-  const uint32_t* dst_s = a + VREQUANT_DST_S0;
-  const uint32_t* src_s = a + VREQUANT_SRC_S0;
-  unsigned elem = DTYPE_BYTES[in->dtype];
-  unsigned src_elem = requant_src_bytes(in->flags);
-  uint8_t* sram = x->core->sram;
-  for (uint64_t i0 = 0; i0 < counts[0]; i0++) {
-    for (uint64_t i1 = 0; i1 < counts[1]; i1++) {
-      uint8_t* d = sram + a[VREQUANT_DST] + (i0 * dst_s[0] + i1 * dst_s[1]) * elem;
-      const uint8_t* s = sram + a[VREQUANT_SRC] + (i0 * src_s[0] + i1 * src_s[1]) * src_elem;
-      for (uint64_t i2 = 0; i2 < counts[2]; i2++) {
-        const record_t* r = &records[i2];
-        float q = source_value(r, in->flags, s + i2 * src_s[2] * src_elem);
-        requantize_run(r, in->flags, &q, 1);
-        memcpy(d + i2 * dst_s[2] * elem, r->table + (size_t)(q - r->lo) * elem, elem);
-      }
-      if (stopping_elements(counts[2])) return NPU_STATUS_OK;
-    }
-  }
-  return NPU_STATUS_OK;
-}
-
 int exec_vrequant(exec_t* x, const instr_t* in) {
   const uint32_t* a = in->a;
   const uint32_t* counts = a + VREQUANT_N0;
@@ -217,13 +190,15 @@ int exec_vrequant(exec_t* x, const instr_t* in) {
                    box_extent(counts, src_s, 3, src_elem), src_elem));
   CHECK(check_sram(x, "params", a[VREQUANT_PARAMS],
                    box_extent(counts, par_s, 3, REQUANT_RECORD_BYTES), 4));
+  /* Records that vary along the row alone (par_s0 = par_s1 = 0: a matmul tile with the
+   * channel along its columns), the same for every row: decoded and checked once. */
+  record_t* columns = NULL;
   if (par_s[2] != 0 && par_s[0] == 0 && par_s[1] == 0 && counts[2] > 0) {
-    record_t* records = scratch(x, SCRATCH_A, (u128)counts[2] * sizeof(record_t));
-    if (!records) return out_of_memory(x, (u128)counts[2] * sizeof(record_t));
+    columns = scratch(x, SCRATCH_A, (u128)counts[2] * sizeof(record_t));
+    if (!columns) return out_of_memory(x, (u128)counts[2] * sizeof(record_t));
     for (uint64_t i2 = 0; i2 < counts[2]; i2++) {
-      CHECK(read_record(x, a[VREQUANT_PARAMS], i2 * par_s[2], in->dtype, &records[i2]));
+      CHECK(read_record(x, a[VREQUANT_PARAMS], i2 * par_s[2], in->dtype, &columns[i2]));
     }
-    return requant_column_records(x, in, records);
   }
   uint8_t* sram = x->core->sram;
   record_t r = {0};
@@ -245,14 +220,17 @@ int exec_vrequant(exec_t* x, const instr_t* in) {
         continue;
       }
       for (uint64_t i2 = 0; i2 < counts[2]; i2++) {
-        uint64_t index = row + i2 * par_s[2];
-        if (index != current) {
-          CHECK(read_record(x, a[VREQUANT_PARAMS], index, in->dtype, &r));
-          current = index;
+        const record_t* record = &r;
+        if (columns != NULL) {
+          record = &columns[i2];
+        } else if (row + i2 * par_s[2] != current) {
+          current = row + i2 * par_s[2];
+          CHECK(read_record(x, a[VREQUANT_PARAMS], current, in->dtype, &r));
         }
-        float q = source_value(&r, in->flags, s + i2 * src_s[2] * src_elem);
-        requantize_run(&r, in->flags, &q, 1);
-        memcpy(d + i2 * dst_s[2] * elem, r.table + (size_t)(q - r.lo) * elem, elem);
+        float q = source_value(record, in->flags, s + i2 * src_s[2] * src_elem);
+        requantize_run(record, in->flags, &q, 1);
+        memcpy(d + i2 * dst_s[2] * elem, record->table + (size_t)(q - record->lo) * elem,
+               elem);
       }
       if (stopping_elements(counts[2])) return NPU_STATUS_OK;
     }
