@@ -25,9 +25,10 @@ STOCK_COMPILE = BIN / "iree-compile"
 STOCK_IMPORT_ONNX = BIN / "iree-import-onnx"
 STOCK_BENCHMARK = BIN / "iree-benchmark-module"
 # The CPU stock llvm-cpu compiles for: this machine's, or another LLVM CPU name, e.g.
-# NPU_BENCH_STOCK_CPU=x86-64-v3 with a core built by NPU_SIM_MARCH=x86-64-v3
-# native/build_npu_core.py: both sides' code as on a machine with AVX2 and no AVX-512
-# (docs/performance.md).
+# NPU_BENCH_STOCK_CPU=znver3 with a core built by NPU_SIM_MARCH=znver3
+# native/build_npu_core.py: both sides' code as on a Zen 3, AVX2 without AVX-512
+# (docs/performance.md; stock's code for the generic x86-64-v3 is far slower than a real
+# AVX2 machine's).
 STOCK_CPU = os.environ.get("NPU_BENCH_STOCK_CPU", "host")
 STOCK_FLAGS = ["--iree-hal-target-backends=llvm-cpu", f"--iree-llvmcpu-target-cpu={STOCK_CPU}"]
 STOCK_DRIVER = "local-task"
