@@ -435,6 +435,32 @@ def test_vpool(core, rng, mode, dtype):
                                    atol=tol)
 
 
+@pytest.mark.parametrize("stride", [1, 2, 3])
+@pytest.mark.parametrize("avg", [False, True])
+def test_vpool_long_rows_bit_exact(core, rng, stride, avg):
+    """Rows longer than a vector (the strides 1 and 2 have loops of their own), with NaN
+    and infinities among the values: each output takes its taps in window order, a max
+    keeping a NaN, so the result is numpy's tap-by-tap f32 fold bit for bit."""
+    c, (kh, kw), ho, wo = 2, (3, 2), 5, 67
+    hi, wi = (ho - 1) * stride + kh, (wo - 1) * stride + kw
+    x = rng.standard_normal((c, hi, wi)).astype(np.float32)
+    x.flat[rng.choice(x.size, 12, replace=False)] = [np.nan, np.inf, -np.inf] * 4
+    image = SramImage()
+    s_addr, d_addr = image.put(x), image.reserve(c * ho * wo * 4)
+    result = run_on_sram(core, image, instr(
+        "vpool", "f32", F.POOL_AVG if avg else 0, dst=d_addr, src=s_addr, c=c, hi=hi, wi=wi,
+        ho=ho, wo=wo, kh_kw=(kh, kw), sh_sw=(stride, stride), dh_dw=(1, 1), pt_pl=(0, 0),
+        vh_vw=(hi, wi)))
+    acc = np.full((c, ho, wo), 0.0 if avg else -np.inf, np.float32)
+    with np.errstate(invalid="ignore"):
+        for ky in range(kh):
+            for kx in range(kw):
+                tap = x[:, ky:ky + (ho - 1) * stride + 1:stride, kx:kx + (wo - 1) * stride + 1:stride]
+                acc = acc + tap if avg else np.where(np.isnan(acc) | (acc >= tap), acc, tap)
+        expected = acc / np.float32(kh * kw) if avg else acc
+    np.testing.assert_array_equal(result.view(d_addr, "f32", (c, ho, wo)), expected)
+
+
 @pytest.mark.parametrize("mode", ["sum", "max", "mean"])
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_vreduce(core, rng, mode, dtype):
