@@ -26,13 +26,15 @@ from executable_format.cost import conv2d_steps
 from executable_format.isa import Flag, pack_pair
 from executable_format.machine import MachineConfig
 
+from .affine_fold import AffineFold
 from .epilogue import (EpilogueInputs, OutputStage, accumulator, fold_affine, fold_bias,
                        used_inputs, without_batch)
 from .lower import Lowered, NotLowerable
 from . import tile_conv_depthwise as depthwise
 from .tile_conv_im2col import Im2colTiler
-from .vector import Operand
-from .npu_ir import Buffer, Instr, busy_cycles, mac_flags, mac_operands_supported
+from .vector import Operand, binary
+from .npu_ir import (Buffer, Instr, busy_cycles, dtype_bytes, mac_flags,
+                     mac_operands_supported)
 from .tile import (Dim, Slots, Sram, Streamed, TiledProgram, block_candidates, ceil_div,
                    Pipeline, dma_instrs, fitting, footprint, load_window,
                    split_candidates, store_instrs, window_columns,
@@ -161,6 +163,16 @@ class ConvTransfers:
         return self._cost(("weights", fb, cc),
                           lambda: dma_instrs("dma.load", w, 0, probe, 0, dims, ""))
 
+    def weight_fold(self, fb: int, cc: int) -> int:
+        """Vector cycles of scaling a block of fb x cc channels of weights by the folded
+        affine chain's per-channel scale (ConvEmitter._load_weights)."""
+        s = self.job.s
+        k = cc * s.kh * s.kw
+        probe = self._probe("f32", fb * k)
+        return self._cost(("fold", fb, cc), lambda: [binary(
+            "vmul", "f32", Operand(probe, (0, k, 1)), Operand(probe, (0, k, 1)),
+            Operand(probe, (0, 1, 0)), (1, fb, k), "")])
+
     def epilogue(self, fb: int, rows: int, cols: int) -> tuple[int, int]:
         """(DMA-in, vector) cycles of the epilogue of a tile of `fb` channels: its inputs'
         loads and its vector instructions as OutputStage writes them (a quantized
@@ -254,12 +266,25 @@ def weight_elems(s: ConvShape, t: ConvTiling) -> int:
     return t.fb * (t.cb if within_group(s, t) else s.cg) * s.kh * s.kw
 
 
+def weights_resident(s: ConvShape, t: ConvTiling) -> bool:
+    """Whether each block of weights is loaded once for the dispatch: its two slots hold
+    the blocks of at most two input-channel chunks across the spatial tiles."""
+    return counts(s, t)[3] <= 2
+
+
 class DirectConvTiler:
     """The direct strategy (tiler.Tiler): estimated cycles of a tiling (the cost model's
-    formulas per engine) over the tilings that fit."""
+    formulas per engine) over the tilings that fit. With `folded` (tile_conv.affine_job's
+    job), a tiling whose weights stay resident folds the epilogue's per-channel affine
+    chain into each block of weights as it is loaded (one vector pass over the block)
+    instead of running it over every output tile."""
 
-    def __init__(self, job: ConvJob):
+    def __init__(self, job: ConvJob, folded: ConvJob | None = None):
         self.job, self.s, self.m = job, job.s, job.m
+        self.folded = folded
+
+    def job_for(self, t: ConvTiling) -> ConvJob:
+        return self.folded if self.folded and weights_resident(self.s, t) else self.job
 
     def mac_cycles(self, t: ConvTiling) -> int:
         groups, c = mac_channels(self.s, t)
@@ -267,27 +292,31 @@ class DirectConvTiler:
                               self.s.kh * self.s.kw)[0]
 
     def estimate(self, t: ConvTiling) -> int:
-        s, m = self.s, self.m
+        s, m, job = self.s, self.m, self.job_for(t)
         nf, ny, nx, nc = counts(s, t)
         tiles = s.n * nf * ny * nx
         one_mac = self.mac_cycles(t)
         dense = within_group(s, t)
-        load_in = self.job.transfers.input(mac_channels(s, t)[1], t.rows, t.cols)
+        load_in = job.transfers.input(mac_channels(s, t)[1], t.rows, t.cols)
         # Two slots per operand: blocks cycling through at most two keys stay resident
         # (inputs across the channel blocks of one group when there is one spatial tile,
         # weights across spatial tiles when there are at most two input-channel chunks).
         spatial = s.n * ny * nx
         input_loads = s.groups * spatial * nc if dense and spatial * nc <= 2 else tiles * nc
         weight_loads = nf * nc if nc <= 2 else tiles * nc
-        load_w = self.job.transfers.weights(t.fb, t.cb if dense else s.cg)
-        epilogue_in, vector = self.job.transfers.epilogue(t.fb, t.rows, t.cols)
+        w_channels = t.cb if dense else s.cg
+        load_w = job.transfers.weights(t.fb, w_channels)
+        epilogue_in, vector = job.transfers.epilogue(t.fb, t.rows, t.cols)
+        fold = job.transfers.weight_fold(t.fb, w_channels) if job.affine else 0
         dma_in = input_loads * load_in + weight_loads * load_w + tiles * epilogue_in
-        store = self.job.transfers.store(t.fb, t.rows, t.cols)
-        return max(tiles * nc * one_mac, dma_in, tiles * store, tiles * vector) + load_in + \
-            load_w + epilogue_in + store + one_mac + vector
+        store = job.transfers.store(t.fb, t.rows, t.cols)
+        return max(tiles * nc * one_mac, dma_in, tiles * store,
+                   tiles * vector + weight_loads * fold) + load_in + load_w + fold + \
+            epilogue_in + store + one_mac + vector
 
     def fits(self, t: ConvTiling) -> bool:
-        return footprint(lambda sram: ConvEmitter(self.job, t, sram)) <= self.m.sram_bytes
+        return footprint(lambda sram: ConvEmitter(self.job_for(t), t, sram)) <= \
+            self.m.sram_bytes
 
     def candidates(self) -> list[Candidate]:
         s, m = self.s, self.m
@@ -311,7 +340,7 @@ class DirectConvTiler:
         return candidates
 
     def emit(self, t: ConvTiling) -> TiledProgram:
-        return ConvEmitter(self.job, t, Sram(self.m.sram_bytes)).run()
+        return ConvEmitter(self.job_for(t), t, Sram(self.m.sram_bytes)).run()
 
 
 class ConvTiler:
@@ -328,15 +357,15 @@ class ConvTiler:
 
     def _strategies(self) -> list[Tiler]:
         job = self.job
-        strategies: list[Tiler] = [DirectConvTiler(job)]
+        folded = affine_job(job) if job.dtype == "f32" else job
+        strategies: list[Tiler] = [DirectConvTiler(job, folded if folded is not job else None)]
         bias_dtype = None if job.bias_index is None else \
             job.lowered.tensors[f"epilogue.{job.bias_index}"].dtype
         if job.s.groups == 1 and job.dtype in ("f32", "i8", "u8") and \
                 bias_dtype in (None, job.dtype) and job.weight_dtype in (job.dtype, "i8", "u8"):
-            strategies.append(Im2colTiler(affine_job(job) if job.dtype == "f32" else job))
+            strategies.append(Im2colTiler(folded))
         if depthwise.applies(job):
-            strategies.append(depthwise.DepthwiseTiler(affine_job(job) if job.dtype == "f32"
-                                                        else job))
+            strategies.append(depthwise.DepthwiseTiler(folded))
         return strategies
 
     def candidates(self) -> list[Candidate]:
@@ -379,6 +408,8 @@ class ConvEmitter:
         if job.bias_index is not None:
             self.bias = Streamed(sram, self.tensors[f"epilogue.{job.bias_index}"], tile,
                                  compute_dtype=job.acc_dtype)
+        self.affine = AffineFold(sram, job.affine, self.tensors, s.f, job.m) if job.affine else None
+        self.folded_bias = sram.alloc("affine.bias", "f32", (s.f,)) if job.affine else None
         self.epi_inputs = EpilogueInputs(sram, self.tensors, job.inputs_used,
                                          len(job.lowered.op.epilogue_inputs), tile, job.acc_dtype,
                                          job.m)
@@ -393,7 +424,10 @@ class ConvEmitter:
     def run(self) -> TiledProgram:
         s, t = self.s, self.t
         nf, ny, nx, nc = counts(s, t)
-        pipeline = Pipeline(self.output.setup + self.epi_inputs.setup)
+        setup = self.output.setup + self.epi_inputs.setup
+        if self.affine is not None:
+            setup += self.affine.scale_and_bias(Operand(self.folded_bias, (0, 0, 1)))
+        pipeline = Pipeline(setup)
         for fi in range(nf):
             for n in range(s.n):
                 for yi in range(ny):
@@ -415,6 +449,9 @@ class ConvEmitter:
             bias_buf, _, loads = self.bias.load([n, f0, y0, x0], [1, fb, rows, cols], note)
             front += loads
             bias_addr, flags = bias_buf.addr, Flag.BIAS
+        elif self.folded_bias is not None:
+            bias_buf = self.folded_bias
+            bias_addr, flags = bias_buf.addr + f0 * dtype_bytes("f32"), Flag.BIAS
         for ci in range(nc):
             if within_group(s, t):      # dense, over a chunk of the group's channels
                 w0, cc, groups = ci * t.cb, min(t.cb, s.cg - ci * t.cb), 1
@@ -466,4 +503,9 @@ class ConvEmitter:
             dims = [Dim(fb, sf, cc * k), Dim(cc, sc, k), Dim(s.kh, sy, s.kw), Dim(s.kw, sx, 1)]
             front += dma_instrs("dma.load", src, f0 * sf + c0 * sc, buf, 0, dims,
                                       note + f" weights c{c0}+{cc}")
+            if self.affine is not None:
+                rows = Operand(buf, (0, cc * k, 1))
+                front.append(binary("vmul", "f32", rows, rows,
+                                    Operand(self.affine.scale, (0, 1, 0), f0),
+                                    (1, fb, cc * k), note + " affine fold into the weights"))
         return buf

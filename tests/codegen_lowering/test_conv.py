@@ -118,6 +118,29 @@ def test_batchnorm_folds_into_im2col_weights(rng, constant_bias):
     assert compiled.roofline.fraction(MACHINE, stats.total_cycles) >= 0.68
 
 
+@pytest.mark.parametrize("c,f,groups,hw,machine", [(16, 32, 1, 32, MACHINE),
+                                                     (32, 64, 1, 32, SMALL_SRAM),
+                                                     (24, 48, 3, 32, MACHINE),
+                                                     (128, 32, 1, 8, SMALL_SRAM)])
+def test_batchnorm_folds_into_resident_direct_weights(rng, c, f, groups, hw, machine):
+    """Many output channels (the direct conv2d): where each block of weights is loaded
+    once, the per-channel affine epilogue is folded into it as it is loaded and the
+    folded bias is the MAC's BIAS operand; only the relu is left per tile. Where weights
+    stream (more than two input-channel chunks in a small SRAM), the chain stays in the
+    epilogue; both match numpy."""
+    case = dict(n=1, c=c, h=hw, w=hw, f=f, kh=3, kw=3, stride=(1, 1), dilation=(1, 1),
+                pads=(1, 1, 1, 1), groups=groups)
+    op, b, expected = build_conv(rng, case, "batchnorm_relu", NCHW, FCHW)
+    compiled, stats = compile_and_run(op, b, machine=machine)
+    assert "im2col" not in compiled.detail
+    chunks = re.search(r"(\d+) input-channel chunks", compiled.detail)
+    tiles = compiled.asm.split("conv2d.f32", 1)[1]
+    folded = chunks is None or int(chunks.group(1)) <= 2
+    assert ("vsub" not in tiles) == folded, compiled.detail
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
 def test_input_channel_split_accumulates(rng):
     case = dict(n=1, c=96, h=12, w=12, f=40, kh=3, kw=3, stride=(1, 1), dilation=(1, 1),
                 pads=(1, 1, 1, 1), groups=1)
