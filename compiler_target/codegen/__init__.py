@@ -49,12 +49,14 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
                      deferred: bool) -> DispatchPlan:
     """The plan of a dispatch with dynamic extents: its plan at the first probe's
     constants, with a parametric npu-fb (source and extent constants) when it runs on
-    the NPU. Where the dispatch is empty or invalid at the first probe (a 512-tap window
-    over 64 samples, a length six poolings empty), the longer probes are tried; where its
-    work passes a program's limit there (a big layer at a batch of 64) or its operands a
-    record's 32 bits (a full-resolution layer after three 2x upsamplings), the shorter
-    ones; it takes the first that runs on the NPU. Any other refusal leaves it on the host:
-    the NPU does not take it at every extent (a Resize's gather may be affine at one).
+    the NPU. Where the dispatch is empty at the first probe (a length six poolings
+    empty), the longer probes are tried; where its work passes a program's limit there
+    (a big layer at a batch of 64) or its operands a record's 32 bits (a full-resolution
+    layer after three 2x upsamplings), the shorter ones; where it is invalid at the
+    probe's extents (a 512-tap window over 64 samples, a value the exporter typed at a
+    batch of 1), the others, longer ones first; it takes the first that runs on the NPU.
+    Any other refusal leaves it on the host: the NPU does not take it at every extent (a
+    Resize's gather may be affine at one).
     A host plan reports the first probe's refusal. With `deferred`, the lowering at
     the first probe the analysis takes is left pending like a static one's
     (complete_plans runs them together); should it refuse, the others are planned in
@@ -76,9 +78,13 @@ def _plan_parametric(index: int, executable_op, machine, dims: tuple[int, ...],
     return plan
 
 
-# Refusals that depend on the probe's size, and the probes worth trying after them.
-_TOO_SHORT = (f"not supported on npu: {EMPTY} ", INVALID_AT_EXTENTS)
+# Refusals that depend on the probe's size, and the probes worth trying after them: a
+# dispatch empty at the probe takes a longer one, one past a limit a shorter one, one
+# invalid at the probe's extents any other (a graph exported with some value typed at a
+# batch of 1 is valid at that batch alone).
+_TOO_SHORT = (f"not supported on npu: {EMPTY} ",)
 _TOO_LONG = (PAST_WORK_LIMIT, verifier.PAST_WORK_LIMIT, RECORD_OVERFLOW)
+_WRONG_SIZE = (INVALID_AT_EXTENTS,)
 
 
 class _ProbeAttempts:
@@ -119,8 +125,9 @@ class _ProbeAttempts:
     def refused(self, reason: str) -> None:
         """Records the refusal; the first one decides which probes are left to try."""
         if not self.refusals:
-            longer = any(r in reason for r in _TOO_SHORT)
-            shorter = not longer and any(r in reason for r in _TOO_LONG)
+            other = any(r in reason for r in _WRONG_SIZE)
+            longer = other or any(r in reason for r in _TOO_SHORT)
+            shorter = other or not longer and any(r in reason for r in _TOO_LONG)
             self.remaining = [(e, c) for e, c in self.remaining if e is not None and (
                 longer and e > self.first or shorter and e < self.first)]
         self.refusals.append(reason)

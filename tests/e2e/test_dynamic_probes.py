@@ -6,8 +6,10 @@ too big for one program at a batch of 64, emptied by poolings at a length of 64,
 reading a binding offset whose high word the host program made 1 at a batch of 64."""
 import numpy as np
 import onnxruntime
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from hal_driver.status import StatusError
 from tests.e2e.onnx_on_npu import (loaded_on_npu, on_npu_and_onnxruntime, onnx_file,
                                   onnxruntime_output)
 
@@ -65,6 +67,27 @@ def test_offsets_past_4_gib_at_a_batch_of_64_stay_binding_views(tmp_path):
     path = onnx_file(_graph(nodes, ("batch", 16, 240, 320), ("batch", 4, 240, 320), weights),
                      tmp_path / "branches.onnx")
     _check(path, [(1, 16, 240, 320)], rng)
+
+
+def test_a_dispatch_valid_at_a_batch_of_1_alone_runs_on_the_npu(tmp_path):
+    """A dynamic batch whose conv output an exporter typed at a batch of 1 (value_info
+    as torch.export writes it when it specialises the batch): the conv dispatch is
+    invalid at every probe but 1. It was planned at the longer probes only and ran on the
+    host (a SIGSEGV at a batch of 3, where the graph is invalid); it runs on the NPU at 1,
+    and at 3 the call fails with a message naming the extents."""
+    rng = np.random.default_rng(5)
+    weights = {"w": rng.standard_normal((16, 1, 3, 3)).astype(np.float32),
+               "b": rng.standard_normal(16).astype(np.float32)}
+    graph = _graph([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                    helper.make_node("Relu", ["c"], ["y"])],
+                   ("batch", 1, 40, 101), (1, 16, 40, 101), weights)
+    graph.value_info.append(helper.make_tensor_value_info("c", TensorProto.FLOAT,
+                                                          (1, 16, 40, 101)))
+    path = onnx_file(graph, tmp_path / "batch_typed_1.onnx")
+    _check(path, [(1, 1, 40, 101)], rng)
+    with loaded_on_npu(path) as module:
+        with pytest.raises(StatusError, match="invalid at these extents.*pc0=3|pc0=3.*invalid"):
+            module.g(rng.standard_normal((3, 1, 40, 101)).astype(np.float32))
 
 
 def test_a_dispatch_the_npu_takes_at_some_extents_only_stays_on_the_host(tmp_path):
