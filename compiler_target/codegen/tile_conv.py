@@ -31,12 +31,12 @@ from .epilogue import (EpilogueInputs, OutputStage, accumulator, fold_affine, fo
                        used_inputs, without_batch)
 from .lower import Lowered, NotLowerable
 from . import tile_conv_depthwise as depthwise
-from .tile_conv_im2col import Im2colTiler
+from .tile_conv_im2col import Im2colTiler, ramp_rows
 from .vector import Operand, binary
 from .npu_ir import (Buffer, Instr, busy_cycles, dtype_bytes, mac_flags,
                      mac_operands_supported)
 from .tile import (Dim, Slots, Sram, Streamed, TiledProgram, block_candidates, ceil_div,
-                   Pipeline, dma_instrs, fitting, footprint, load_window,
+                   Pipeline, dma_instrs, fitting, footprint, load_window, ramp_blocks,
                    split_candidates, store_instrs, window_columns,
                    window_extent)
 from .tiler import Candidate, Tiler, cheapest
@@ -248,6 +248,12 @@ def conv2d_mapping(m: MachineConfig, dtype: str, groups: int, f: int, c: int, pi
     return m.mac_latency_cycles + steps[flag], flag
 
 
+def block_lengths(total: int, size: int) -> list[tuple[int, int]]:
+    """(length, count) of the blocks `total` is cut into: the whole ones, then the rest."""
+    whole = [(size, total // size)] if total >= size else []
+    return whole + ([(total % size, 1)] if total % size else [])
+
+
 def counts(s: ConvShape, t: ConvTiling) -> tuple[int, int, int, int]:
     """Blocks of output channels, rows, cols, and input-channel chunks."""
     nc = ceil_div(s.cg, t.cb) if within_group(s, t) else 1
@@ -282,6 +288,7 @@ class DirectConvTiler:
     def __init__(self, job: ConvJob, folded: ConvJob | None = None):
         self.job, self.s, self.m = job, job.s, job.m
         self.folded = folded
+        self._ramps: dict[ConvTiling, list[tuple[int, int]] | None] = {}
 
     def job_for(self, t: ConvTiling) -> ConvJob:
         return self.folded if self.folded and weights_resident(self.s, t) else self.job
@@ -291,11 +298,75 @@ class DirectConvTiler:
         return conv2d_mapping(self.m, self.job.dtype, groups, t.fb, c, t.rows * t.cols,
                               self.s.kh * self.s.kw)[0]
 
+    def ramp(self, t: ConvTiling) -> tuple[list[int], list[int]] | None:
+        """The rows of the first and of the last tiles (tile_conv_im2col.ramp_rows) of a
+        tile loop that is one sweep down the rows (one block of output channels, input
+        channels and columns, one image), where tiles growing from one row and shrinking
+        back (tile.ramp_blocks) are estimated faster than whole ones; else None. The MAC
+        then starts after a one-row load and the last store is one row: a tile grows by
+        the ratio of its MACs to the other engines' work (at least 2), so the next
+        tile's load fits in the previous tile's MACs."""
+        if t not in self._ramps:
+            self._ramps[t] = None
+            s = self.s
+            nf, _, nx, nc = counts(s, t)
+            if nf * s.n * nx * nc == 1 and s.ho >= 3 * t.rows:
+                load, mac, vector, store = self._tile_costs(t, t.rows)
+                growth = mac / max(load, vector, store)
+                if growth > 1:
+                    ramp = ramp_rows(t.rows, max(growth, 2.0))
+                    if self._ramped_estimate(t, ramp_blocks(s.ho, t.rows, *ramp)) < \
+                            self._estimate(t):
+                        self._ramps[t] = ramp
+        return self._ramps[t]
+
+    def _tile_costs(self, t: ConvTiling, rows: int) -> tuple[int, int, int, int]:
+        """(input and epilogue loads, MAC, vector, store) cycles of a tile of `rows` rows
+        of a one-sweep loop."""
+        job = self.job_for(t)
+        epilogue_in, vector = job.transfers.epilogue(t.fb, rows, t.cols)
+        return (job.transfers.input(mac_channels(self.s, t)[1], rows, t.cols) + epilogue_in,
+                self.mac_cycles(replace(t, rows=rows)), vector,
+                job.transfers.store(t.fb, rows, t.cols))
+
+    def _ramped_estimate(self, t: ConvTiling, row_blocks: list[tuple[int, int]]) -> int:
+        """estimate's pipeline over the tiles of `row_blocks` (one sweep, weights loaded
+        once)."""
+        job = self.job_for(t)
+        w_channels = t.cb if within_group(self.s, t) else self.s.cg
+        fold = job.transfers.weight_fold(t.fb, w_channels) if job.affine else 0
+        costs = {rows: self._tile_costs(t, rows) for rows in {r for _, r in row_blocks}}
+        totals = [sum(costs[rows][i] for _, rows in row_blocks) for i in range(4)]
+        (load, first_mac, first_vector, _) = costs[row_blocks[0][1]]
+        (_, last_mac, last_vector, last_store) = costs[row_blocks[-1][1]]
+        fill = job.transfers.weights(t.fb, w_channels) + fold + load
+        return max(totals[0] + fill - load + last_mac + last_vector + last_store,
+                   fill + totals[1] + last_vector + last_store,
+                   fill + first_mac + totals[2] + fold + last_store,
+                   fill + first_mac + first_vector + totals[3])
+
     def estimate(self, t: ConvTiling) -> int:
+        ramp = self.ramp(t)
+        return self._ramped_estimate(t, ramp_blocks(self.s.ho, t.rows, *ramp)) if ramp \
+            else self._estimate(t)
+
+    def mac_total(self, t: ConvTiling) -> int:
+        """MAC cycles of every conv2d of the dispatch: the last block of each dim (output
+        channels, rows, cols, input-channel chunks) as long as it is."""
+        s = self.s
+        chunks = block_lengths(s.cg, t.cb) if within_group(s, t) else [(t.cb, 1)]
+        return s.n * sum(
+            nf * ny * nx * nc * self.mac_cycles(replace(t, fb=fb, rows=rows, cols=cols, cb=cb))
+            for fb, nf in block_lengths(s.f, t.fb) for rows, ny in block_lengths(s.ho, t.rows)
+            for cols, nx in block_lengths(s.wo, t.cols) for cb, nc in chunks)
+
+    def _estimate(self, t: ConvTiling) -> int:
+        """The busiest engine's cycles over the tiles, plus the first tile's stages before
+        it (fill) and the last tile's after it (drain)."""
         s, m, job = self.s, self.m, self.job_for(t)
         nf, ny, nx, nc = counts(s, t)
         tiles = s.n * nf * ny * nx
-        one_mac = self.mac_cycles(t)
+        one_mac = self.mac_cycles(t) * nc
         dense = within_group(s, t)
         load_in = job.transfers.input(mac_channels(s, t)[1], t.rows, t.cols)
         # Two slots per operand: blocks cycling through at most two keys stay resident
@@ -310,9 +381,11 @@ class DirectConvTiler:
         fold = job.transfers.weight_fold(t.fb, w_channels) if job.affine else 0
         dma_in = input_loads * load_in + weight_loads * load_w + tiles * epilogue_in
         store = job.transfers.store(t.fb, t.rows, t.cols)
-        return max(tiles * nc * one_mac, dma_in, tiles * store,
-                   tiles * vector + weight_loads * fold) + load_in + load_w + fold + \
-            epilogue_in + store + one_mac + vector
+        fill = load_in + load_w + fold + epilogue_in
+        return max(dma_in + fold + one_mac + vector + store,
+                   fill + self.mac_total(t) + vector + store,
+                   fill + one_mac + tiles * vector + weight_loads * fold + store,
+                   fill + one_mac + vector + tiles * store)
 
     def fits(self, t: ConvTiling) -> bool:
         return footprint(lambda sram: ConvEmitter(self.job_for(t), t, sram)) <= \
@@ -340,7 +413,7 @@ class DirectConvTiler:
         return candidates
 
     def emit(self, t: ConvTiling) -> TiledProgram:
-        return ConvEmitter(self.job_for(t), t, Sram(self.m.sram_bytes)).run()
+        return ConvEmitter(self.job_for(t), t, Sram(self.m.sram_bytes)).run(self.ramp(t))
 
 
 class ConvTiler:
@@ -421,26 +494,32 @@ class ConvEmitter:
                                   extra_outputs=job.lowered.extra_outputs)
         self.epi_inputs.keep_only(self.output.tile_inputs)
 
-    def run(self) -> TiledProgram:
+    def run(self, ramp: tuple[list[int], list[int]] | None = None) -> TiledProgram:
+        """The tile loop; with `ramp` (DirectConvTiler.ramp), its one sweep down the rows
+        in ramped blocks."""
         s, t = self.s, self.t
         nf, ny, nx, nc = counts(s, t)
         setup = self.output.setup + self.epi_inputs.setup
         if self.affine is not None:
             setup += self.affine.scale_and_bias(Operand(self.folded_bias, (0, 0, 1)))
         pipeline = Pipeline(setup)
+        rows = ramp_blocks(s.ho, t.rows, *ramp) if ramp else \
+            [(y0, min(t.rows, s.ho - y0)) for y0 in range(0, s.ho, t.rows)]
         for fi in range(nf):
             for n in range(s.n):
-                for yi in range(ny):
+                for y0, tile_rows in rows:
                     for xi in range(nx):
-                        pipeline.add(*self._tile(fi, n, yi, xi, nc))
-        desc = (f"tiles {t.fb}x{t.rows}x{t.cols} (out channels x rows x cols)"
+                        pipeline.add(*self._tile(fi, n, y0, tile_rows, xi, nc))
+        ramped = f", first rows {'+'.join(map(str, ramp[0]))}, last {'+'.join(map(str, ramp[1]))}" \
+            if ramp else ""
+        desc = (f"tiles {t.fb}x{t.rows}x{t.cols} (out channels x rows x cols{ramped})"
                 + (f", {nc} input-channel chunks of {t.cb}" if nc > 1 else ""))
         return TiledProgram(pipeline.finish(), self.sram.buffers, desc, 2)
 
-    def _tile(self, fi, n, yi, xi, nc) -> tuple[list[Instr], list[Instr]]:
+    def _tile(self, fi, n, y0, rows, xi, nc) -> tuple[list[Instr], list[Instr]]:
         s, t = self.s, self.t
-        f0, y0, x0 = fi * t.fb, yi * t.rows, xi * t.cols
-        fb, rows, cols = min(t.fb, s.f - f0), min(t.rows, s.ho - y0), min(t.cols, s.wo - x0)
+        f0, x0 = fi * t.fb, xi * t.cols
+        fb, cols = min(t.fb, s.f - f0), min(t.cols, s.wo - x0)
         note = f"n{n} f{f0}+{fb} y{y0}+{rows} x{x0}+{cols}"
         out, _ = self.outs.acquire(None)
         front: list[Instr] = []

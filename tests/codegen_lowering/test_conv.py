@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from compiler_target.codegen import tile_conv_depthwise
+from compiler_target.codegen import tile_conv, tile_conv_depthwise
 from compiler_target.codegen.analysis.expressions import pruned, simplified
 from compiler_target.codegen.backend import NotLowerable, compile_op
 from compiler_target.codegen.ops import Conv2D, TensorRef
@@ -103,9 +103,13 @@ def test_depthwise_conv_with_bias(rng):
 
 
 @pytest.mark.parametrize("constant_bias", [False, True])
-def test_batchnorm_folds_into_im2col_weights(rng, constant_bias):
-    """Few output channels (im2col): the per-channel affine epilogue is folded into the
-    weights and the bias column once per dispatch; only the relu is left per tile."""
+def test_batchnorm_folds_into_im2col_weights(rng, constant_bias, monkeypatch):
+    """Few output channels, the im2col strategy alone (the direct conv2d with ramped rows
+    is as fast on this one): the per-channel affine epilogue is folded into the weights
+    and the bias column once per dispatch; only the relu is left per tile."""
+    strategies = tile_conv.ConvTiler._strategies
+    monkeypatch.setattr(tile_conv.ConvTiler, "_strategies", lambda self: [
+        s for s in strategies(self) if isinstance(s, tile_conv.Im2colTiler)])
     case = dict(n=1, c=3, h=64, w=64, f=16, kh=3, kw=3, stride=(1, 1), dilation=(1, 1),
                 pads=(1, 1, 1, 1), groups=1)
     op, b, expected = build_conv(rng, case, "batchnorm_relu", NCHW, FCHW, constant_bias)
@@ -343,7 +347,7 @@ def test_1d_conv_over_a_batch_of_columns_runs_as_one_image(rng, epilogue):
 def test_per_channel_epilogue_input_is_loaded_once(rng):
     """relu(acc) · s[channel]: s is not foldable into the weights (the relu comes first),
     so the epilogue reads it. It is loaded whole, one DMA for the dispatch, not one per
-    tile of the 16 tiles."""
+    tile."""
     case = dict(n=1, c=16, h=40, w=40, f=64, kh=3, kw=3, stride=(1, 1), dilation=(1, 1),
                 pads=(1, 1, 1, 1), groups=1)
     epilogue = ([("acc",), ("relu", (0,)), ("input", 0), ("mul", (1, 2))], ["channel"])
@@ -352,7 +356,7 @@ def test_per_channel_epilogue_input_is_loaded_once(rng):
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
     loads = [line for line in compiled.asm.splitlines() if "dma.load" in line]
     assert sum("binding=2," in line for line in loads) == 1
-    assert sum("binding=0," in line for line in loads) > 8           # the input, per tile
+    assert sum("binding=0," in line for line in loads) > 4           # the input, per tile
     assert compiled.estimated_cycles == stats.total_cycles
 
 
@@ -369,7 +373,7 @@ def test_batch_of_one_row_images_runs_as_the_rows_of_one_image(rng, epilogue):
     compiled, stats = compile_and_run(op, b)
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-4)
     assert compiled.estimated_cycles == stats.total_cycles
-    rows = int(re.search(r"tiles \d+x(\d+)x16 \(out channels x rows x cols\)",
+    rows = int(re.search(r"tiles \d+x(\d+)x16 \(out channels x rows x cols",
                          compiled.detail).group(1))
     assert rows > 1          # frames per tile
     assert compiled.roofline.fraction(MACHINE, stats.total_cycles) >= 0.8

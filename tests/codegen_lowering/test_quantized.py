@@ -176,8 +176,9 @@ def test_dequantized_product_plus_bias_rounds_once(rng):
 def test_i8_conv_with_few_output_channels_puts_pixels_on_the_mac_columns(rng):
     """F < mac_cols leaves lanes idle with the output channels on the MAC columns; the
     i8 conv2d takes its pixels there instead (flag pixel_columns), exact in i32, at
-    the cost model's cycles: 2 channels x ceil(392 / 32) pixel groups x ceil(144 / 64)
-    tap steps per tile of 14 rows, where channels on the columns would take 392 x 3."""
+    the cost model's cycles: 2 channels x ceil(784 / 32) pixel groups x ceil(144 / 64)
+    tap steps for its one tile of 28 rows, where channels on the columns would take
+    784 x 3."""
     b = Bindings()
     x = rng.integers(-128, 128, (1, 16, 30, 30), dtype=np.int8)
     w = rng.integers(-128, 128, (2, 16, 3, 3), dtype=np.int8)
@@ -186,5 +187,5 @@ def test_i8_conv_with_few_output_channels_puts_pixels_on_the_mac_columns(rng):
     assert "conv2d.i8" in compiled.asm and "pixel_columns" in compiled.asm
     expected = reference.conv2d(x.astype(np.int64), w.astype(np.int64)).astype(np.int32)
     np.testing.assert_array_equal(b.read(out), expected)
-    assert stats.busy_cycles["mac"] == 2 * (MACHINE.mac_latency_cycles + 2 * 13 * 3)
+    assert stats.busy_cycles["mac"] == MACHINE.mac_latency_cycles + 2 * 25 * 3
     assert compiled.estimated_cycles == stats.total_cycles
