@@ -288,7 +288,7 @@ class DirectConvTiler:
     def __init__(self, job: ConvJob, folded: ConvJob | None = None):
         self.job, self.s, self.m = job, job.s, job.m
         self.folded = folded
-        self._ramps: dict[ConvTiling, list[tuple[int, int]] | None] = {}
+        self._ramps: dict[ConvTiling, tuple[list[int], list[int]] | None] = {}
 
     def job_for(self, t: ConvTiling) -> ConvJob:
         return self.folded if self.folded and weights_resident(self.s, t) else self.job
@@ -498,7 +498,7 @@ class ConvEmitter:
         """The tile loop; with `ramp` (DirectConvTiler.ramp), its one sweep down the rows
         in ramped blocks."""
         s, t = self.s, self.t
-        nf, ny, nx, nc = counts(s, t)
+        nf, _, nx, nc = counts(s, t)
         setup = self.output.setup + self.epi_inputs.setup
         if self.affine is not None:
             setup += self.affine.scale_and_bias(Operand(self.folded_bias, (0, 0, 1)))
@@ -510,8 +510,10 @@ class ConvEmitter:
                 for y0, tile_rows in rows:
                     for xi in range(nx):
                         pipeline.add(*self._tile(fi, n, y0, tile_rows, xi, nc))
-        ramped = f", first rows {'+'.join(map(str, ramp[0]))}, last {'+'.join(map(str, ramp[1]))}" \
-            if ramp else ""
+        ramped = ""
+        if ramp:
+            up, down = ("+".join(map(str, pieces)) for pieces in ramp)
+            ramped = f", first rows {up}, last {down}"
         desc = (f"tiles {t.fb}x{t.rows}x{t.cols} (out channels x rows x cols{ramped})"
                 + (f", {nc} input-channel chunks of {t.cb}" if nc > 1 else ""))
         return TiledProgram(pipeline.finish(), self.sram.buffers, desc, 2)

@@ -455,7 +455,8 @@ def test_vpool_long_rows_bit_exact(core, rng, stride, avg):
     with np.errstate(invalid="ignore"):
         for ky in range(kh):
             for kx in range(kw):
-                tap = x[:, ky:ky + (ho - 1) * stride + 1:stride, kx:kx + (wo - 1) * stride + 1:stride]
+                tap = x[:, ky:ky + (ho - 1) * stride + 1:stride,
+                        kx:kx + (wo - 1) * stride + 1:stride]
                 acc = acc + tap if avg else np.where(np.isnan(acc) | (acc >= tap), acc, tap)
         expected = acc / np.float32(kh * kw) if avg else acc
     np.testing.assert_array_equal(result.view(d_addr, "f32", (c, ho, wo)), expected)
