@@ -88,6 +88,8 @@ class HostLibrary:
         self._exports = [self._read_export(i)
                          for i in range(lib.hd_library_export_count(self._library))]
         self.export_names = [info.name for info in self._exports]
+        # each dispatch's error context, quoted once (excerpt walks the name's characters)
+        self._dispatch_contexts = [f"dispatch of `{excerpt(name)}`" for name in self.export_names]
 
     @staticmethod
     def _load(data: bytes, constants, constant_count: int):
@@ -146,7 +148,7 @@ class HostLibrary:
         """
         info = self.export_info(ordinal)
         ordinal = operator.index(ordinal)
-        where = f"dispatch of `{excerpt(info.name)}`"
+        where = self._dispatch_contexts[ordinal]
         count = self._check_workgroup_count(workgroup_count, where)
         if len(constants) != info.constant_count:
             raise StatusError(StatusCode.INVALID_ARGUMENT,
