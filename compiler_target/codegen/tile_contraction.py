@@ -15,7 +15,8 @@ order (M blocks outer or N blocks outer) and the block sizes come from an estima
 the engines' busy time, the DMA transfers costed as the instructions the emitter writes,
 over the candidates that fit SRAM with double buffering; operand blocks that stay the
 same between consecutive tiles are not reloaded. A per-column bias add at the start of
-the epilogue becomes the MAC BIAS flag; with f32 operands a longer per-column affine
+the epilogue becomes the MAC BIAS flag (a small bias along one dim loaded whole before
+the first tile, tile.Resident); with f32 operands a longer per-column affine
 chain (a bias, then an imported BatchNormalization) is folded instead: its scale into
 each B tile as it is loaded, its offset into the BIAS operand (affine_fold). Where the
 channel is M (a pointwise convolution in NCHW, computed as out^T = b^T a^T), the chain
@@ -42,10 +43,10 @@ from .lower import Lowered, NotLowerable, extra_outputs
 from .ops import reachable
 from .requant import column_bias
 from .npu_ir import Buffer, Instr, busy_cycles, dtype_bytes, mac_flags, mac_operands_supported
-from .tile import (RAMP_DEPTHS, SRAM_ALIGN, Dim, Pipeline, Slots, Sram, Streamed,
+from .tile import (RAMP_DEPTHS, SRAM_ALIGN, Dim, Pipeline, Resident, Slots, Sram, Streamed,
                    TiledProgram, aligned, block_candidates, ceil_div, dense_sram_strides,
                    dma_instrs, fitting, mixed_broadcast, prod, ramp_down_pieces,
-                   split_candidates)
+                   split_candidates, worth_resident)
 from .tiler import Candidate, fastest
 from .vector import Operand, binary, unary
 
@@ -677,9 +678,16 @@ class ContractionEmitter:
         self.b_slots = Slots(sram, "b", tiler.dtype, (kt * nt,), b_slots)
         self.outs = Slots(sram, "acc", tiler.acc_dtype, (mt * nt,), ACC_SLOTS)
         counts = tiler.first_counts(t)
-        bias_index = tiler.bias_index
-        self.bias = Streamed(sram, self.tensors[f"epilogue.{bias_index}"], counts,
-                             compute_dtype=tiler.acc_dtype) if bias_index is not None else None
+        bias = self.tensors[f"epilogue.{tiler.bias_index}"] if tiler.bias_index is not None \
+            else None
+        # A small bias along one dim is loaded whole before the first tile (each tile's
+        # columns are a run of it), instead of paying a DMA latency per tile.
+        self.bias = self.resident_bias = None
+        if bias is not None and sum(1 for s in bias.strides if s) == 1 and \
+                worth_resident(bias, tiler.m):
+            self.resident_bias = Resident(sram, bias, "bias whole", tiler.acc_dtype)
+        elif bias is not None:
+            self.bias = Streamed(sram, bias, counts, compute_dtype=tiler.acc_dtype)
         self.affine = self.folded_bias = None
         if tiler.affine:
             role = tiler.affine_role
@@ -713,6 +721,8 @@ class ContractionEmitter:
         pairs = [(mb, nb) for mb in m_blocks for nb in n_blocks] if t.m_outer else \
             [(mb, nb) for nb in n_blocks for mb in m_blocks]
         setup = self.output.setup + self.epi.setup
+        if self.resident_bias is not None:
+            setup = setup + self.resident_bias.loads
         if self.column_plan is not None:
             setup = setup + self.column_plan.setup
         if self.affine is not None:
@@ -767,6 +777,10 @@ class ContractionEmitter:
             buf, _, loads = self.bias.load(starts, counts, note)
             front += loads
             bias_reads, flags, bias_addr = (buf,), Flag.BIAS, buf.addr
+        elif self.resident_bias is not None:
+            buf, _, offset = self.resident_bias.at(starts)
+            bias_reads, flags = (buf,), Flag.BIAS
+            bias_addr = buf.addr + offset * dtype_bytes(buf.dtype)
         elif self.column_plan is not None:
             bias_buf, loads = self._column_bias(starts, counts, nt, note)
             front += loads

@@ -59,6 +59,19 @@ def test_scalar_bias_is_added_to_every_column(rng):
     np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-5, atol=1e-5)
 
 
+def test_small_bias_is_loaded_once(rng):
+    """An MLP layer (8 x 256 -> 512) with a per-column bias over several N tiles: the
+    bias (2 KB) is loaded whole before the first tile, one DMA for the dispatch instead
+    of one per tile, each paying a DMA latency for a few hundred bytes."""
+    op, b, expected = build_matmul(rng, 1, 8, 512, 256, epilogue="bias")
+    compiled, stats = compile_and_run(op, b)
+    np.testing.assert_allclose(b.read(op.out), expected, rtol=1e-4, atol=1e-3)
+    loads = [line for line in compiled.asm.splitlines() if "dma.load" in line]
+    assert sum("binding=2," in line for line in loads) == 1          # the bias
+    assert sum(line.lstrip().startswith("matmul") for line in compiled.asm.splitlines()) > 2
+    assert compiled.estimated_cycles == stats.total_cycles
+
+
 def test_matmul_512_reaches_roofline(rng):
     op, b, expected = build_matmul(rng, 1, 512, 512, 512, epilogue="bias")
     compiled, stats = compile_and_run(op, b)
