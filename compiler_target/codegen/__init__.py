@@ -105,8 +105,8 @@ class _ProbeAttempts:
         for its lowering (`deferred`), or (None, None) when no probe is left to try."""
         while self.remaining:
             _, constants = self.remaining.pop(0)
-            probe = _probe_values(self.executable_op, self.dims, constants)
             try:
+                probe = _probe_values(self.executable_op, self.dims, constants)
                 if probe is None:
                     extents = ", ".join(f"pc{k}" for k in self.dims)
                     raise NotSupported(f"dynamic extents ({extents}) the host program "
@@ -155,6 +155,9 @@ def _made_parametric(plan: DispatchPlan, analysis: Analysis, attempts: _ProbeAtt
     plan.macs = 0          # unknown until the extents are: npu-sim counts them per call
 
 
+NEGATIVE_HIGH_WORD = 1 << 31    # the high word of a negative 64-bit value has its sign bit
+
+
 def _probe_values(executable_op, dims: tuple[int, ...],
                   probe: list[int | None] | None) -> dict[int, int] | None:
     """The probe value of each constant to specialise, or None when an extent's is
@@ -168,6 +171,11 @@ def _probe_values(executable_op, dims: tuple[int, ...],
     values = {}
     for k in dims:
         value = probe[k] if probe is not None and k < len(probe) else None
+        if k in high_words and value is not None and value >= NEGATIVE_HIGH_WORD:
+            # an extent the probe makes negative (a 512-sample window over 64 samples):
+            # with its high word read as 0 it would be a huge positive one
+            raise NotSupported(f"{INVALID_AT_EXTENTS}: pc{k} is the high word of a negative "
+                               f"value ({value:#x}) at the probe")
         if k in high_words:
             values[k] = 0
         elif value is not None:

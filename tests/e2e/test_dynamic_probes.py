@@ -69,6 +69,24 @@ def test_offsets_past_4_gib_at_a_batch_of_64_stay_binding_views(tmp_path):
     _check(path, [(1, 16, 240, 320)], rng)
 
 
+def test_a_frame_count_negative_at_64_samples_is_probed_at_longer_ones(tmp_path):
+    """A 512-tap, stride-160 conv over a dynamic number of samples (a melspectrogram's
+    frames), then a matmul over the frames: at 64 samples the host program's frame
+    count is negative, passed as two words. With its high word read as 0, as the
+    probes read high words, it was a frame count near 2^32: the matmul was planned past
+    a program's work at every probe and ran on the host. A negative high word now makes
+    the probe invalid, so the longer probes are tried."""
+    rng = np.random.default_rng(6)
+    weights = {"w": (rng.standard_normal((16, 1, 512)) * 0.05).astype(np.float32),
+               "m": (rng.standard_normal((16, 8)) * 0.2).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], strides=[160]),
+             helper.make_node("Transpose", ["c"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["t", "m"], ["y"])]
+    path = onnx_file(_graph(nodes, (1, 1, "samples"), (1, "frames", 8), weights),
+                     tmp_path / "frames.onnx")
+    _check(path, [(1, 1, 16000), (1, 1, 1760)], rng)
+
+
 def test_a_dispatch_valid_at_a_batch_of_1_alone_runs_on_the_npu(tmp_path):
     """A dynamic batch whose conv output an exporter typed at a batch of 1 (value_info
     as torch.export writes it when it specialises the batch): the conv dispatch is
