@@ -163,7 +163,8 @@ def _probe_values(executable_op, dims: tuple[int, ...],
     """The probe value of each constant to specialise, or None when an extent's is
     unknown. A high word probes as 0, as at run time: an offset's stays 0 below 4 GiB
     wherever the probe input's buffers would lie (a batch of 64 may take more), a loop
-    position's is 0 at the first position. Where the host program's value is unknown
+    position's is 0 at the first position; one with its sign bit set (a value the probe
+    makes negative) raises NotSupported, invalid at these extents. Where the host program's value is unknown
     at compile time, a scalar that sizes nothing (a value the host read back from the
     device, a quantized zero point) is not specialised: the code generator reads it as
     a push constant."""
