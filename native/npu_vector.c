@@ -31,9 +31,9 @@ static uint8_t* box3_row(exec_t* x, const box3_t* b, size_t i0, size_t i1) {
 
 /* The row loops of the f32 ops. Without trapping math GCC vectorizes their compares
  * and selects (vmax, vhswish, the selects; not a max then a min: clamp_run); it changes
- * no value, only which FP exception flags may be raised, which nothing reads. Contraction stays as the build
- * sets it (a multiply-add of vscale and vhswish is one fused operation, as LLVM's in
- * stock's code). */
+ * no value, only which FP exception flags may be raised, which nothing reads.
+ * Contraction stays as the build sets it (a multiply-add of vscale and vhswish is one
+ * fused operation, as LLVM's in stock's code). */
 #define VECTOR_LOOPS __attribute__((optimize("no-trapping-math")))
 
 VECTOR_LOOPS static void binary_f32(int op, unsigned flags, float* restrict d,

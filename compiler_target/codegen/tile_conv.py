@@ -288,7 +288,8 @@ class DirectConvTiler:
     def __init__(self, job: ConvJob, folded: ConvJob | None = None):
         self.job, self.s, self.m = job, job.s, job.m
         self.folded = folded
-        self._ramps: dict[ConvTiling, tuple[list[int], list[int]] | None] = {}
+        # tiling -> (ramp or None, its estimate): the ramp is chosen by the estimates
+        self._plans: dict[ConvTiling, tuple[tuple[list[int], list[int]] | None, int]] = {}
 
     def job_for(self, t: ConvTiling) -> ConvJob:
         return self.folded if self.folded and weights_resident(self.s, t) else self.job
@@ -299,26 +300,33 @@ class DirectConvTiler:
                               self.s.kh * self.s.kw)[0]
 
     def ramp(self, t: ConvTiling) -> tuple[list[int], list[int]] | None:
-        """The rows of the first and of the last tiles (tile_conv_im2col.ramp_rows) of a
-        tile loop that is one sweep down the rows (one block of output channels, input
-        channels and columns, one image), where tiles growing from one row and shrinking
-        back (tile.ramp_blocks) are estimated faster than whole ones; else None. The MAC
+        return self._plan(t)[0]
+
+    def estimate(self, t: ConvTiling) -> int:
+        return self._plan(t)[1]
+
+    def _plan(self, t: ConvTiling) -> tuple[tuple[list[int], list[int]] | None, int]:
+        """(ramp, estimate), cached. The ramp: the rows of the first and of the last tiles
+        (tile_conv_im2col.ramp_rows) of a tile loop that is one sweep down the rows (one
+        block of output channels, input channels and columns, one image), where tiles
+        growing from one row and shrinking back (tile.ramp_blocks) are estimated faster
+        than whole ones; else None. The MAC
         then starts after a one-row load and the last store is one row: a tile grows by
         the ratio of its MACs to the other engines' work (at least 2), so the next
         tile's load fits in the previous tile's MACs."""
-        if t not in self._ramps:
-            self._ramps[t] = None
+        if t not in self._plans:
             s = self.s
+            self._plans[t] = (None, self._estimate(t))
             nf, _, nx, nc = counts(s, t)
             if nf * s.n * nx * nc == 1 and s.ho >= 3 * t.rows:
                 load, mac, vector, store = self._tile_costs(t, t.rows)
                 growth = mac / max(load, vector, store)
                 if growth > 1:
                     ramp = ramp_rows(t.rows, max(growth, 2.0))
-                    if self._ramped_estimate(t, ramp_blocks(s.ho, t.rows, *ramp)) < \
-                            self._estimate(t):
-                        self._ramps[t] = ramp
-        return self._ramps[t]
+                    cycles = self._ramped_estimate(t, ramp_blocks(s.ho, t.rows, *ramp))
+                    if cycles < self._plans[t][1]:
+                        self._plans[t] = (ramp, cycles)
+        return self._plans[t]
 
     def _tile_costs(self, t: ConvTiling, rows: int) -> tuple[int, int, int, int]:
         """(input and epilogue loads, MAC, vector, store) cycles of a tile of `rows` rows
@@ -344,11 +352,6 @@ class DirectConvTiler:
                    fill + totals[1] + last_vector + last_store,
                    fill + first_mac + totals[2] + fold + last_store,
                    fill + first_mac + first_vector + totals[3])
-
-    def estimate(self, t: ConvTiling) -> int:
-        ramp = self.ramp(t)
-        return self._ramped_estimate(t, ramp_blocks(self.s.ho, t.rows, *ramp)) if ramp \
-            else self._estimate(t)
 
     def mac_total(self, t: ConvTiling) -> int:
         """MAC cycles of every conv2d of the dispatch: the last block of each dim (output
